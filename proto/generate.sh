@@ -9,4 +9,4 @@ PATH="$(go env GOPATH)/bin:$PATH"
 protoc -I . \
   --go_out=. --go_opt=paths=source_relative \
   --connect-go_out=. --connect-go_opt=paths=source_relative \
-  fenced/v1/*.proto
+  fenced/v1/*.proto fenced/state/v1/*.proto

@@ -1,0 +1,73 @@
+package fsm
+
+import fence "github.com/fenced-dev/fenced"
+
+// EndReason says why a session ended.
+type EndReason int
+
+// Reasons a session ends.
+const (
+	// Closed means the session's owner closed it.
+	Closed EndReason = iota + 1
+	// Expired means the leader expired it after its TTL ran out.
+	Expired
+	// OneShotUnused means a per-grant session whose try-acquire failed was
+	// removed in the same command.
+	OneShotUnused
+	// Unlocked means the holder released the lock (Released events only).
+	Unlocked
+)
+
+// String names the reason.
+func (r EndReason) String() string {
+	switch r {
+	case Closed:
+		return "closed"
+	case Expired:
+		return "expired"
+	case OneShotUnused:
+		return "unused"
+	case Unlocked:
+		return "released"
+	}
+	return "unknown"
+}
+
+// Observer learns about state changes as they are applied, for waking
+// waiting calls, metrics and logs. Its methods run inside Apply, on the
+// applying goroutine: they must not block or call back into the Machine.
+// They are called on every replica, including while the log is replayed at
+// start-up.
+type Observer interface {
+	// Granted is called for every grant: immediate ones and waiters promoted
+	// when a holder released or expired.
+	Granted(g fence.Grant)
+	// Released is called when a holder lets go of a lock, by release or
+	// because its session ended.
+	Released(name string, session uint64, token fence.Token, reason EndReason)
+	// WaitEnded is called when a waiter leaves a queue without a grant:
+	// its session ended or its wait was cancelled.
+	WaitEnded(name string, session uint64)
+	// SessionStarted is called when a session is created.
+	SessionStarted(session uint64, ttlMs int64)
+	// SessionEnded is called when a session ends.
+	SessionEnded(session uint64, reason EndReason)
+}
+
+// NopObserver ignores every event. Embed it to implement only some methods.
+type NopObserver struct{}
+
+// Granted implements Observer.
+func (NopObserver) Granted(fence.Grant) {}
+
+// Released implements Observer.
+func (NopObserver) Released(string, uint64, fence.Token, EndReason) {}
+
+// WaitEnded implements Observer.
+func (NopObserver) WaitEnded(string, uint64) {}
+
+// SessionStarted implements Observer.
+func (NopObserver) SessionStarted(uint64, int64) {}
+
+// SessionEnded implements Observer.
+func (NopObserver) SessionEnded(uint64, EndReason) {}

@@ -1,0 +1,55 @@
+package fsm
+
+import fence "github.com/fenced-dev/fenced"
+
+// ReleaseResult is the outcome of a release.
+type ReleaseResult int
+
+// Release outcomes.
+const (
+	// Released means the session held the lock and released it.
+	Released ReleaseResult = iota + 1
+	// AlreadyReleased means the lock was not held by anyone, or this
+	// (session, seq) had already released it.
+	AlreadyReleased
+	// NotOwned means another session holds the lock; nothing changed.
+	NotOwned
+)
+
+// String returns the wire name: released, already_released or not_owned.
+func (r ReleaseResult) String() string {
+	switch r {
+	case Released:
+		return "released"
+	case AlreadyReleased:
+		return "already_released"
+	case NotOwned:
+		return "not_owned"
+	}
+	return "unknown"
+}
+
+// Result is what applying one command produced. Err is set when the command
+// was refused; a refused command changed nothing.
+type Result struct {
+	// Err is the reason the command was refused, wrapping a fence error.
+	Err error
+	// Session is the session created (CreateSession, per-grant Acquire) or
+	// acted on.
+	Session uint64
+	// Granted reports an acquire that holds the lock; Grant is the grant.
+	Granted bool
+	// Grant is set when Granted.
+	Grant fence.Grant
+	// Queued reports an acquire that waits in the lock's queue.
+	Queued bool
+	// Holder is the session holding the lock when an acquire was not granted.
+	Holder uint64
+	// Release is the outcome of a Release command.
+	Release ReleaseResult
+	// Ended reports that a CloseSession or ExpireSession ended a live session.
+	Ended bool
+	// Ignored reports a command that was valid but had no effect, such as an
+	// expiry proposed in an older term.
+	Ignored bool
+}
