@@ -1,0 +1,80 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/raftstore"
+)
+
+// Config configures a Server. Start from DefaultConfig; Validate explains
+// every value Start would refuse.
+type Config struct {
+	// Raft configures the node: NodeID, DataDir, PeerListen and timings.
+	// DataDir defaults to ./fenced-data and PeerListen to 127.0.0.1:7701.
+	Raft raftstore.Config
+	// Listen is the API address (gRPC, Connect JSON, /metrics, /healthz,
+	// /readyz). Port 0 picks a free port (see Server.Addr). Default
+	// 127.0.0.1:7700.
+	Listen string
+	// TokenFloor makes the cluster issue only tokens above it. It only ever
+	// raises the counter, so it is safe to pass on every start; it is meant
+	// for a fresh cluster replacing one whose tokens may still be in flight.
+	TokenFloor fence.Token
+	// ExpiryInterval is how often the leader looks for leases that ran out.
+	// A session is expired at most this long after its TTL. Default 25ms.
+	ExpiryInterval time.Duration
+	// MaxMessageBytes caps a request message. Default 64 KiB.
+	MaxMessageBytes int
+	// ProposeTimeout bounds one proposal when the caller sets no deadline.
+	// Default 10s.
+	ProposeTimeout time.Duration
+	// Logger receives structured logs. Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// DefaultConfig returns the embedded default: a single node bootstrapped in
+// ./fenced-data, API on 127.0.0.1:7700, peers on 127.0.0.1:7701.
+func DefaultConfig() Config {
+	rc := raftstore.DefaultConfig()
+	rc.Bootstrap = true
+	return Config{
+		Raft:            rc,
+		Listen:          "127.0.0.1:7700",
+		ExpiryInterval:  25 * time.Millisecond,
+		MaxMessageBytes: 64 << 10,
+		ProposeTimeout:  10 * time.Second,
+	}
+}
+
+// Validate reports every value of c that Start would refuse, each with what
+// is allowed instead.
+func (c Config) Validate() error {
+	var errs []error
+	if err := c.Raft.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		errs = append(errs, fmt.Errorf("listen address %q is not host:port: %v", c.Listen, err))
+	}
+	if c.TokenFloor > fence.MaxToken {
+		errs = append(errs, fmt.Errorf("token floor %d is above the maximum token %d", uint64(c.TokenFloor), uint64(fence.MaxToken)))
+	}
+	if c.ExpiryInterval < time.Millisecond || c.ExpiryInterval > time.Second {
+		errs = append(errs, fmt.Errorf("expiry interval %v is out of range; want 1ms to 1s", c.ExpiryInterval))
+	}
+	if c.MaxMessageBytes < 1024 {
+		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))
+	}
+	if c.ProposeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("propose timeout %v must be positive", c.ProposeTimeout))
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("server: invalid config: %w", errors.Join(errs...))
+}

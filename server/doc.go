@@ -1,0 +1,13 @@
+// Package server is the fenced server: the API (gRPC and JSON over HTTP from
+// one protobuf definition, via Connect) on top of the replicated state
+// machine (package fsm) and its Raft node (package raftstore).
+//
+// Writes are proposed to Raft and answered after they are committed and
+// applied. Waiting acquires are queued in the state machine and the grant is
+// pushed to the waiting call when it is applied; nothing polls. The leader
+// keeps every session's lease in memory on its monotonic clock, renews it on
+// keep-alives and proposes an expiry command, stamped with its term, when a
+// lease runs out. A new leader first applies every earlier entry, records
+// its leadership in the log, then restarts every session's full TTL from its
+// takeover: deadlines move later, never earlier (DESIGN.md §3).
+package server

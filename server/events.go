@@ -1,0 +1,55 @@
+package server
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+)
+
+// events is the state machine's observer: it wakes waiting calls, tracks
+// leases, counts metrics and logs grants, releases and expiries at debug
+// level. It runs inside Apply and never blocks.
+type events struct {
+	waits   *waits
+	leases  *leases
+	metrics *metrics
+	log     *slog.Logger
+}
+
+var _ fsm.Observer = (*events)(nil)
+
+func (e *events) Granted(g fence.Grant) {
+	e.metrics.grants.Inc()
+	e.waits.notify(waitKey{g.Name, g.Session}, waitOutcome{granted: true, grant: g})
+	e.debug("grant", slog.String("name", g.Name), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
+}
+
+func (e *events) Released(name string, session uint64, token fence.Token, reason fsm.EndReason) {
+	e.metrics.releases.WithLabelValues(reason.String()).Inc()
+	e.debug("release", slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
+}
+
+func (e *events) WaitEnded(name string, session uint64) {
+	e.waits.notify(waitKey{name, session}, waitOutcome{})
+}
+
+func (e *events) SessionStarted(session uint64, ttlMs int64) {
+	e.leases.start(session, time.Duration(ttlMs)*time.Millisecond)
+}
+
+func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
+	e.leases.end(session)
+	if reason == fsm.Expired {
+		e.metrics.expiries.Inc()
+		e.debug("expiry", slog.Uint64("session", session))
+	}
+}
+
+func (e *events) debug(msg string, attrs ...slog.Attr) {
+	if e.log.Enabled(context.Background(), slog.LevelDebug) {
+		e.log.LogAttrs(context.Background(), slog.LevelDebug, msg, attrs...)
+	}
+}

@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"sync"
+	"time"
+
+	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/raftstore"
+)
+
+// maxParallelExpiries bounds the expiry proposals in flight at once.
+const maxParallelExpiries = 64
+
+// followLeadership runs for the server's life: on each leadership it takes
+// over and runs the expiry loop until the leadership ends.
+func (s *Server) followLeadership() {
+	for {
+		l := s.node.Leadership()
+		s.serving.Store(0)
+		if l.Leader {
+			s.lead(l)
+		}
+		select {
+		case <-l.Changed:
+		case <-s.node.Done():
+			return
+		case <-s.ctx.Done():
+			return
+		}
+	}
+}
+
+// lead takes over as leader of term l.Term and expires sessions until the
+// leadership changes. The takeover (DESIGN.md §3): apply every entry of
+// earlier terms (barrier), record this leadership in the log so expiries of
+// older terms are ignored from here on, initialise the issuer and token
+// floor, then restart every session's full TTL from now.
+func (s *Server) lead(l raftstore.Leadership) {
+	ctx, cancel := context.WithCancel(s.ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-l.Changed:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	for {
+		err := s.takeOver(ctx, l.Term)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("leader takeover failed; retrying", "term", l.Term, "err", err)
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-ctx.Done():
+			return
+		}
+	}
+	s.leases.restartAll()
+	s.serving.Store(l.Term)
+	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
+	s.expireLoop(ctx, l.Term)
+}
+
+func (s *Server) takeOver(ctx context.Context, term uint64) error {
+	if err := s.node.Barrier(ctx); err != nil {
+		return err
+	}
+	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: term}}}); err != nil {
+		return err
+	}
+	var issuer string
+	var last uint64
+	s.sm.read(func(m *fsm.Machine) { issuer, last = m.Issuer(), uint64(m.LastToken()) })
+	if issuer != "" && uint64(s.cfg.TokenFloor) <= last {
+		return nil
+	}
+	if issuer == "" {
+		issuer = newIssuer()
+	}
+	_, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: issuer, TokenFloor: uint64(s.cfg.TokenFloor)}}})
+	return err
+}
+
+// newIssuer returns a random issuer id for a new cluster.
+func newIssuer() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// expireLoop proposes the expiry of every session whose lease ran out,
+// stamped with this leadership's term, until ctx ends.
+func (s *Server) expireLoop(ctx context.Context, term uint64) {
+	tick := time.NewTicker(s.cfg.ExpiryInterval)
+	defer tick.Stop()
+	sem := make(chan struct{}, maxParallelExpiries)
+	var inflight sync.WaitGroup
+	defer inflight.Wait()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for _, id := range s.leases.due() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-sem; inflight.Done() }()
+				cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
+				if _, err := s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+					s.log.Warn("expire session", "session", id, "err", err)
+				}
+			}()
+		}
+	}
+}

@@ -1,0 +1,218 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// cancelWaitTimeout bounds the proposal that takes a timed-out waiter out
+// of its queue.
+const cancelWaitTimeout = 10 * time.Second
+
+// Limits of List.
+const (
+	defaultListLimit = 1000
+	maxListLimit     = 10000
+)
+
+// lockService implements the LockService API.
+type lockService struct{ s *Server }
+
+var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
+
+func validateAcquire(m *fencedv1.AcquireRequest) error {
+	errs := []error{fence.ValidateName(m.Name), fence.ValidateWait(time.Duration(m.WaitMs) * time.Millisecond), validateRequestID(m.RequestId)}
+	if m.Session == 0 {
+		if m.TtlMs == 0 {
+			errs = append(errs, fmt.Errorf("%w: session is 0 and ttl_ms is 0; give a session, or a ttl_ms for a per-grant session", fence.ErrInvalidArgument))
+		} else {
+			errs = append(errs, fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Acquire implements LockServiceHandler. A call with wait_ms > 0 that finds
+// the lock held queues its session and blocks until the state machine
+// grants it (the grant is pushed to this call), the wait runs out or the
+// call ends. When the wait ends without a grant the waiter is taken out of
+// the queue; if the grant won that race, the call returns it.
+//
+// A call that is cancelled while it waits may leave its session holding the
+// lock if the grant was applied at that moment; the caller learns of it by
+// retrying with the same seq, or releases it (the SDK does).
+func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1.AcquireRequest]) (*connect.Response[fencedv1.AcquireResponse], error) {
+	m := req.Msg
+	if err := validateAcquire(m); err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
+		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId,
+	}}})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	if res.Queued {
+		res, err = h.s.wait(ctx, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
+		if err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	if res.Granted {
+		resp.Grant = grantProto(res.Grant)
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// wait blocks until the queued session is granted name, leaves the queue,
+// or wait passes.
+func (s *Server) wait(ctx context.Context, name string, session uint64, wait time.Duration) (fsm.Result, error) {
+	key := waitKey{name, session}
+	ch := s.waits.add(key)
+	defer s.waits.remove(key, ch)
+
+	// The grant may have been applied before the waiter was registered.
+	var res fsm.Result
+	var queued, alive bool
+	s.sm.read(func(m *fsm.Machine) {
+		info := m.Lock(name)
+		res.Session, res.Holder = session, info.Holder.Session
+		if info.Holder.Session == session {
+			res.Granted, res.Grant = true, info.Holder
+		}
+		for _, w := range info.Waiters {
+			queued = queued || w == session
+		}
+		_, alive = m.Session(session)
+	})
+	switch {
+	case res.Granted:
+		return res, nil
+	case !alive:
+		return fsm.Result{}, fmt.Errorf("%w: session %d ended while it waited for %q", fence.ErrSessionNotFound, session, name)
+	case !queued:
+		return res, nil
+	}
+
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case out := <-ch:
+		if out.granted {
+			return fsm.Result{Session: session, Granted: true, Grant: out.grant}, nil
+		}
+		var alive bool
+		s.sm.read(func(m *fsm.Machine) { _, alive = m.Session(session) })
+		if !alive {
+			return fsm.Result{}, fmt.Errorf("%w: session %d ended while it waited for %q", fence.ErrSessionNotFound, session, name)
+		}
+		return fsm.Result{Session: session}, nil
+	case <-timer.C:
+	case <-ctx.Done():
+	}
+	if s.ctx.Err() != nil {
+		return fsm.Result{}, errUnavailable
+	}
+	cctx, cancel := context.WithTimeout(s.ctx, cancelWaitTimeout)
+	defer cancel()
+	return s.propose(cctx, &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}})
+}
+
+// Release implements LockServiceHandler.
+func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
+	m := req.Msg
+	if err := fence.ValidateName(m.Name); err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name}}})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res.Release)}), nil
+}
+
+// Verify implements LockServiceHandler.
+func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.VerifyRequest]) (*connect.Response[fencedv1.VerifyResponse], error) {
+	m := req.Msg
+	if err := fence.ValidateName(m.Name); err != nil {
+		return nil, toConnect(err)
+	}
+	if !fence.Token(m.Token).Valid() {
+		return nil, toConnect(fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, m.Token, uint64(fence.MaxToken)))
+	}
+	var info fsm.LockInfo
+	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(m.Name) })
+	return connect.NewResponse(&fencedv1.VerifyResponse{
+		Current: info.Held() && info.Holder.Token == fence.Token(m.Token),
+		Holder:  grantProto(info.Holder),
+	}), nil
+}
+
+// Describe implements LockServiceHandler.
+func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv1.DescribeRequest]) (*connect.Response[fencedv1.DescribeResponse], error) {
+	if err := fence.ValidateName(req.Msg.Name); err != nil {
+		return nil, toConnect(err)
+	}
+	var info fsm.LockInfo
+	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(req.Msg.Name) })
+	return connect.NewResponse(&fencedv1.DescribeResponse{Lock: lockProto(info)}), nil
+}
+
+// List implements LockServiceHandler.
+func (h *lockService) List(ctx context.Context, req *connect.Request[fencedv1.ListRequest]) (*connect.Response[fencedv1.ListResponse], error) {
+	m := req.Msg
+	if len(m.Prefix) > fence.MaxNameLen {
+		return nil, toConnect(fmt.Errorf("%w: prefix is %d bytes, longer than %d", fence.ErrInvalidArgument, len(m.Prefix), fence.MaxNameLen))
+	}
+	limit := int(m.Limit)
+	switch {
+	case limit < 0 || limit > maxListLimit:
+		return nil, toConnect(fmt.Errorf("%w: limit %d is out of range; want 0 (default %d) to %d", fence.ErrInvalidArgument, limit, defaultListLimit, maxListLimit))
+	case limit == 0:
+		limit = defaultListLimit
+	}
+	var locks []fsm.LockInfo
+	h.s.sm.read(func(fm *fsm.Machine) { locks = fm.Locks(m.Prefix, limit) })
+	resp := &fencedv1.ListResponse{}
+	for _, l := range locks {
+		resp.Locks = append(resp.Locks, lockProto(l))
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// Status implements LockServiceHandler.
+func (h *lockService) Status(ctx context.Context, req *connect.Request[fencedv1.StatusRequest]) (*connect.Response[fencedv1.StatusResponse], error) {
+	name := req.Msg.Name
+	if name != "" {
+		if err := fence.ValidateName(name); err != nil {
+			return nil, toConnect(err)
+		}
+	}
+	st := h.s.node.Stats()
+	resp := &fencedv1.StatusResponse{NodeId: st.NodeID, Leader: st.LeaderID, Term: st.Term}
+	h.s.sm.read(func(fm *fsm.Machine) {
+		resp.Issuer, resp.LastToken = fm.Issuer(), uint64(fm.LastToken())
+		for _, si := range fm.Sessions() {
+			resp.Sessions = append(resp.Sessions, &fencedv1.SessionInfo{Session: si.ID, TtlMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting})
+		}
+		locks := fm.Locks("", 0)
+		if name != "" {
+			locks = []fsm.LockInfo{fm.Lock(name)}
+		}
+		for _, l := range locks {
+			resp.Locks = append(resp.Locks, lockProto(l))
+		}
+	})
+	resp.AppliedIndex = h.s.sm.appliedIndex()
+	return connect.NewResponse(resp), nil
+}

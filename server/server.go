@@ -1,0 +1,196 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/raftstore"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Server is a running fenced server: one Raft node and its API.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	clock   fence.Clock
+	sm      *stateMachine
+	node    *raftstore.Node
+	leases  *leases
+	waits   *waits
+	metrics *metrics
+	ln      net.Listener
+	http    *http.Server
+
+	// serving is the term this node leads in once its takeover finished
+	// (barrier applied, leadership recorded, leases restarted); 0 while it
+	// is not a serving leader. Keep-alives and expiries need it.
+	serving atomic.Uint64
+
+	ctx      context.Context // cancelled by Shutdown: ends waits and loops
+	cancel   context.CancelFunc
+	loops    sync.WaitGroup
+	shutOnce sync.Once
+	shutErr  error
+	done     chan struct{}
+}
+
+// Start opens the node's data dir, starts Raft and serves the API on
+// cfg.Listen. It returns once the API listens; the node may still be
+// electing itself (see /readyz).
+func Start(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	cfg.Raft.Logger = log
+	s := &Server{cfg: cfg, log: log, clock: fence.SystemClock{}, waits: newWaits(), done: make(chan struct{})}
+	s.leases = newLeases(s.clock)
+	var obs events
+	s.sm = newStateMachine(&obs)
+	s.metrics = newMetrics(s.sm)
+	s.sm.observeApply = s.metrics.applyDuration.Observe
+	obs = events{waits: s.waits, leases: s.leases, metrics: s.metrics, log: log}
+	cfg.Raft.OnApply = func(d time.Duration, err error) {
+		if err == nil {
+			s.metrics.proposeDuration.Observe(d.Seconds())
+		}
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	node, err := raftstore.Open(cfg.Raft, s.sm)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	s.node, s.ln = node, ln
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+
+	s.http = &http.Server{
+		Handler:           s.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		Protocols:         new(http.Protocols),
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+	}
+	s.http.Protocols.SetHTTP1(true)
+	s.http.Protocols.SetUnencryptedHTTP2(true)
+
+	s.loops.Add(2)
+	go func() {
+		defer s.loops.Done()
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("api server stopped", "err", err)
+		}
+	}()
+	go func() {
+		defer s.loops.Done()
+		s.followLeadership()
+	}()
+	log.Info("fenced serving", "api", ln.Addr().String(), "peer", node.Addr(), "node", cfg.Raft.NodeID, "data_dir", cfg.Raft.DataDir)
+	return s, nil
+}
+
+func (s *Server) routes() http.Handler {
+	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.MaxMessageBytes)}
+	mux := http.NewServeMux()
+	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
+	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
+	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", s.readyz)
+	return mux
+}
+
+// readyz answers 200 when this node can serve writes: it is the leader and
+// has finished taking over, or it knows a leader. 503 otherwise.
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	var issuer string
+	s.sm.read(func(m *fsm.Machine) { issuer = m.Issuer() })
+	id, _ := s.node.Leader()
+	switch {
+	case s.serving.Load() != 0:
+		fmt.Fprintln(w, "ok: leader")
+	case id != "" && issuer != "" && !s.node.IsLeader():
+		fmt.Fprintf(w, "ok: follower of %s\n", id)
+	default:
+		http.Error(w, "not ready: no leader has taken over yet", http.StatusServiceUnavailable)
+	}
+}
+
+// Addr returns the API's listen address.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// PeerAddr returns the Raft transport's address.
+func (s *Server) PeerAddr() string { return s.node.Addr() }
+
+// Done is closed when the server has shut down.
+func (s *Server) Done() <-chan struct{} { return s.done }
+
+// Shutdown stops the server gracefully: it stops accepting connections,
+// ends waiting acquires (they answer Unavailable; queued waiters stay queued
+// in the state machine until their sessions end), waits for in-flight
+// requests up to ctx's deadline, then stops Raft, finishing in-flight
+// applies and closing the log cleanly. It is safe to call more than once.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.shutOnce.Do(func() {
+		s.serving.Store(0)
+		s.cancel()
+		herr := s.http.Shutdown(ctx)
+		if herr != nil {
+			s.http.Close()
+		}
+		nerr := s.node.Shutdown()
+		s.loops.Wait()
+		s.shutErr = errors.Join(herr, nerr)
+		close(s.done)
+		s.log.Info("fenced stopped", "node", s.cfg.Raft.NodeID)
+	})
+	return s.shutErr
+}
+
+// propose commits a command and returns its result. A refused command's
+// reason is returned as the error. Without a deadline on ctx the proposal
+// is bounded by Config.ProposeTimeout.
+func (s *Server) propose(ctx context.Context, cmd *statev1.Command) (fsm.Result, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, s.cfg.ProposeTimeout)
+		defer cancel()
+	}
+	cmd.NowUnixMs = time.Now().UnixMilli()
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	resp, err := s.node.Apply(ctx, data)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	res, ok := resp.(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("unexpected apply response %T", resp)
+	}
+	if errors.Is(res.Err, fence.ErrSessionNotFound) {
+		s.metrics.staleSession.Inc()
+	}
+	return res, res.Err
+}

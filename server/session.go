@@ -1,0 +1,103 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// maxRequestIDLen bounds request ids (kept in the replicated state).
+const maxRequestIDLen = 64
+
+// sessionService implements the SessionService API.
+type sessionService struct{ s *Server }
+
+var _ fencedv1connect.SessionServiceHandler = (*sessionService)(nil)
+
+func validateRequestID(id string) error {
+	if len(id) > maxRequestIDLen {
+		return fmt.Errorf("%w: request_id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(id), maxRequestIDLen)
+	}
+	return nil
+}
+
+// CreateSession implements SessionServiceHandler.
+func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request[fencedv1.CreateSessionRequest]) (*connect.Response[fencedv1.CreateSessionResponse], error) {
+	m := req.Msg
+	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId)); err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId}}})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	var issuer string
+	h.s.sm.read(func(fm *fsm.Machine) { issuer = fm.Issuer() })
+	return connect.NewResponse(&fencedv1.CreateSessionResponse{Session: res.Session, TtlMs: m.TtlMs, Issuer: issuer}), nil
+}
+
+// renew renews one session's lease on this leader.
+func (s *Server) renew(req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveResponse, error) {
+	if s.serving.Load() == 0 {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
+	}
+	resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
+	ttl, ok := s.leases.renew(req.Session)
+	if !ok {
+		s.metrics.staleSession.Inc()
+		resp.Gone = true
+		resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.Session)
+		return resp, nil
+	}
+	resp.TtlMs = ttl.Milliseconds()
+	return resp, nil
+}
+
+// KeepAlive implements SessionServiceHandler. The stream ends with
+// Unavailable when this node stops being the leader, so the client moves
+// to another endpoint.
+func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]) error {
+	for {
+		req, err := stream.Receive()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		resp, err := h.s.renew(req)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
+// KeepAliveOnce implements SessionServiceHandler.
+func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request[fencedv1.KeepAliveRequest]) (*connect.Response[fencedv1.KeepAliveResponse], error) {
+	resp, err := h.s.renew(req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// CloseSession implements SessionServiceHandler.
+func (h *sessionService) CloseSession(ctx context.Context, req *connect.Request[fencedv1.CloseSessionRequest]) (*connect.Response[fencedv1.CloseSessionResponse], error) {
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: req.Msg.Session}}})
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	return connect.NewResponse(&fencedv1.CloseSessionResponse{Closed: res.Ended}), nil
+}

@@ -1,0 +1,101 @@
+package server
+
+import (
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/fenced-dev/fenced/fsm"
+	"github.com/hashicorp/raft"
+)
+
+// stateMachine adapts fsm.Machine to raft.FSM and lets handlers read the
+// state under a read lock.
+type stateMachine struct {
+	mu      sync.RWMutex
+	m       *fsm.Machine
+	applied uint64 // index of the last applied entry, guarded by mu
+	// observeApply, when set, receives each command's apply time in seconds.
+	observeApply func(seconds float64)
+}
+
+var _ raft.FSM = (*stateMachine)(nil)
+
+func newStateMachine(obs fsm.Observer) *stateMachine {
+	return &stateMachine{m: fsm.New(obs)}
+}
+
+// Apply implements raft.FSM. It returns an fsm.Result.
+func (s *stateMachine) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	cmd, err := fsm.Decode(l.Data)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied = l.Index
+	if err != nil {
+		return fsm.Result{Err: err}
+	}
+	if s.observeApply == nil {
+		return s.m.Apply(cmd)
+	}
+	start := time.Now()
+	res := s.m.Apply(cmd)
+	s.observeApply(time.Since(start).Seconds())
+	return res
+}
+
+// read runs f with the state locked for reading.
+func (s *stateMachine) read(f func(m *fsm.Machine)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	f(s.m)
+}
+
+// appliedIndex returns the index of the last applied entry.
+func (s *stateMachine) appliedIndex() uint64 {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.applied
+}
+
+// Snapshot implements raft.FSM. The state is encoded under the read lock;
+// raft persists the bytes afterwards without blocking applies.
+func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	data, err := s.m.Snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snapshot(data), nil
+}
+
+// Restore implements raft.FSM, replacing the whole state.
+func (s *stateMachine) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	data, err := io.ReadAll(rc)
+	if err != nil {
+		return fmt.Errorf("read snapshot: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m.Restore(data)
+}
+
+// snapshot is an encoded state, written to raft's snapshot sink.
+type snapshot []byte
+
+// Persist implements raft.FSMSnapshot.
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (snapshot) Release() {}
