@@ -1,0 +1,74 @@
+// Command fenced is the fenced server and its command-line client.
+//
+//	fenced serve                      run a server (single node, data in ./fenced-data)
+//	fenced acquire NAME --ttl 30s     take a lock with a per-grant TTL, print the grant
+//	fenced release NAME --session ID  release it
+//	fenced lock NAME -- CMD ARGS...   run CMD while holding the lock
+//	fenced status [NAME]              holders, tokens, waiters, sessions
+//
+// Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
+// lost while CMD ran (fenced lock).
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes scripts can rely on.
+const (
+	exitOK         = 0
+	exitError      = 1
+	exitUsage      = 2
+	exitNotGranted = 3
+	exitLockLost   = 4
+)
+
+// exitError carries an exit code out of a command.
+type exitCodeError struct {
+	code int
+	err  error
+}
+
+func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Unwrap() error { return e.err }
+
+// withExit attaches an exit code to err.
+func withExit(code int, err error) error { return &exitCodeError{code: code, err: err} }
+
+// usageError reports bad flags or arguments (exit 2).
+func usageError(format string, args ...any) error {
+	return withExit(exitUsage, fmt.Errorf(format, args...))
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// run executes the command line and returns the process exit code.
+func run(ctx context.Context, args []string) int {
+	cmd := newRootCommand()
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		if ec.err != nil && ec.err.Error() != "" {
+			fmt.Fprintln(os.Stderr, "fenced:", ec.err)
+		}
+		return ec.code
+	}
+	fmt.Fprintln(os.Stderr, "fenced:", err)
+	if isUsage(err) {
+		return exitUsage
+	}
+	return exitError
+}

@@ -1,0 +1,169 @@
+// Package proctest runs real fenced processes for tests: it builds the
+// fenced binary once per test binary and starts `fenced serve` as a child
+// process that tests can SIGKILL, SIGSTOP and SIGCONT.
+package proctest
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fenced-dev/fenced/internal/testserver"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+	buildOut  []byte
+)
+
+// Binary returns the path of a fenced binary built from this source tree.
+// It is built once per test binary, into a temporary directory.
+func Binary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fenced-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "fenced")
+		_, file, _, _ := runtime.Caller(0)
+		root := filepath.Join(filepath.Dir(file), "..", "..")
+		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/fenced")
+		cmd.Dir = root
+		buildOut, buildErr = cmd.CombinedOutput()
+	})
+	if buildErr != nil {
+		t.Fatalf("build fenced: %v\n%s", buildErr, buildOut)
+	}
+	return binPath
+}
+
+// FreeAddr returns a loopback address with a port that was free a moment
+// ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("pick a free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// Server is a `fenced serve` child process.
+type Server struct {
+	Addr     string // API address
+	PeerAddr string // Raft address
+	DataDir  string
+	Args     []string // extra flags
+
+	t      testing.TB
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	waited chan struct{}
+	log    bytes.Buffer
+}
+
+// StartServer starts `fenced serve` on free loopback ports with a fresh data
+// dir (extra flags in args) and waits until it is ready. The process is
+// killed when the test ends.
+func StartServer(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{Addr: FreeAddr(t), PeerAddr: FreeAddr(t), DataDir: t.TempDir(), Args: args, t: t}
+	s.Start()
+	t.Cleanup(func() { s.Kill() })
+	return s
+}
+
+// Start (re)starts the process with the same addresses and data dir and
+// waits until it is ready to serve writes.
+func (s *Server) Start() {
+	s.t.Helper()
+	args := append([]string{"serve", "--listen", s.Addr, "--peer-listen", s.PeerAddr, "--data-dir", s.DataDir}, s.Args...)
+	cmd := exec.Command(Binary(s.t), args...)
+	s.mu.Lock()
+	cmd.Stdout, cmd.Stderr = &lockedWriter{&s.mu, &s.log}, &lockedWriter{&s.mu, &s.log}
+	s.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		s.t.Fatalf("start fenced serve: %v", err)
+	}
+	waited := make(chan struct{})
+	go func() { cmd.Wait(); close(waited) }()
+	s.mu.Lock()
+	s.cmd, s.waited = cmd, waited
+	s.mu.Unlock()
+	testserver.WaitReady(s.t, s.Addr)
+}
+
+// Kill sends SIGKILL and waits for the process to exit.
+func (s *Server) Kill() {
+	s.mu.Lock()
+	cmd, waited := s.cmd, s.waited
+	s.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	cmd.Process.Signal(syscall.SIGCONT) // a stopped process must run to die
+	cmd.Process.Kill()
+	select {
+	case <-waited:
+	case <-time.After(10 * time.Second):
+		s.t.Errorf("fenced serve (pid %d) did not exit 10s after SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// Signal sends sig to the process.
+func (s *Server) Signal(sig syscall.Signal) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.Process.Signal(sig)
+}
+
+// Wait waits up to d for the process to exit and reports whether it did.
+func (s *Server) Wait(d time.Duration) bool {
+	s.mu.Lock()
+	waited := s.waited
+	s.mu.Unlock()
+	select {
+	case <-waited:
+		return true
+	case <-time.After(d):
+		return false
+	}
+}
+
+// ExitCode returns the exit code of an exited process (-1 if killed by a
+// signal).
+func (s *Server) ExitCode() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd.ProcessState.ExitCode()
+}
+
+// Log returns what the process has written so far.
+func (s *Server) Log() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.log.String()
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
