@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -19,18 +20,26 @@ import (
 // phase it was acknowledged in.
 type tokenLog struct {
 	mu     sync.Mutex
-	before []uint64
-	after  []uint64
+	before []grant
+	after  []grant
 	phase  int // 0 before the kill, 1 after the restart
 }
 
-func (l *tokenLog) add(tok uint64) {
+// grant is one acknowledged grant. A session that re-acquires a lock it
+// still holds (its release was lost to the kill) is told the same grant
+// again: same token, same session.
+type grant struct {
+	token   uint64
+	session uint64
+}
+
+func (l *tokenLog) add(g *fencedv1.Grant) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.phase == 0 {
-		l.before = append(l.before, tok)
+		l.before = append(l.before, grant{g.Token, g.Session})
 	} else {
-		l.after = append(l.after, tok)
+		l.after = append(l.after, grant{g.Token, g.Session})
 	}
 }
 
@@ -79,7 +88,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 				if !resp.Msg.Granted {
 					continue
 				}
-				log.add(resp.Msg.Grant.Token)
+				log.add(resp.Msg.Grant)
 				seq++
 				rctx, rcancel = context.WithTimeout(ctx, time.Second)
 				locks.Release(rctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq}))
@@ -99,19 +108,19 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 	wg.Wait()
 
 	var maxBefore uint64
-	seen := map[uint64]bool{}
-	for _, tok := range log.before {
-		maxBefore = max(maxBefore, tok)
+	owner := map[uint64]uint64{} // token -> session
+	for _, g := range log.before {
+		maxBefore = max(maxBefore, g.token)
 	}
-	for _, tok := range append(log.before, log.after...) {
-		if seen[tok] {
-			t.Fatalf("token %d was granted twice", tok)
+	for _, g := range append(log.before, log.after...) {
+		if s, ok := owner[g.token]; ok && s != g.session {
+			t.Fatalf("token %d was granted to session %d and to session %d", g.token, s, g.session)
 		}
-		seen[tok] = true
+		owner[g.token] = g.session
 	}
-	for _, tok := range log.after {
-		if tok <= maxBefore {
-			t.Fatalf("token %d granted after the restart is not above %d, granted before the kill", tok, maxBefore)
+	for _, g := range log.after {
+		if g.token <= maxBefore && !slices.Contains(log.before, g) {
+			t.Fatalf("token %d granted after the restart is not above %d, granted before the kill", g.token, maxBefore)
 		}
 	}
 	t.Logf("%d grants before SIGKILL (max token %d), %d after restart", len(log.before), maxBefore, len(log.after))

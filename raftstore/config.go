@@ -1,0 +1,211 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hashicorp/raft"
+)
+
+// Config configures a Node. Start from DefaultConfig; Validate explains any
+// value Open would refuse.
+type Config struct {
+	// NodeID names this node in the Raft configuration. It must be unique in
+	// the cluster and must not change across restarts. Default "n1".
+	NodeID string
+
+	// DataDir holds the node's state: the lock file and, under DataDir/raft,
+	// the write-ahead log (wal/) and snapshots (snapshots/). It is created
+	// with mode 0700 when missing. Default "./fenced-data".
+	DataDir string
+
+	// PeerListen is the TCP address the Raft transport binds, and the
+	// address this node advertises to its peers, so its host must be a
+	// specific address (not 0.0.0.0 or ::). Port 0 picks a free port (see
+	// Node.Addr); the bootstrap configuration records the port picked, so
+	// members of a multi-node cluster need a fixed port. Default
+	// "127.0.0.1:7701".
+	PeerListen string
+
+	// Bootstrap makes a data dir without Raft state a single-node cluster
+	// with this node (NodeID at PeerListen) as its only voter. It is ignored
+	// when the data dir already has state: a cluster is bootstrapped once.
+	// Without Bootstrap, a fresh node waits to be added to a cluster.
+	Bootstrap bool
+
+	// HeartbeatTimeout is how long a follower waits without contact from
+	// the leader before it starts an election. Default 500ms.
+	HeartbeatTimeout time.Duration
+
+	// ElectionTimeout is how long a candidate waits for an election to
+	// finish before it starts another. At least HeartbeatTimeout. Default 1s.
+	ElectionTimeout time.Duration
+
+	// LeaderLeaseTimeout is how long a leader stays leader without contact
+	// from a majority before it steps down. At most HeartbeatTimeout.
+	// Default 500ms.
+	LeaderLeaseTimeout time.Duration
+
+	// CommitTimeout is the longest time a leader goes without sending an
+	// AppendEntries to followers, so they learn the commit index.
+	// Default 50ms.
+	CommitTimeout time.Duration
+
+	// SnapshotThreshold is how many log entries past the last snapshot make
+	// the node take a new one (checked every SnapshotInterval).
+	// Default 8192.
+	SnapshotThreshold uint64
+
+	// SnapshotInterval is how often the node checks SnapshotThreshold.
+	// Default 2m.
+	SnapshotInterval time.Duration
+
+	// TrailingLogs is how many log entries a snapshot leaves in the log, so
+	// a slightly lagging follower catches up from the log rather than from
+	// a snapshot. Default 10240.
+	TrailingLogs uint64
+
+	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
+	SnapshotRetain int
+
+	// ShutdownTimeout bounds how long Shutdown waits for Apply, Barrier and
+	// VerifyLeader calls in flight to finish before it stops Raft; Apply
+	// calls still waiting then fail with an error wrapping
+	// ErrOutcomeUnknown, the others with ErrShutdown. 0 stops Raft at once.
+	// Default 5s.
+	ShutdownTimeout time.Duration
+
+	// Logger receives the node's logs and those of hashicorp/raft and
+	// raft-wal. Nil means slog.Default().
+	Logger *slog.Logger
+
+	// OnApply, when set, is called after every Apply with the time Apply
+	// took and the error it returns (nil when the command was committed and
+	// applied). It runs on the caller's goroutine and must be quick: it is
+	// meant for a latency histogram.
+	OnApply func(d time.Duration, err error)
+}
+
+// DefaultConfig returns the configuration of the embedded default: node
+// "n1", data in ./fenced-data, peers on 127.0.0.1:7701, timings for one
+// machine or a LAN. Bootstrap is false; the caller decides.
+func DefaultConfig() Config {
+	return Config{
+		NodeID:             "n1",
+		DataDir:            "./fenced-data",
+		PeerListen:         "127.0.0.1:7701",
+		HeartbeatTimeout:   500 * time.Millisecond,
+		ElectionTimeout:    1000 * time.Millisecond,
+		LeaderLeaseTimeout: 500 * time.Millisecond,
+		CommitTimeout:      50 * time.Millisecond,
+		SnapshotThreshold:  8192,
+		SnapshotInterval:   2 * time.Minute,
+		TrailingLogs:       10240,
+		SnapshotRetain:     2,
+		ShutdownTimeout:    5 * time.Second,
+	}
+}
+
+// maxNodeIDLen is the longest NodeID accepted, in bytes.
+const maxNodeIDLen = 128
+
+// minTimeout is the smallest timing hashicorp/raft accepts.
+const minTimeout = 5 * time.Millisecond
+
+// Validate reports every value of c that Open would refuse, each with what
+// is allowed instead. It returns nil when c is usable.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf(format, args...))
+	}
+
+	switch {
+	case c.NodeID == "":
+		bad("node id is empty; want a name unique in the cluster, such as %q", "n1")
+	case len(c.NodeID) > maxNodeIDLen:
+		bad("node id is %d bytes; want at most %d", len(c.NodeID), maxNodeIDLen)
+	case strings.IndexFunc(c.NodeID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
+		bad("node id %q has spaces or control characters; want letters, digits and punctuation only", c.NodeID)
+	}
+	if c.DataDir == "" {
+		bad("data dir is empty; want a directory path such as %q", "./fenced-data")
+	}
+	if err := validatePeerListen(c.PeerListen); err != nil {
+		errs = append(errs, err)
+	}
+
+	atLeast := func(name string, d, min time.Duration) {
+		if d < min {
+			bad("%s is %v; want at least %v", name, d, min)
+		}
+	}
+	atLeast("heartbeat timeout", c.HeartbeatTimeout, minTimeout)
+	atLeast("election timeout", c.ElectionTimeout, minTimeout)
+	atLeast("leader lease timeout", c.LeaderLeaseTimeout, minTimeout)
+	atLeast("commit timeout", c.CommitTimeout, time.Millisecond)
+	atLeast("snapshot interval", c.SnapshotInterval, minTimeout)
+	if c.HeartbeatTimeout >= minTimeout && c.ElectionTimeout >= minTimeout && c.ElectionTimeout < c.HeartbeatTimeout {
+		bad("election timeout %v is shorter than heartbeat timeout %v; it must be at least the heartbeat timeout", c.ElectionTimeout, c.HeartbeatTimeout)
+	}
+	if c.HeartbeatTimeout >= minTimeout && c.LeaderLeaseTimeout > c.HeartbeatTimeout {
+		bad("leader lease timeout %v is longer than heartbeat timeout %v; it must be at most the heartbeat timeout", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if c.SnapshotThreshold == 0 {
+		bad("snapshot threshold is 0; want at least 1 log entry (default %d)", DefaultConfig().SnapshotThreshold)
+	}
+	if c.SnapshotRetain < 1 {
+		bad("snapshot retain is %d; want at least 1 snapshot kept", c.SnapshotRetain)
+	}
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown timeout is %v; want 0 or more", c.ShutdownTimeout)
+	}
+
+	if len(errs) == 0 {
+		return nil
+	}
+	return fmt.Errorf("raftstore: invalid config: %w", errors.Join(errs...))
+}
+
+// validatePeerListen checks that addr is host:port with an advertisable host.
+func validatePeerListen(addr string) error {
+	if addr == "" {
+		return fmt.Errorf("peer listen address is empty; want host:port such as %q", "127.0.0.1:7701")
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("peer listen address %q is not host:port (%v); want such as %q", addr, err, "127.0.0.1:7701")
+	}
+	if host == "" {
+		return fmt.Errorf("peer listen address %q has no host; peers need an address to reach this node, such as %q", addr, "127.0.0.1"+addr)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("peer listen address %q is a wildcard; peers need a specific address to reach this node, such as this machine's LAN IP", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("peer listen address %q has port %q; want a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+// raftConfig translates c into hashicorp/raft's configuration.
+func (c Config) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(c.NodeID)
+	rc.HeartbeatTimeout = c.HeartbeatTimeout
+	rc.ElectionTimeout = c.ElectionTimeout
+	rc.LeaderLeaseTimeout = c.LeaderLeaseTimeout
+	rc.CommitTimeout = c.CommitTimeout
+	rc.SnapshotThreshold = c.SnapshotThreshold
+	rc.SnapshotInterval = c.SnapshotInterval
+	rc.TrailingLogs = c.TrailingLogs
+	// fenced exports its own metrics; raft's go-metrics are not wired up.
+	rc.NoLegacyTelemetry = true
+	return rc
+}

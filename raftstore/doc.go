@@ -1,0 +1,41 @@
+// Package raftstore replicates fenced's state machine with hashicorp/raft.
+//
+// A Node is one member of a Raft group. Its log and its stable state (term,
+// vote) live in a raft-wal write-ahead log, its snapshots in a
+// raft.FileSnapshotStore, and it talks to its peers over raft's TCP
+// transport. The same code path serves the default single-node cluster and
+// clusters of 3 or 5 nodes (DESIGN.md §3). The layout of a data dir is:
+//
+//	DataDir/LOCK              flock held while a process has the dir open
+//	DataDir/raft/wal/         raft-wal segments and its meta database
+//	DataDir/raft/snapshots/   raft.FileSnapshotStore
+//
+// Open starts a node; with Config.Bootstrap a fresh data dir becomes a
+// single-node cluster with this node as its only voter. A data dir that
+// already holds Raft state is never bootstrapped again.
+//
+// Writes go through Apply, which returns only after the command is committed
+// (written to a majority's disks, fsynced) and applied to the local state
+// machine, and which says when the outcome is unknown: a command that was
+// proposed but whose commit this node could not observe (leadership lost,
+// shutdown, the caller's context ended) may or may not have been applied,
+// and the error wraps ErrOutcomeUnknown. Only the leader accepts writes; on a
+// follower Apply fails with an error wrapping fence.ErrNotLeader.
+//
+// The server learns about leadership through Leadership, which returns the
+// current view and a channel closed when it changes, so any number of
+// goroutines can follow it without stealing notifications from each other.
+// Leadership().Term is the term this node leads in; the state machine also
+// sees the proposer's term of every entry as raft.Log.Term.
+//
+// Basic use:
+//
+//	cfg := raftstore.DefaultConfig()
+//	cfg.Bootstrap = true
+//	node, err := raftstore.Open(cfg, fsm)
+//	if err != nil {
+//		return err
+//	}
+//	defer node.Shutdown()
+//	resp, err := node.Apply(ctx, cmd)
+package raftstore

@@ -1,0 +1,25 @@
+package raftstore
+
+import "errors"
+
+// Errors returned by Node. Check them with errors.Is. A write a follower
+// rejects wraps fence.ErrNotLeader instead; it was not applied.
+var (
+	// ErrShutdown reports a call on a node that is shut down or shutting
+	// down. Alone it means the command was not proposed; together with
+	// ErrOutcomeUnknown it means the command was proposed and its fate is
+	// not known.
+	ErrShutdown = errors.New("raftstore: node is shut down")
+
+	// ErrOutcomeUnknown reports a command that was handed to Raft but whose
+	// commit this node could not observe: leadership was lost, the node shut
+	// down, or the caller's context ended first. The command may or may not
+	// have been applied, now or later (a new leader may still commit it).
+	// The wrapped errors say why; retry only with a request the state
+	// machine de-duplicates.
+	ErrOutcomeUnknown = errors.New("raftstore: outcome unknown")
+
+	// ErrDataDirInUse reports a data dir locked by another process (or by
+	// another Node of this process).
+	ErrDataDirInUse = errors.New("raftstore: data dir in use")
+)

@@ -1,0 +1,237 @@
+package raftstore
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// Transport settings: connections pooled per peer and the I/O deadline of
+// one RPC, as Consul and Nomad use them.
+const (
+	transportMaxPool = 3
+	transportTimeout = 10 * time.Second
+)
+
+// Node is one member of a Raft group: hashicorp/raft with its log on
+// raft-wal, file snapshots and a TCP transport. Its methods are safe for
+// concurrent use. Create it with Open and stop it with Shutdown.
+type Node struct {
+	cfg    Config
+	logger *slog.Logger
+	raft   *raft.Raft
+	trans  *raft.NetworkTransport
+	logs   *logStore
+	lock   *dirLock
+
+	// mu guards closing and lead, and orders inflight.Add before
+	// inflight.Wait.
+	mu       sync.Mutex
+	closing  bool
+	inflight sync.WaitGroup // Apply, Barrier, VerifyLeader calls in progress
+	lead     Leadership
+	// leadChanged is lead.Changed, closed when lead is replaced.
+	leadChanged chan struct{}
+
+	watchStop chan struct{} // closed to stop the leadership watcher
+	watchDone chan struct{} // closed when the leadership watcher returned
+	done      chan struct{} // closed when Raft has stopped
+	shutdown  sync.Once     // runs Shutdown's work once
+	shutErr   error         // Shutdown's result
+}
+
+// Open starts a node on cfg.DataDir with fsm as its state machine, creating
+// the data dir (mode 0700) when missing. With cfg.Bootstrap, a data dir
+// without Raft state becomes a single-node cluster with this node as its
+// only voter; a data dir that has state is never bootstrapped again.
+//
+// Open fails with an error wrapping ErrDataDirInUse when another process (or
+// another open Node) holds the data dir.
+//
+// On return fsm holds the latest snapshot, if any. Log entries after it are
+// applied once this node learns the commit index: on a leader, once it has
+// committed an entry of its own term, which Barrier waits for.
+func Open(cfg Config, fsm raft.FSM) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if fsm == nil {
+		return nil, errors.New("raftstore: open: fsm is nil")
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	hl := newHCLogger(logger, "raft")
+
+	// cleanup undoes the steps done so far when a later one fails.
+	var cleanup []func()
+	fail := func(err error) (*Node, error) {
+		for i := len(cleanup) - 1; i >= 0; i-- {
+			cleanup[i]()
+		}
+		return nil, err
+	}
+
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create data dir %s: %w", cfg.DataDir, err)
+	}
+	lock, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	cleanup = append(cleanup, func() { _ = lock.release() })
+
+	raftDir := filepath.Join(cfg.DataDir, "raft")
+	logs, err := openLogStore(filepath.Join(raftDir, "wal"), hl.Named("wal"))
+	if err != nil {
+		return fail(err)
+	}
+	cleanup = append(cleanup, func() { _ = logs.close() })
+
+	snaps, err := openSnapshotStore(raftDir, cfg.SnapshotRetain, hl.Named("snapshots"))
+	if err != nil {
+		return fail(err)
+	}
+
+	trans, err := raft.NewTCPTransportWithLogger(cfg.PeerListen, nil, transportMaxPool, transportTimeout, hl.Named("transport"))
+	if err != nil {
+		return fail(fmt.Errorf("listen for raft peers on %s: %w", cfg.PeerListen, err))
+	}
+	cleanup = append(cleanup, func() { _ = trans.Close() })
+
+	notify := make(chan bool, 1)
+	rc := cfg.raftConfig()
+	rc.Logger = hl
+	rc.NotifyCh = notify
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fail(fmt.Errorf("raftstore: invalid raft config: %w", err))
+	}
+
+	hasState, err := raft.HasExistingState(logs, logs, snaps)
+	if err != nil {
+		return fail(fmt.Errorf("read raft state in %s: %w", raftDir, err))
+	}
+	switch {
+	case hasState:
+		logger.Info("raft: resuming from existing state", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
+	case cfg.Bootstrap:
+		self := raft.Server{Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr()}
+		if err := raft.BootstrapCluster(rc, logs, logs, snaps, trans, raft.Configuration{Servers: []raft.Server{self}}); err != nil {
+			return fail(fmt.Errorf("bootstrap single-node cluster in %s: %w", cfg.DataDir, err))
+		}
+		logger.Info("raft: bootstrapped single-node cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "addr", string(self.Address))
+	default:
+		logger.Info("raft: no state and no bootstrap; waiting to be added to a cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
+	}
+
+	r, err := raft.NewRaft(rc, fsm, logs, logs, snaps, trans)
+	if err != nil {
+		return fail(fmt.Errorf("start raft in %s: %w", raftDir, err))
+	}
+
+	n := &Node{
+		cfg:       cfg,
+		logger:    logger,
+		raft:      r,
+		trans:     trans,
+		logs:      logs,
+		lock:      lock,
+		watchStop: make(chan struct{}),
+		watchDone: make(chan struct{}),
+		done:      make(chan struct{}),
+	}
+	n.leadChanged = make(chan struct{})
+	n.lead = Leadership{Changed: n.leadChanged}
+	go n.watchLeadership(notify)
+	return n, nil
+}
+
+// ID returns this node's ID, Config.NodeID.
+func (n *Node) ID() string { return n.cfg.NodeID }
+
+// Addr returns the address the Raft transport listens on and advertises:
+// Config.PeerListen with the port filled in when it was 0.
+func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
+
+// IsLeader reports whether this node is the leader now. The answer may be
+// stale by the time the caller acts on it; Apply checks again.
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
+
+// Term returns the node's current Raft term, whatever its role. It is one
+// atomic load. To stamp commands with the term of this node's leadership,
+// use Leadership().Term, which cannot move on to a later term while the
+// snapshot says Leader.
+func (n *Node) Term() uint64 { return n.raft.CurrentTerm() }
+
+// Leader returns the ID and address of the leader this node knows of, or
+// empty strings when it knows none.
+func (n *Node) Leader() (id, addr string) {
+	a, i := n.raft.LeaderWithID()
+	return string(i), string(a)
+}
+
+// Raft returns the underlying hashicorp/raft instance, for membership
+// changes and tests. Shutting it down directly bypasses Shutdown's cleanup.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Done returns a channel closed when the node has shut down.
+func (n *Node) Done() <-chan struct{} { return n.done }
+
+// Shutdown stops the node: new calls fail with ErrShutdown, calls in flight
+// get up to Config.ShutdownTimeout to finish, then Raft stops (commands it
+// had not committed fail with an error wrapping ErrOutcomeUnknown), the
+// transport closes, the log is closed and the data dir unlocked. Shutdown
+// takes no snapshot: the log is durable as it is. It is safe to call more
+// than once; later calls return the first call's result.
+func (n *Node) Shutdown() error {
+	n.shutdown.Do(func() { n.shutErr = n.doShutdown() })
+	return n.shutErr
+}
+
+func (n *Node) doShutdown() error {
+	n.mu.Lock()
+	n.closing = true
+	n.mu.Unlock()
+
+	// Give calls in flight their chance to finish.
+	if n.cfg.ShutdownTimeout > 0 {
+		drained := make(chan struct{})
+		go func() {
+			n.inflight.Wait()
+			close(drained)
+		}()
+		t := time.NewTimer(n.cfg.ShutdownTimeout)
+		select {
+		case <-drained:
+		case <-t.C:
+			n.logger.Warn("raft: shutdown timeout reached with calls in flight; their outcome is unknown", "timeout", n.cfg.ShutdownTimeout)
+		}
+		t.Stop()
+	}
+
+	var errs []error
+	// Waits for every raft goroutine, then closes the transport.
+	if err := n.raft.Shutdown().Error(); err != nil {
+		errs = append(errs, fmt.Errorf("stop raft: %w", err))
+	}
+	close(n.done)
+	close(n.watchStop)
+	<-n.watchDone
+	n.setLeadership(false, 0, true)
+
+	if err := n.logs.close(); err != nil {
+		errs = append(errs, fmt.Errorf("close raft log: %w", err))
+	}
+	if err := n.lock.release(); err != nil {
+		errs = append(errs, fmt.Errorf("unlock data dir %s: %w", n.cfg.DataDir, err))
+	}
+	n.logger.Info("raft: shut down", "node_id", n.cfg.NodeID)
+	return errors.Join(errs...)
+}
