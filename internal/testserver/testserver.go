@@ -40,6 +40,10 @@ func Start(t testing.TB, opts ...Option) *Server {
 	cfg.Raft.PeerListen = "127.0.0.1:0"
 	cfg.Raft.DataDir = t.TempDir()
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	// A single node elects itself after one heartbeat timeout; keep tests quick.
+	cfg.Raft.HeartbeatTimeout = 100 * time.Millisecond
+	cfg.Raft.ElectionTimeout = 100 * time.Millisecond
+	cfg.Raft.LeaderLeaseTimeout = 100 * time.Millisecond
 	for _, o := range opts {
 		o(&cfg)
 	}
