@@ -261,3 +261,23 @@ func (m *Machine) Locks(prefix string, limit int) []LockInfo {
 	}
 	return out
 }
+
+// WaiterCount returns the number of queued acquires over all locks.
+func (m *Machine) WaiterCount() int {
+	n := 0
+	for _, l := range m.locks {
+		n += len(l.waiters)
+	}
+	return n
+}
+
+// HeldCount returns the number of held locks.
+func (m *Machine) HeldCount() int {
+	n := 0
+	for _, l := range m.locks {
+		if l.holder != 0 {
+			n++
+		}
+	}
+	return n
+}
