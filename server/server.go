@@ -20,6 +20,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
+// shutdownGrace bounds how long Shutdown waits for in-flight calls before
+// it closes the remaining connections (keep-alive streams among them).
+const shutdownGrace = 2 * time.Second
+
 // Server is a running fenced server: one Raft node and its API.
 type Server struct {
 	cfg     Config
@@ -154,9 +158,14 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.shutOnce.Do(func() {
 		s.serving.Store(0)
 		s.cancel()
-		herr := s.http.Shutdown(ctx)
+		// Unary calls finish within moments and waits end with s.ctx, but a
+		// keep-alive stream lasts until its client hangs up: give in-flight
+		// calls a short grace, then close what is left.
+		hctx, hcancel := context.WithTimeout(ctx, shutdownGrace)
+		herr := s.http.Shutdown(hctx)
+		hcancel()
 		if herr != nil {
-			s.http.Close()
+			herr = s.http.Close()
 		}
 		nerr := s.node.Shutdown()
 		s.loops.Wait()

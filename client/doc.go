@@ -1,0 +1,62 @@
+// Package client is the Go SDK of fenced: it creates sessions and keeps
+// them alive, acquires locks with fencing tokens, and tells the holder the
+// moment it can no longer trust a grant.
+//
+// # Usage
+//
+//	c, err := client.New([]string{"127.0.0.1:7700"})
+//	if err != nil { ... }
+//	defer c.Close()
+//
+//	s, err := c.NewSession(ctx, client.WithTTL(15*time.Second))
+//	if err != nil { ... }
+//	defer s.Close(context.Background())
+//
+//	m := client.NewMutex(s, "reports/daily")
+//	if err := m.Lock(ctx); err != nil { ... } // waits in the server's FIFO queue
+//	defer m.Unlock(context.Background())
+//
+//	// Do the work under the grant's context and send its token with every
+//	// write; the resource rejects a write whose token is older than one it
+//	// has already seen.
+//	err = store.Write(m.Context(), "reports/daily", data, m.Token())
+//
+// For one grant with a TTL of its own and no keep-alive, use Client.Acquire
+// and the Lease it returns.
+//
+// # What the SDK promises, and what not
+//
+// A session's validity is measured here, on the local monotonic clock,
+// from just before the request that created or last renewed it was sent:
+// ValidUntil = sent + TTL - margin. The server keeps a session for at least
+// TTL after it received that request, so, with clocks that run at about
+// the same rate, the client gives a session up before the server can
+// expire it and hand its locks to someone else. The client renews every
+// TTL/3 over one KeepAlive stream per Client. If renewals stop being
+// confirmed, the session first enters jeopardy (see Session.Jeopardy and
+// StateJeopardy) and, when ValidUntil passes, is lost: Done closes and the
+// Context of every grant is cancelled, at ValidUntil even when the network
+// is stuck. When the server says the session is gone, it is lost at once.
+// An uncertain session counts as lost; so does a grant whose reply arrives
+// after its validity ran out (the SDK releases it instead of returning it).
+//
+// All of this is a liveness signal, never a safety guarantee. A process
+// that is paused (GC, SIGSTOP, VM migration) or a clock that misbehaves can
+// make a holder act after it lost its grant without having noticed, and a
+// cancelled context does not undo a write already on its way. What keeps
+// such a write out is the fencing token: every grant carries one that is
+// greater than every token issued before it, and a resource that compares
+// tokens atomically with the write rejects the stale one. Send Token with
+// every protected write.
+//
+// # Retries
+//
+// Every call that changes state carries an id the server de-duplicates: a
+// session's requests carry the session and a sequence number, a new
+// session or a Lease a random request id. A call that times out or fails
+// on the network is retried with the same id, on the next endpoint if need
+// be, so the server applies it once and a retry returns the original
+// result. Retries go on until the caller's context ends (and, for a
+// session's calls, until the session is lost), so give contexts a deadline
+// to bound them.
+package client

@@ -1,0 +1,419 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+)
+
+// keeper renews every session of a Client over one KeepAlive stream.
+//
+// Each session is renewed ttl/3 after the request that last confirmed it
+// was sent. A renewal carries a nonce; the keeper remembers when it was
+// queued (before it is sent) and the answer with the same nonce extends
+// the session's validity from that time. A renewal that is not answered
+// within answerTimeout means the stream is stuck (a partition does not
+// break a TCP connection, it silences it): the keeper abandons the stream
+// and its connection and opens a new one, on the next endpoint, and
+// renews at once on it. It keeps doing so while the sessions are valid;
+// whether they stay valid is decided by each session's own timer, never by
+// this loop, so a keeper stuck on the network cannot keep a session alive
+// past its validity.
+type keeper struct {
+	c    *Client
+	wake chan struct{} // capacity 1: run has something to look at
+
+	mu       sync.Mutex
+	sessions map[uint64]*Session
+	pending  map[uint64]pendingRenewal // by nonce
+	nonce    uint64
+	backoff  time.Duration // before reopening a stream that failed
+	started  bool
+}
+
+// pendingRenewal is a renewal sent and not yet answered.
+type pendingRenewal struct {
+	s    *Session
+	sent time.Time // before the request was sent
+	st   *kaStream
+}
+
+func newKeeper(c *Client) *keeper {
+	return &keeper{
+		c:        c,
+		wake:     make(chan struct{}, 1),
+		sessions: make(map[uint64]*Session),
+		pending:  make(map[uint64]pendingRenewal),
+	}
+}
+
+// poke makes run look at the sessions again.
+func (k *keeper) poke() {
+	select {
+	case k.wake <- struct{}{}:
+	default:
+	}
+}
+
+// add starts keeping s alive. It fails with ErrClosed once the Client is
+// closed.
+func (k *keeper) add(s *Session) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if err := k.c.closed(); err != nil {
+		return err
+	}
+	if !k.started {
+		if !k.c.goRun(k.run) {
+			return ErrClosed
+		}
+		k.started = true
+	}
+	k.sessions[s.id] = s
+	k.poke()
+	return nil
+}
+
+// remove stops keeping s alive.
+func (k *keeper) remove(s *Session) {
+	k.mu.Lock()
+	if k.sessions[s.id] == s {
+		delete(k.sessions, s.id)
+	}
+	k.mu.Unlock()
+	k.poke()
+}
+
+// all returns the sessions being kept alive.
+func (k *keeper) all() []*Session {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	out := make([]*Session, 0, len(k.sessions))
+	for _, s := range k.sessions {
+		out = append(out, s)
+	}
+	return out
+}
+
+// run is the keeper's loop. It never blocks on the network: sending and
+// receiving happen in the stream's own goroutines.
+func (k *keeper) run() {
+	var (
+		st       *kaStream
+		reopenAt time.Time
+		timer    Timer
+	)
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+		if st != nil {
+			st.fail(ErrClosed)
+		}
+	}()
+	for {
+		k.mu.Lock()
+		now := k.c.clock.Now()
+		if st != nil {
+			err := st.failure()
+			if err == nil && k.overdueLocked(st, now) {
+				err = fmt.Errorf("no answer to a renewal within %v", k.answerTimeoutLocked(st, now))
+				st.fail(err)
+			}
+			if err != nil {
+				k.dropLocked(st)
+				k.c.log.Info("fenced: keep-alive stream failed", "endpoint", st.addr, "err", err)
+				k.c.failover(st.ep)
+				reopenAt = now.Add(k.backoff)
+				k.backoff = min(max(2*k.backoff, 10*time.Millisecond), k.maxBackoffLocked())
+				st = nil
+			}
+		}
+		if st != nil && len(k.sessions) == 0 {
+			// Nothing left to keep alive: let the connection go.
+			st.fail(errIdle)
+			k.dropLocked(st)
+			st = nil
+		}
+		if st == nil && len(k.sessions) > 0 && !now.Before(reopenAt) && k.c.ctx.Err() == nil {
+			st = k.openLocked()
+		}
+		var next time.Time
+		switch {
+		case st != nil:
+			next = k.scheduleLocked(st, now)
+		case len(k.sessions) > 0:
+			next = reopenAt
+		}
+		k.mu.Unlock()
+
+		if timer != nil {
+			timer.Stop()
+			timer = nil
+		}
+		if !next.IsZero() {
+			timer = k.c.clock.afterFunc(next.Sub(now), k.poke)
+		}
+		var failed <-chan struct{}
+		if st != nil {
+			failed = st.done
+		}
+		select {
+		case <-k.wake:
+		case <-failed:
+		case <-k.c.ctx.Done():
+			return
+		}
+	}
+}
+
+var errIdle = errors.New("no sessions to keep alive")
+
+// scheduleLocked queues the renewals that are due on st and returns when
+// the loop must look again: the next renewal due or the next answer
+// overdue.
+func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
+	var next time.Time
+	earliest := func(t time.Time) {
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	for _, s := range k.sessions {
+		if s.kaNonce != 0 {
+			earliest(k.pending[s.kaNonce].sent.Add(answerTimeout(s)))
+			continue
+		}
+		due := s.renewDue()
+		if s.kaRetryAt.After(due) {
+			due = s.kaRetryAt
+		}
+		if now.Before(due) {
+			earliest(due)
+			continue
+		}
+		k.nonce++
+		s.kaNonce = k.nonce
+		k.pending[k.nonce] = pendingRenewal{s: s, sent: now, st: st}
+		st.queue = append(st.queue, &fencedv1.KeepAliveRequest{Session: s.id, Nonce: k.nonce})
+		earliest(now.Add(answerTimeout(s)))
+	}
+	if len(st.queue) > 0 {
+		select {
+		case st.signal <- struct{}{}:
+		default:
+		}
+	}
+	return next
+}
+
+// overdueLocked reports whether a renewal sent on st has waited for its
+// answer longer than its session's answer timeout.
+func (k *keeper) overdueLocked(st *kaStream, now time.Time) bool {
+	for _, p := range k.pending {
+		if p.st == st && !now.Before(p.sent.Add(answerTimeout(p.s))) {
+			return true
+		}
+	}
+	return false
+}
+
+// answerTimeoutLocked returns the answer timeout of the oldest overdue
+// renewal on st, for the log.
+func (k *keeper) answerTimeoutLocked(st *kaStream, now time.Time) time.Duration {
+	for _, p := range k.pending {
+		if p.st == st && !now.Before(p.sent.Add(answerTimeout(p.s))) {
+			return answerTimeout(p.s)
+		}
+	}
+	return 0
+}
+
+// dropLocked forgets the renewals in flight on st; their sessions are
+// renewed again on the next stream.
+func (k *keeper) dropLocked(st *kaStream) {
+	for nonce, p := range k.pending {
+		if p.st == st {
+			delete(k.pending, nonce)
+			if p.s.kaNonce == nonce {
+				p.s.kaNonce = 0
+			}
+		}
+	}
+}
+
+// maxBackoffLocked bounds the pause before reopening a failed stream so
+// that every session gets several attempts within its validity.
+func (k *keeper) maxBackoffLocked() time.Duration {
+	b := time.Second
+	for _, s := range k.sessions {
+		b = min(b, s.ttl/10)
+	}
+	return max(b, 10*time.Millisecond)
+}
+
+// answerTimeout is how long a renewal of s may go unanswered before the
+// keeper gives up on the stream it was sent on: a sixth of the TTL (half a
+// renewal interval), at least 100ms (or ttl/3 for tiny TTLs) and at most
+// the request timeout.
+func answerTimeout(s *Session) time.Duration {
+	d := max(s.ttl/6, min(s.ttl/3, 100*time.Millisecond))
+	return min(d, s.c.requestTimeout)
+}
+
+// retryDelay is how long the keeper waits before renewing s again after
+// the server answered a renewal with an error.
+func retryDelay(s *Session) time.Duration {
+	return min(max(s.ttl/10, 10*time.Millisecond), time.Second)
+}
+
+// answer handles the server's answer to a renewal.
+func (k *keeper) answer(st *kaStream, resp *fencedv1.KeepAliveResponse) {
+	now := k.c.clock.Now()
+	k.mu.Lock()
+	p, ok := k.pending[resp.GetNonce()]
+	if !ok || p.st != st || p.s.id != resp.GetSession() {
+		k.mu.Unlock()
+		return
+	}
+	delete(k.pending, resp.GetNonce())
+	if p.s.kaNonce == resp.GetNonce() {
+		p.s.kaNonce = 0
+	}
+	failed := resp.GetError() != "" && !resp.GetGone()
+	if failed {
+		p.s.kaRetryAt = now.Add(retryDelay(p.s))
+	} else {
+		k.backoff = 0
+	}
+	k.mu.Unlock()
+
+	s := p.s
+	switch {
+	case resp.GetGone():
+		s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
+	case failed:
+		k.c.log.Info("fenced: renewal failed", "session", s.id, "endpoint", st.addr, "err", resp.GetError())
+		if isNotLeader(resp.GetError()) {
+			st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
+		}
+	default:
+		s.renewed(p.sent, time.Duration(resp.GetTtlMs())*time.Millisecond)
+	}
+	k.poke()
+}
+
+// kaStream is one KeepAlive stream: a goroutine that sends the queued
+// renewals, one that receives the answers, and, when the Client built its
+// own transport, a connection of its own, closed when the stream ends so a
+// silent (partitioned) connection is never reused.
+type kaStream struct {
+	k      *keeper
+	ep     int64
+	addr   string
+	cancel context.CancelFunc
+	stream *connect.BidiStreamForClient[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
+	signal chan struct{} // capacity 1: the queue has requests
+	queue  []*fencedv1.KeepAliveRequest
+	done   chan struct{} // closed by fail
+	once   sync.Once
+	err    error // why the stream ended; set before done is closed
+}
+
+// openLocked opens a stream to the current endpoint. It does not block:
+// the request goes out with the first renewal.
+func (k *keeper) openLocked() *kaStream {
+	i, ep := k.c.endpoint()
+	hc := k.c.httpClient
+	var tr *http.Transport
+	if k.c.ownTransport != nil {
+		tr = newTransport()
+		hc = &http.Client{Transport: tr}
+	}
+	ctx, cancel := context.WithCancel(k.c.ctx)
+	st := &kaStream{
+		k:      k,
+		ep:     i,
+		addr:   ep.addr,
+		cancel: cancel,
+		stream: fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
+		signal: make(chan struct{}, 1),
+		done:   make(chan struct{}),
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	ok := k.c.goRun(func() { defer wg.Done(); st.sendLoop() })
+	ok = ok && k.c.goRun(func() { defer wg.Done(); st.recvLoop() })
+	if !ok {
+		st.fail(ErrClosed)
+		return st
+	}
+	k.c.goRun(func() {
+		wg.Wait()
+		if tr != nil {
+			tr.CloseIdleConnections()
+		}
+	})
+	return st
+}
+
+// fail ends the stream with err, once.
+func (st *kaStream) fail(err error) {
+	st.once.Do(func() {
+		st.err = err
+		close(st.done)
+		st.cancel()
+	})
+}
+
+// failure returns why the stream ended, or nil while it runs.
+func (st *kaStream) failure() error {
+	select {
+	case <-st.done:
+		return st.err
+	default:
+		return nil
+	}
+}
+
+func (st *kaStream) sendLoop() {
+	defer st.stream.CloseRequest()
+	for {
+		select {
+		case <-st.signal:
+		case <-st.done:
+			return
+		}
+		st.k.mu.Lock()
+		q := st.queue
+		st.queue = nil
+		st.k.mu.Unlock()
+		for _, req := range q {
+			if err := st.stream.Send(req); err != nil {
+				st.fail(fmt.Errorf("send: %w", err))
+				return
+			}
+		}
+	}
+}
+
+func (st *kaStream) recvLoop() {
+	defer st.stream.CloseResponse()
+	for {
+		resp, err := st.stream.Receive()
+		if err != nil {
+			st.fail(fmt.Errorf("receive: %w", err))
+			return
+		}
+		st.k.answer(st, resp)
+	}
+}

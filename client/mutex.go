@@ -1,0 +1,323 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+// maxWaitChunk bounds one Acquire call's wait when the caller's context
+// has no deadline. The server drops a waiter when its call ends, so each
+// re-issued call joins the back of the queue: chunks are long so that this
+// rarely matters.
+const maxWaitChunk = 5 * time.Minute
+
+// Mutex is an exclusive lock held by a session. Every grant carries a
+// fencing token; send it with every write to the protected resource (see
+// Token) and do the work under Context, which is cancelled when the grant
+// can no longer be trusted.
+//
+// Mutexes of one session with the same name share one grant: the server
+// hands a session that already holds a lock the grant it holds. Use one
+// session per independent holder.
+//
+// Token, Grant and Context are safe to call from any goroutine; Lock,
+// TryLock and Unlock of one Mutex are meant to be called one at a time.
+type Mutex struct {
+	s    *Session
+	name string
+
+	mu     sync.Mutex
+	grant  fence.Grant // zero when not held
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// notHeld is the Context of a Mutex or Lease that holds no grant.
+var notHeld = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrNotHeld)
+	return ctx
+}()
+
+// NewMutex returns a Mutex for the lock name held through session s. It
+// does not contact the server; the name is checked by Lock and TryLock.
+func NewMutex(s *Session, name string) *Mutex {
+	return &Mutex{s: s, name: name, ctx: notHeld}
+}
+
+// Name returns the lock's name.
+func (m *Mutex) Name() string { return m.name }
+
+// Lock acquires the lock, waiting in the server's FIFO queue while another
+// session holds it. The server pushes the grant to the waiting call; there
+// is no polling. A call that fails on the network or times out is retried
+// with the same sequence number, so the server applies it once; a call
+// whose wait ran out is made again, while ctx is alive.
+//
+// If ctx ends first, Lock returns an error wrapping ctx's error. The server
+// stops the wait when the call ends, but a grant may have raced the
+// cancellation, so Lock then releases the lock (best effort, for at most
+// the request timeout) before it returns. If the session is lost while
+// waiting, Lock returns an error wrapping the session's Err.
+//
+// A grant whose reply arrives after the session's validity ran out is not
+// taken: Lock releases it and returns an error wrapping fence.ErrLockLost.
+// If this Mutex already holds the lock, Lock returns nil at once.
+func (m *Mutex) Lock(ctx context.Context) error { return m.acquire(ctx, true) }
+
+// TryLock acquires the lock if it is free, without waiting. It returns an
+// error wrapping fence.ErrNotGranted when another session holds it. Network
+// failures are retried, with the same sequence number, until ctx ends; the
+// other outcomes are those of Lock.
+func (m *Mutex) TryLock(ctx context.Context) error { return m.acquire(ctx, false) }
+
+func (m *Mutex) acquire(ctx context.Context, wait bool) error {
+	op := "try lock"
+	if wait {
+		op = "lock"
+	}
+	if err := fence.ValidateName(m.name); err != nil {
+		return fmt.Errorf("client: %s: %w", op, err)
+	}
+	c, s := m.s.c, m.s
+	if err := c.closed(); err != nil {
+		return fmt.Errorf("client: %s %q: %w", op, m.name, err)
+	}
+	if err := s.Err(); err != nil {
+		return fmt.Errorf("client: %s %q: %w", op, m.name, err)
+	}
+	if m.held() {
+		return nil
+	}
+	// cctx also ends when the session is lost or the Client closed.
+	cctx, cancel := c.until(ctx, time.Time{}, nil)
+	defer cancel()
+	stop := context.AfterFunc(s.ctx, func() { cancel() })
+	defer stop()
+
+	for {
+		seq := s.nextSeq()
+		var waitFor time.Duration
+		if wait {
+			waitFor = maxWaitChunk
+			if dl, ok := ctx.Deadline(); ok {
+				// Leave time for the server's "not granted" to come back
+				// before ctx ends.
+				left := dl.Sub(time.Now())
+				waitFor = min(waitFor, left-min(left/10, 250*time.Millisecond))
+			}
+			waitFor = max(waitFor, 0)
+		}
+		var resp *fencedv1.AcquireResponse
+		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
+			r, err := ep.locks.Acquire(actx, connect.NewRequest(&fencedv1.AcquireRequest{
+				Name:    m.name,
+				Session: s.id,
+				Seq:     seq,
+				WaitMs:  waitFor.Milliseconds(),
+			}))
+			if err == nil {
+				resp = r.Msg
+			}
+			return err
+		})
+		switch {
+		case err != nil && ctx.Err() == nil && s.Err() != nil:
+			m.releaseAfter(ctx)
+			return fmt.Errorf("client: %s %q: %w", op, m.name, s.Err())
+		case err != nil && ctx.Err() != nil:
+			m.releaseAfter(ctx)
+			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
+		case err != nil:
+			if errors.Is(err, fence.ErrSessionNotFound) {
+				s.lose(fmt.Errorf("%w: session %d: %w", fence.ErrLockLost, s.id, err), false)
+			}
+			if errors.Is(err, ErrClosed) {
+				return fmt.Errorf("client: %s %q: %w", op, m.name, ErrClosed)
+			}
+			return fmt.Errorf("client: %s %q: %w", op, m.name, err)
+		case resp.GetGranted():
+			if ctx.Err() != nil {
+				m.releaseAfter(ctx)
+				return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
+			}
+			return m.take(ctx, resp.GetGrant())
+		case !wait:
+			return fmt.Errorf("client: %s %q: %w: held by session %d", op, m.name, fence.ErrNotGranted, resp.GetHolder())
+		case ctx.Err() != nil:
+			// The server answered "not granted" and dropped the wait.
+			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
+		}
+		// The wait ran out with ctx alive: queue again. The outcome was
+		// certain, so a new seq is right, and it keeps the retried seq
+		// within the server's de-duplication window.
+	}
+}
+
+// take records a grant, unless the session's validity ran out before it
+// arrived: then the grant is released and Lock fails.
+func (m *Mutex) take(ctx context.Context, g *fencedv1.Grant) error {
+	s := m.s
+	grant := grantOf(g, s.id, s.ttl)
+	if !s.valid() {
+		m.releaseAfter(ctx)
+		return fmt.Errorf("client: lock %q: %w: granted with token %d after session %d's validity ran out; released",
+			m.name, fence.ErrLockLost, grant.Token, s.id)
+	}
+	gctx, cancel := context.WithCancelCause(s.ctx)
+	if gctx.Err() != nil {
+		// Lost between the check and now.
+		cancel(nil)
+		m.releaseAfter(ctx)
+		return fmt.Errorf("client: lock %q: %w", m.name, context.Cause(gctx))
+	}
+	m.mu.Lock()
+	if m.cancel != nil {
+		m.cancel(ErrNotHeld)
+	}
+	m.grant, m.ctx, m.cancel = grant, gctx, cancel
+	m.mu.Unlock()
+	return nil
+}
+
+// held reports whether the Mutex holds a grant that is still trusted.
+func (m *Mutex) held() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.grant.Token != 0 && m.ctx.Err() == nil
+}
+
+// releaseAfter releases the lock after an acquire whose outcome is not
+// known or not wanted, best effort: the caller's context may have ended,
+// so it runs on its own for at most the request timeout.
+func (m *Mutex) releaseAfter(ctx context.Context) {
+	c := m.s.c
+	if c.closed() != nil {
+		return
+	}
+	rctx, cancel := c.cleanup(ctx)
+	defer cancel()
+	if _, err := m.release(rctx); err != nil {
+		c.log.Info("fenced: could not release after an abandoned acquire", "lock", m.name, "session", m.s.id, "err", err)
+	}
+}
+
+// release sends one Release, retried with one seq.
+func (m *Mutex) release(ctx context.Context) (fencedv1.ReleaseResult, error) {
+	return releaseLock(ctx, m.s.c, m.name, m.s.id, m.s.nextSeq())
+}
+
+// releaseLock releases name held by session with the request seq.
+func releaseLock(ctx context.Context, c *Client, name string, session, seq uint64) (fencedv1.ReleaseResult, error) {
+	var res fencedv1.ReleaseResult
+	err := c.retry(ctx, "release", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.locks.Release(ctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq}))
+		if err == nil {
+			res = r.Msg.GetResult()
+		}
+		return err
+	})
+	return res, err
+}
+
+// Unlock releases the lock. The Context of the grant is cancelled first,
+// with ErrNotHeld as its cause, so that work under it stops before the
+// next holder can start. Network failures are retried, with the same
+// sequence number, until ctx ends.
+//
+// Unlock returns nil when the server released the lock or the session did
+// not hold it, and an error wrapping ErrNotOwned when another session
+// holds it. After the session was closed, Unlock returns nil without a
+// request: Close released everything. After the session was lost, Unlock
+// still asks the server to release the lock (for at most the request
+// timeout) and returns the session's Err, which wraps fence.ErrLockLost:
+// the work done under the grant may have overlapped the next holder's.
+func (m *Mutex) Unlock(ctx context.Context) error {
+	m.mu.Lock()
+	if m.cancel != nil {
+		m.cancel(ErrNotHeld)
+	}
+	m.grant, m.ctx, m.cancel = fence.Grant{}, notHeld, nil
+	m.mu.Unlock()
+
+	if err := fence.ValidateName(m.name); err != nil {
+		return fmt.Errorf("client: unlock: %w", err)
+	}
+	c := m.s.c
+	switch err := m.s.Err(); {
+	case errors.Is(err, ErrSessionClosed):
+		return nil
+	case err != nil:
+		m.releaseAfter(ctx)
+		return fmt.Errorf("client: unlock %q: %w", m.name, err)
+	}
+	cctx, cancel := c.until(ctx, time.Time{}, nil)
+	defer cancel()
+	res, err := m.release(cctx)
+	if err != nil {
+		return fmt.Errorf("client: unlock %q: %w", m.name, err)
+	}
+	if res == fencedv1.ReleaseResult_RELEASE_RESULT_NOT_OWNED {
+		return fmt.Errorf("client: unlock %q: %w", m.name, ErrNotOwned)
+	}
+	return nil
+}
+
+// Token returns the fencing token of the grant the last successful Lock
+// or TryLock obtained, and 0 before that and after Unlock. It keeps
+// returning the token after the grant was lost: a resource that has seen a
+// newer token rejects it.
+func (m *Mutex) Token() fence.Token {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.grant.Token
+}
+
+// Grant returns the grant the last successful Lock or TryLock obtained,
+// and the zero Grant before that and after Unlock.
+func (m *Mutex) Grant() fence.Grant {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.grant
+}
+
+// Context returns a context for the work done under the current grant. It
+// is cancelled when the grant is lost or uncertain (its cause wraps
+// fence.ErrLockLost, see Session.Err), when the session is closed, and by
+// Unlock (cause ErrNotHeld). Before the first Lock and after Unlock it is
+// already cancelled. Each grant has its own context: call Context again
+// after Lock.
+func (m *Mutex) Context() context.Context {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.ctx
+}
+
+// grantOf converts a grant from the API.
+func grantOf(g *fencedv1.Grant, session uint64, ttl time.Duration) fence.Grant {
+	out := fence.Grant{
+		Name:    g.GetName(),
+		Token:   fence.Token(g.GetToken()),
+		Issuer:  g.GetIssuer(),
+		Session: g.GetSession(),
+		TTL:     time.Duration(g.GetTtlMs()) * time.Millisecond,
+	}
+	if out.Session == 0 {
+		out.Session = session
+	}
+	if out.TTL == 0 {
+		out.TTL = ttl
+	}
+	if ms := g.GetIssuedAtUnixMs(); ms != 0 {
+		out.IssuedAt = time.UnixMilli(ms).UTC()
+	}
+	return out
+}
