@@ -2,6 +2,7 @@ package fence
 
 import (
 	"fmt"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -42,7 +43,7 @@ func ValidateName(name string) error {
 // ValidateTTL checks that ttl is within MinTTL..MaxTTL.
 func ValidateTTL(ttl time.Duration) error {
 	if ttl < MinTTL || ttl > MaxTTL {
-		return fmt.Errorf("%w: ttl %v is out of range; ttl must be between %v and %v", ErrInvalidArgument, ttl, MinTTL, MaxTTL)
+		return fmt.Errorf("%w: ttl %v is out of range; ttl must be between %s and %s", ErrInvalidArgument, ttl, shortDuration(MinTTL), shortDuration(MaxTTL))
 	}
 	return nil
 }
@@ -50,7 +51,19 @@ func ValidateTTL(ttl time.Duration) error {
 // ValidateWait checks that an acquire's wait is within 0..MaxWait.
 func ValidateWait(wait time.Duration) error {
 	if wait < 0 || wait > MaxWait {
-		return fmt.Errorf("%w: wait %v is out of range; wait must be between 0 and %v", ErrInvalidArgument, wait, MaxWait)
+		return fmt.Errorf("%w: wait %v is out of range; wait must be between 0 and %s", ErrInvalidArgument, wait, shortDuration(MaxWait))
 	}
 	return nil
+}
+
+// shortDuration formats d without trailing zero units: 24h, not 24h0m0s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
 }

@@ -28,13 +28,18 @@ const (
 	exitLockLost   = 4
 )
 
-// exitError carries an exit code out of a command.
+// exitCodeError carries an exit code out of a command.
 type exitCodeError struct {
 	code int
 	err  error
 }
 
-func (e *exitCodeError) Error() string { return e.err.Error() }
+func (e *exitCodeError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
 func (e *exitCodeError) Unwrap() error { return e.err }
 
 // withExit attaches an exit code to err.
@@ -61,7 +66,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	var ec *exitCodeError
 	if errors.As(err, &ec) {
-		if ec.err != nil && ec.err.Error() != "" {
+		if ec.err != nil {
 			fmt.Fprintln(os.Stderr, "fenced:", ec.err)
 		}
 		return ec.code

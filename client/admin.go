@@ -1,0 +1,101 @@
+package client
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+// ReleaseResult is the server's answer to a release.
+type ReleaseResult string
+
+// Release answers.
+const (
+	// Released means the session held the lock and released it.
+	Released ReleaseResult = "released"
+	// AlreadyReleased means the lock was free (or this release was applied
+	// before and is being retried).
+	AlreadyReleased ReleaseResult = "already_released"
+	// NotOwned means another session holds the lock; nothing changed.
+	NotOwned ReleaseResult = "not_owned"
+)
+
+func releaseResultOf(r fencedv1.ReleaseResult) ReleaseResult {
+	switch r {
+	case fencedv1.ReleaseResult_RELEASE_RESULT_RELEASED:
+		return Released
+	case fencedv1.ReleaseResult_RELEASE_RESULT_NOT_OWNED:
+		return NotOwned
+	}
+	return AlreadyReleased
+}
+
+// Release releases the lock name held by session, for tools that hold a
+// session id but not the Session (such as `fenced release`). It sends no
+// sequence number: a retry after a lost reply may answer AlreadyReleased
+// for a release that was in fact applied. Programs that hold a Session use
+// Mutex.Unlock or Lease.Release.
+func (c *Client) Release(ctx context.Context, name string, session uint64) (ReleaseResult, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return "", fmt.Errorf("client: %w", err)
+	}
+	if session == 0 {
+		return "", fmt.Errorf("client: %w: session is 0; give the session id the grant was made to", fence.ErrInvalidArgument)
+	}
+	res, err := releaseLock(ctx, c, name, session, 0)
+	if err != nil {
+		return "", err
+	}
+	return releaseResultOf(res), nil
+}
+
+// Status returns the server's view: issuer, last token, sessions, and the
+// locks (only name's, when name is not empty).
+func (c *Client) Status(ctx context.Context, name string) (*fencedv1.StatusResponse, error) {
+	if name != "" {
+		if err := fence.ValidateName(name); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
+	var out *fencedv1.StatusResponse
+	err := c.retry(ctx, "status", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.locks.Status(ctx, connect.NewRequest(&fencedv1.StatusRequest{Name: name}))
+		if err == nil {
+			out = r.Msg
+		}
+		return err
+	})
+	return out, err
+}
+
+// Verify reports whether t is the current grant of the lock name, and
+// returns the current grant (zero when the lock is free). It is a point in
+// time answer: the grant may end right after. Resources protect writes with
+// a guard, not with Verify.
+func (c *Client) Verify(ctx context.Context, name string, t fence.Token) (bool, fence.Grant, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return false, fence.Grant{}, fmt.Errorf("client: %w", err)
+	}
+	if !t.Valid() {
+		return false, fence.Grant{}, fmt.Errorf("client: %w: token %d; want 1 to %d", fence.ErrInvalidToken, uint64(t), uint64(fence.MaxToken))
+	}
+	var out *fencedv1.VerifyResponse
+	err := c.retry(ctx, "verify", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.locks.Verify(ctx, connect.NewRequest(&fencedv1.VerifyRequest{Name: name, Token: uint64(t)}))
+		if err == nil {
+			out = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return false, fence.Grant{}, err
+	}
+	var g fence.Grant
+	if h := out.GetHolder(); h != nil {
+		g = grantOf(h, h.GetSession(), 0)
+	}
+	return out.GetCurrent(), g, nil
+}

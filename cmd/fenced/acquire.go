@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+	"github.com/spf13/cobra"
+)
+
+func newAcquireCommand() *cobra.Command {
+	var cf clientFlags
+	var ttl, wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "acquire NAME",
+		Short: "Take a lock with a TTL of its own and print the grant",
+		Long: `Take a lock and print the grant: name, token, issuer, session, TTL.
+The grant lives until its TTL runs out or "fenced release NAME --session ID";
+nothing keeps it alive after this command exits.
+
+With --wait 0 (the default) the lock is tried once. With --wait D the call
+queues (FIFO) for up to D, keeping its session alive while it waits; the
+grant then lives at least TTL minus TTL/3 after it was made.
+
+Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
+				return withExit(exitUsage, err)
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := cf.context(cmd.Context(), wait)
+			defer cancel()
+			g, err := acquire(ctx, c, name, ttl, wait)
+			if errors.Is(err, fence.ErrNotGranted) {
+				c.Close()
+				return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
+			}
+			if err != nil {
+				c.Close()
+				return classify(err)
+			}
+			// No Close: closing the client would close a waiting session and
+			// release the grant. The grant lives on until its TTL.
+			return printGrant(cmd.OutOrStdout(), cf.json, g)
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "TTL of the grant (100ms to 24h)")
+	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait in the queue (0: try once)")
+	return cmd
+}
+
+// acquire takes name once (wait 0) with a per-grant lease, or waits for it
+// on a session kept alive while waiting.
+func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (fence.Grant, error) {
+	if wait == 0 {
+		l, err := c.Acquire(ctx, name, ttl)
+		if err != nil {
+			return fence.Grant{}, err
+		}
+		return l.Grant(), nil
+	}
+	s, err := c.NewSession(ctx, client.WithTTL(ttl))
+	if err != nil {
+		return fence.Grant{}, err
+	}
+	wctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	m := client.NewMutex(s, name)
+	if err := m.Lock(wctx); err != nil {
+		s.Close(context.Background())
+		if wctx.Err() != nil && ctx.Err() == nil {
+			return fence.Grant{}, fmt.Errorf("%w: %v", fence.ErrNotGranted, err)
+		}
+		return fence.Grant{}, err
+	}
+	return m.Grant(), nil
+}
+
+// exactArgs is cobra.ExactArgs with a usage exit code.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if len(args) != n {
+			return usageError("%s takes %d argument(s), got %d (see %s --help)", cmd.Name(), n, len(args), cmd.CommandPath())
+		}
+		return nil
+	}
+}

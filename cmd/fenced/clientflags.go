@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+	"github.com/spf13/cobra"
+)
+
+// defaultEndpoint is used when neither --endpoints nor FENCED_ENDPOINTS is set.
+const defaultEndpoint = "127.0.0.1:7700"
+
+// clientFlags are the flags every client command takes.
+type clientFlags struct {
+	endpoints string
+	json      bool
+	timeout   time.Duration
+}
+
+func (f *clientFlags) register(cmd *cobra.Command) {
+	def := os.Getenv("FENCED_ENDPOINTS")
+	if def == "" {
+		def = defaultEndpoint
+	}
+	cmd.Flags().StringVar(&f.endpoints, "endpoints", def, "comma-separated server addresses (env FENCED_ENDPOINTS)")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON (tokens and session ids as decimal strings)")
+	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to keep trying the endpoints (added to any --wait)")
+}
+
+// context bounds a command's requests by --timeout plus extra (its --wait).
+func (f *clientFlags) context(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, f.timeout+extra)
+}
+
+// client connects to the endpoints. Its logs are discarded: the commands
+// report errors themselves.
+func (f *clientFlags) client() (*client.Client, error) {
+	var eps []string
+	for _, ep := range strings.Split(f.endpoints, ",") {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
+	}
+	if f.timeout <= 0 {
+		return nil, usageError("--timeout %v must be positive", f.timeout)
+	}
+	c, err := client.New(eps, client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return nil, usageError("%v", err)
+	}
+	return c, nil
+}
+
+// classify gives an error from the SDK its exit code: invalid arguments
+// are usage errors (2), everything else is 1.
+func classify(err error) error {
+	if errors.Is(err, fence.ErrInvalidArgument) || errors.Is(err, fence.ErrInvalidToken) {
+		return withExit(exitUsage, err)
+	}
+	return err
+}
+
+// grantJSON is the JSON form of a grant printed by acquire.
+type grantJSON struct {
+	Name    string `json:"name"`
+	Token   string `json:"token"`
+	Issuer  string `json:"issuer"`
+	Session string `json:"session"`
+	TTLMs   int64  `json:"ttl_ms"`
+}
+
+// printGrant prints g as one JSON object or one line of text.
+func printGrant(w io.Writer, asJSON bool, g fence.Grant) error {
+	if asJSON {
+		return json.NewEncoder(w).Encode(grantJSON{
+			Name: g.Name, Token: g.Token.String(), Issuer: g.Issuer,
+			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(),
+		})
+	}
+	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", g.Name, g.Token, g.Issuer, g.Session, g.TTL)
+	return err
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/fenced-dev/fenced/client"
+	"github.com/spf13/cobra"
+)
+
+func newReleaseCommand() *cobra.Command {
+	var cf clientFlags
+	var session string
+	cmd := &cobra.Command{
+		Use:   "release NAME --session ID",
+		Short: "Release a lock held by a session",
+		Long: `Release a lock held by a session and print the result: released,
+already_released (the lock was free) or not_owned (another session holds it;
+nothing changed). Exit status 0, except 1 for not_owned.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, err := strconv.ParseUint(session, 10, 64)
+			if err != nil || id == 0 {
+				return usageError("--session %q: want the session id printed by acquire (a positive integer)", session)
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.context(cmd.Context(), 0)
+			defer cancel()
+			res, err := c.Release(ctx, args[0], id)
+			if err != nil {
+				return classify(err)
+			}
+			if cf.json {
+				err = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]string{"result": string(res)})
+			} else {
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), res)
+			}
+			if err == nil && res == client.NotOwned {
+				return withExit(exitError, nil)
+			}
+			return err
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().StringVar(&session, "session", "", "the session holding the lock (required)")
+	cmd.MarkFlagRequired("session")
+	return cmd
+}

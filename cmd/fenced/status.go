@@ -1,0 +1,80 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/encoding/protojson"
+)
+
+func newStatusCommand() *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show holders, tokens, waiters and sessions",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) > 1 {
+				return usageError("status takes at most one lock name, got %d", len(args))
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := ""
+			if len(args) == 1 {
+				name = args[0]
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx, cancel := cf.context(cmd.Context(), 0)
+			defer cancel()
+			st, err := c.Status(ctx, name)
+			if err != nil {
+				return classify(err)
+			}
+			if cf.json {
+				b, err := protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}.Marshal(st)
+				if err != nil {
+					return err
+				}
+				_, err = fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return err
+			}
+			return printStatus(cmd.OutOrStdout(), st)
+		},
+	}
+	cf.register(cmd)
+	return cmd
+}
+
+func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
+	fmt.Fprintf(w, "node %s (leader %s, term %d, applied %d)\nissuer %s, last token %d\n",
+		st.NodeId, st.Leader, st.Term, st.AppliedIndex, st.Issuer, st.LastToken)
+	fmt.Fprintf(w, "\nlocks (%d):\n", len(st.Locks))
+	for _, l := range st.Locks {
+		holder := "free"
+		if h := l.Holder; h != nil {
+			holder = fmt.Sprintf("token %d, session %d, since %s", h.Token, h.Session, time.UnixMilli(h.IssuedAtUnixMs).UTC().Format(time.RFC3339))
+		}
+		var waiters []string
+		for _, wt := range l.Waiters {
+			waiters = append(waiters, fmt.Sprint(wt.Session))
+		}
+		fmt.Fprintf(w, "  %-30s %s", l.Name, holder)
+		if len(waiters) > 0 {
+			fmt.Fprintf(w, "; waiting: %s", strings.Join(waiters, ", "))
+		}
+		fmt.Fprintln(w)
+	}
+	fmt.Fprintf(w, "\nsessions (%d):\n", len(st.Sessions))
+	for _, s := range st.Sessions {
+		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, s.Held, s.Waiting)
+	}
+	return nil
+}
