@@ -53,10 +53,17 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			if err != nil {
 				return err
 			}
-			defer c.Close()
 			actx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
-			return runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv)
+			err = runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv)
+			var ec *exitCodeError
+			if errors.As(err, &ec) && ec.code == exitLockLost {
+				// Exit now: Close would wait for the SDK's last attempt to
+				// tell an unreachable server that the session is gone.
+				return err
+			}
+			c.Close()
+			return err
 		},
 	}
 	cf.register(cmd)
@@ -84,7 +91,14 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		}
 		return classify(err)
 	}
-	defer s.Close(context.Background())
+	defer func() {
+		if s.Err() != nil {
+			return // lost: the SDK already asked the server to close it
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(cctx)
+	}()
 	g := m.Grant()
 
 	child := exec.Command(argv[0], argv[1:]...)

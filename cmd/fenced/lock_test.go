@@ -1,0 +1,190 @@
+package main_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/faultproxy"
+	"github.com/fenced-dev/fenced/internal/proctest"
+)
+
+// The stale writer, end to end with real processes: a `fenced lock` holder
+// and its writing CMD are SIGSTOPped past the TTL; a second process
+// acquires (a higher token) and writes; the first is SIGCONTed and its
+// write with the old token is rejected by the resource's guard, with the
+// required token reported.
+func TestStaleWriter_PausedHolderRejected(t *testing.T) {
+	srv := proctest.StartServer(t)
+	res := &resource{}
+	web := httptest.NewServer(res)
+	defer web.Close()
+
+	holder := startFenced(t, []string{"FENCED_TEST_WRITER=" + web.URL}, "lock", "stale", "--ttl", "1s", "--endpoints", srv.Addr, "--", os.Args[0])
+	eventually(t, "the holder's first accepted write", 20*time.Second, func() bool {
+		for _, a := range res.snapshot() {
+			if a.accepted {
+				return true
+			}
+		}
+		return false
+	})
+	first := res.snapshot()[0]
+	signalGroup(t, holder.cmd.Process.Pid, syscall.SIGSTOP)
+	signalGroup(t, first.pid, syscall.SIGSTOP)
+
+	out, errOut, code := runFenced(t, "acquire", "stale", "--ttl", "30s", "--wait", "20s", "--json", "--endpoints", srv.Addr)
+	if code != 0 {
+		t.Fatalf("second acquire: exit %d: %s", code, errOut)
+	}
+	var g struct{ Token string }
+	if err := json.Unmarshal([]byte(out), &g); err != nil {
+		t.Fatalf("acquire --json output %q: %v", out, err)
+	}
+	second, err := fence.ParseToken(g.Token)
+	if err != nil || second <= first.token {
+		t.Fatalf("second grant token %q, want above the paused holder's %d", g.Token, first.token)
+	}
+	req, _ := http.NewRequest(http.MethodPut, web.URL, nil)
+	req.Header.Set("X-Fencing-Token", second.String())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("write by the new holder: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	newWrite := len(res.snapshot()) - 1
+
+	signalGroup(t, first.pid, syscall.SIGCONT)
+	signalGroup(t, holder.cmd.Process.Pid, syscall.SIGCONT)
+	if code := holder.wait(t, 30*time.Second); code != 4 {
+		t.Fatalf("paused holder exit code %d, want 4 (lock lost)\nstderr: %s", code, holder.stderr.String())
+	}
+	if msg := holder.stderr.String(); !strings.Contains(msg, `lock "stale" lost (token `+first.token.String()+")") {
+		t.Errorf("holder's stderr does not say which lock and token were lost: %q", msg)
+	}
+
+	after := res.snapshot()[newWrite+1:]
+	var rejected int
+	for _, a := range after {
+		if a.token != first.token {
+			continue
+		}
+		if a.accepted {
+			t.Fatalf("the paused holder's write with token %d was accepted after token %d:\n%s", a.token, second, fmtAttempts(res.snapshot()))
+		}
+		if a.required != second {
+			t.Fatalf("stale write rejected with required token %d, want %d", a.required, second)
+		}
+		rejected++
+	}
+	if rejected == 0 {
+		t.Fatalf("the resumed holder made no write; cannot show it was rejected:\n%s", fmtAttempts(res.snapshot()))
+	}
+	t.Logf("paused holder token %d; new holder token %d; %d stale writes rejected", first.token, second, rejected)
+}
+
+// fenced lock passes the grant to CMD and exits with CMD's status.
+func TestLock_PassesGrantAndExitStatus(t *testing.T) {
+	srv := proctest.StartServer(t)
+	out, errOut, code := runFenced(t, "lock", "job", "--endpoints", srv.Addr, "--", "sh", "-c", `echo "$FENCED_LOCK $FENCED_TOKEN $FENCED_ISSUER"; exit 7`)
+	if code != 7 {
+		t.Fatalf("exit code %d, want CMD's 7; stderr %s", code, errOut)
+	}
+	fields := strings.Fields(out)
+	if len(fields) != 3 || fields[0] != "job" || fields[2] == "" {
+		t.Fatalf("CMD saw %q, want FENCED_LOCK, FENCED_TOKEN and FENCED_ISSUER", out)
+	}
+	if _, err := fence.ParseToken(fields[1]); err != nil {
+		t.Fatalf("FENCED_TOKEN=%q: %v", fields[1], err)
+	}
+	// Released when CMD exited: the lock is free at once.
+	if _, errOut, code := runFenced(t, "acquire", "job", "--endpoints", srv.Addr); code != 0 {
+		t.Fatalf("acquire after fenced lock exited: exit %d %s", code, errOut)
+	}
+}
+
+// When the holder's keep-alives cannot reach the server, fenced lock
+// considers the lock lost before the server can have expired it, stops CMD
+// (SIGTERM to its process group) and exits 4.
+func TestLock_KillsCommandWhenLockLost(t *testing.T) {
+	srv := proctest.StartServer(t)
+	proxy, err := faultproxy.New(srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	marker := t.TempDir() + "/terminated"
+	holder := startFenced(t, nil, "lock", "cut", "--ttl", "3s", "--grace", "10s", "--endpoints", proxy.Addr(), "--",
+		"sh", "-c", `trap 'touch `+marker+`; exit 0' TERM; while true; do sleep 0.05; done`)
+	eventually(t, "the lock is held", 20*time.Second, func() bool {
+		out, _, _ := runFenced(t, "status", "cut", "--json", "--endpoints", srv.Addr)
+		return strings.Contains(out, `"token"`)
+	})
+	proxy.SetMode(faultproxy.Blackhole)
+	cut := time.Now()
+
+	// Poll until CMD got SIGTERM; at that moment the server must still hold
+	// the session's lock: the client gave up first.
+	eventually(t, "CMD terminated", 20*time.Second, func() bool {
+		_, err := os.Stat(marker)
+		return err == nil
+	})
+	out, _, _ := runFenced(t, "status", "cut", "--json", "--endpoints", srv.Addr)
+	if !strings.Contains(out, `"token"`) {
+		t.Errorf("the server had already released the lock when CMD was stopped: the client must give up first\n%s", out)
+	}
+	t.Logf("CMD terminated %v after the cut", time.Since(cut).Round(time.Millisecond))
+	if code := holder.wait(t, 20*time.Second); code != 4 {
+		t.Fatalf("exit code %d, want 4\nstderr: %s", code, holder.stderr.String())
+	}
+	t.Logf("fenced lock exited %v after the cut", time.Since(cut).Round(time.Millisecond))
+	if msg := holder.stderr.String(); !strings.Contains(msg, `lock "cut" lost (token `) {
+		t.Fatalf("stderr %q does not say which lock was lost", msg)
+	}
+}
+
+func TestAcquireRelease_CLI(t *testing.T) {
+	srv := proctest.StartServer(t)
+	ep := "--endpoints=" + srv.Addr
+	out, _, code := runFenced(t, "acquire", "r", "--ttl", "30s", "--json", ep)
+	var g map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &g) != nil {
+		t.Fatalf("acquire --json: exit %d, %q", code, out)
+	}
+	for _, key := range []string{"name", "token", "issuer", "session", "ttl_ms"} {
+		if _, ok := g[key]; !ok {
+			t.Errorf("acquire --json has no %q: %s", key, out)
+		}
+	}
+	if _, ok := g["token"].(string); !ok {
+		t.Errorf("token is %T, want a decimal string", g["token"])
+	}
+	session := g["session"].(string)
+
+	if _, _, code := runFenced(t, "acquire", "r", "--wait", "300ms", ep); code != 3 {
+		t.Errorf("acquire of a held lock: exit %d, want 3", code)
+	}
+	if _, _, code := runFenced(t, "acquire", "r", "--ttl", "5ms", ep); code != 2 {
+		t.Errorf("acquire --ttl 5ms: exit %d, want 2", code)
+	}
+	if _, _, code := runFenced(t, "acquire", ep); code != 2 {
+		t.Errorf("acquire without a name: exit %d, want 2", code)
+	}
+	for _, want := range []string{"released", "already_released"} {
+		out, _, code := runFenced(t, "release", "r", "--session", session, ep)
+		if code != 0 || strings.TrimSpace(out) != want {
+			t.Errorf("release: exit %d %q, want %q", code, out, want)
+		}
+	}
+	runFenced(t, "acquire", "r", ep)
+	out, _, code = runFenced(t, "release", "r", "--session", session, "--json", ep)
+	if code != 1 || strings.TrimSpace(out) != `{"result":"not_owned"}` {
+		t.Errorf("release of another's lock: exit %d %q, want 1 and not_owned", code, out)
+	}
+}
