@@ -9,9 +9,9 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
-	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
 // cancelWaitTimeout bounds the proposal that takes a timed-out waiter out

@@ -14,8 +14,8 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
-	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"github.com/fenced-dev/fenced/raftstore"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )

@@ -10,9 +10,9 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
-	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
 // maxRequestIDLen bounds request ids (kept in the replicated state).
