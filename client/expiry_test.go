@@ -1,0 +1,45 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/testserver"
+)
+
+// Twenty grants of one name, each taken after the previous one's TTL ran
+// out on the server (a forced expiry, never a release), have strictly
+// increasing tokens.
+func TestAcquire_TokensIncreaseAcrossExpiries(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	var last fence.Token
+	for i := 0; i < 20; i++ {
+		var l *client.Lease
+		for l == nil { // the previous grant is held until the server expires it
+			l, err = c.Acquire(ctx, "expiring", 200*time.Millisecond)
+			if errors.Is(err, fence.ErrNotGranted) {
+				time.Sleep(20 * time.Millisecond)
+				continue
+			}
+			if err != nil {
+				t.Fatalf("grant %d: %v", i, err)
+			}
+		}
+		if l.Token() <= last {
+			t.Fatalf("grant %d: Token()=%d, want above %d", i, l.Token(), last)
+		}
+		last = l.Token()
+		<-l.Context().Done() // never released: it expires
+	}
+}
