@@ -22,7 +22,6 @@ func TestMemory_Check(t *testing.T) {
 		{"equal token accepted", 5, false, 0},
 		{"higher token accepted", 9, false, 0},
 		{"lower token rejected", 7, true, 9},
-		{"zero token rejected", 0, true, 9},
 		{"equal to watermark again", 9, false, 0},
 	}
 	for _, st := range steps {
