@@ -1,0 +1,43 @@
+package testdb_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fenced-dev/fenced/internal/testdb"
+	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
+)
+
+func TestStartPostgres(t *testing.T) {
+	pg, err := testdb.StartPostgres()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var one int
+	if err := conn.QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("SELECT 1: %d %v", one, err)
+	}
+}
+
+func TestStartRedis(t *testing.T) {
+	r, err := testdb.StartRedis()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	rc := redis.NewClient(&redis.Options{Addr: r.Addr})
+	defer rc.Close()
+	if err := rc.Ping(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+}
