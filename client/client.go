@@ -63,6 +63,7 @@ type endpoint struct {
 	url      string
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
+	kv       fencedv1connect.KVServiceClient
 }
 
 // An Option configures a Client.
@@ -145,6 +146,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			url:      base,
 			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
+			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
 		})
 	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())

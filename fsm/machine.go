@@ -18,6 +18,7 @@ type Machine struct {
 	sessions    map[uint64]*session
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	locks       map[string]*lock
+	kv          map[string]*kvEntry
 	obs         Observer
 }
 
@@ -36,6 +37,7 @@ func (m *Machine) reset() {
 	m.sessions = make(map[uint64]*session)
 	m.byRequest = make(map[string]uint64)
 	m.locks = make(map[string]*lock)
+	m.kv = make(map[string]*kvEntry)
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -65,6 +67,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_KvWrite:
+		return m.kvWrite(op.KvWrite)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

@@ -89,7 +89,7 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 	}
 	var c statev1.Command
 	c.NowUnixMs = now
-	switch rapid.IntRange(0, 9).Draw(t, "op") {
+	switch rapid.IntRange(0, 10).Draw(t, "op") {
 	case 0, 1:
 		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
 	case 2:
@@ -105,6 +105,9 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 		} else {
 			c.Op = &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: session, Seq: seq, Name: name, Wait: wait}}
 		}
+	case 10:
+		c.Op = &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: name, Token: rapid.Uint64Range(0, 30).Draw(t, "token"),
+			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete")}}
 	case 8:
 		c.Op = &statev1.Command_Release{Release: &statev1.Release{Session: session, Seq: seq, Name: name}}
 	default:

@@ -49,6 +49,8 @@ type Result struct {
 	Release ReleaseResult
 	// Ended reports that a CloseSession or ExpireSession ended a live session.
 	Ended bool
+	// KV is the outcome of a kv write.
+	KV KVResult
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool

@@ -46,6 +46,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		}
 		st.Locks = append(st.Locks, pl)
 	}
+	st.Kv = m.kvSnapshot()
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
@@ -102,5 +103,6 @@ func (m *Machine) restore(st *statev1.State) error {
 		}
 		m.locks[l.name] = l
 	}
+	m.kvRestore(st.GetKv())
 	return nil
 }

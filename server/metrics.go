@@ -14,6 +14,7 @@ type metrics struct {
 	releases        *prometheus.CounterVec
 	expiries        prometheus.Counter
 	staleSession    prometheus.Counter
+	kvWrites        *prometheus.CounterVec
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
 }
@@ -34,6 +35,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		staleSession: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_stale_session_rejections_total", Help: "Requests rejected because their session no longer exists.",
 		}),
+		kvWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_kv_writes_total", Help: "Writes to the fenced kv by outcome: accepted, stale (token below the watermark), version_mismatch, error.",
+		}, []string{"outcome"}),
 		proposeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a command to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
 		}),
@@ -49,7 +53,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.releases, m.expiries, m.staleSession, m.proposeDuration, m.applyDuration,
+		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),

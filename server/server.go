@@ -116,6 +116,10 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
 	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
+	// kv values are up to 1 MiB, plus the message's own fields.
+	kvOpts := []connect.HandlerOption{connect.WithReadMaxBytes(max(s.cfg.MaxMessageBytes, fsm.MaxValueBytes+s.cfg.MaxMessageBytes))}
+	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
+	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/server"
 )
 
@@ -28,6 +29,11 @@ type Option func(*server.Config)
 // WithDataDir uses dir instead of a fresh temporary directory.
 func WithDataDir(dir string) Option {
 	return func(c *server.Config) { c.Raft.DataDir = dir }
+}
+
+// WithTokenFloor starts the cluster's token counter at floor.
+func WithTokenFloor(floor fence.Token) Option {
+	return func(c *server.Config) { c.TokenFloor = floor }
 }
 
 // Start starts a server on 127.0.0.1 with free ports and waits until it is

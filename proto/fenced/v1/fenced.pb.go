@@ -80,6 +80,376 @@ func (ReleaseResult) EnumDescriptor() ([]byte, []int) {
 	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
 }
 
+type KVPutRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key is 1 to 512 bytes of UTF-8 without control characters.
+	Key   string `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value []byte `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	// token must be at least the key's watermark, and a token this cluster
+	// has issued.
+	Token uint64 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	// if_version, when set, makes the write conditional on the key's current
+	// version (0: the key must not exist).
+	IfVersion *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	// issuer, when set, must be this cluster's issuer.
+	Issuer        string `protobuf:"bytes,5,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVPutRequest) Reset() {
+	*x = KVPutRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVPutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVPutRequest) ProtoMessage() {}
+
+func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
+func (*KVPutRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *KVPutRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVPutRequest) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVPutRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVPutRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+func (x *KVPutRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+type KVPutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// version of the key after the write (1 for a new key).
+	Version uint64 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	// token is the key's watermark after the write.
+	Token         uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVPutResponse) Reset() {
+	*x = KVPutResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVPutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVPutResponse) ProtoMessage() {}
+
+func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
+func (*KVPutResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *KVPutResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVPutResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type KVGetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVGetRequest) Reset() {
+	*x = KVGetRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVGetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVGetRequest) ProtoMessage() {}
+
+func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
+func (*KVGetRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *KVGetRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+type KVGetResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Found   bool                   `protobuf:"varint,1,opt,name=found,proto3" json:"found,omitempty"`
+	Value   []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Version uint64                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	// token is the key's watermark (kept after a delete).
+	Token         uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVGetResponse) Reset() {
+	*x = KVGetResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVGetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVGetResponse) ProtoMessage() {}
+
+func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
+func (*KVGetResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *KVGetResponse) GetFound() bool {
+	if x != nil {
+		return x.Found
+	}
+	return false
+}
+
+func (x *KVGetResponse) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVGetResponse) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVGetResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type KVDeleteRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	IfVersion     *uint64                `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	Issuer        string                 `protobuf:"bytes,4,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVDeleteRequest) Reset() {
+	*x = KVDeleteRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVDeleteRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVDeleteRequest) ProtoMessage() {}
+
+func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
+func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KVDeleteRequest) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVDeleteRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVDeleteRequest) GetIfVersion() uint64 {
+	if x != nil && x.IfVersion != nil {
+		return *x.IfVersion
+	}
+	return 0
+}
+
+func (x *KVDeleteRequest) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+type KVDeleteResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// deleted is false when the key did not exist (the watermark is raised anyway).
+	Deleted       bool   `protobuf:"varint,1,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	Token         uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVDeleteResponse) Reset() {
+	*x = KVDeleteResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVDeleteResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVDeleteResponse) ProtoMessage() {}
+
+func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
+func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *KVDeleteResponse) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
+func (x *KVDeleteResponse) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // Grant is a lock granted to a session.
 type Grant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -101,7 +471,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -113,7 +483,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -126,7 +496,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Grant) GetName() string {
@@ -184,7 +554,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +566,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +579,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSessionRequest) GetTtlMs() int64 {
@@ -237,7 +607,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -249,7 +619,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -262,7 +632,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *CreateSessionResponse) GetSession() uint64 {
@@ -297,7 +667,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -309,7 +679,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -322,7 +692,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KeepAliveRequest) GetSession() uint64 {
@@ -356,7 +726,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +738,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +751,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KeepAliveResponse) GetSession() uint64 {
@@ -428,7 +798,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +810,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +823,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CloseSessionRequest) GetSession() uint64 {
@@ -473,7 +843,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -485,7 +855,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -498,7 +868,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CloseSessionResponse) GetClosed() bool {
@@ -530,7 +900,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -542,7 +912,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -555,7 +925,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -613,7 +983,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -625,7 +995,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -638,7 +1008,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -673,7 +1043,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +1055,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +1068,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -731,7 +1101,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -743,7 +1113,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -756,7 +1126,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReleaseResponse) GetResult() ReleaseResult {
@@ -776,7 +1146,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -788,7 +1158,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -801,7 +1171,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *VerifyRequest) GetName() string {
@@ -830,7 +1200,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -842,7 +1212,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -855,7 +1225,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *VerifyResponse) GetCurrent() bool {
@@ -881,7 +1251,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -893,7 +1263,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -906,7 +1276,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -929,7 +1299,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1311,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1324,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LockInfo) GetName() string {
@@ -987,7 +1357,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -999,7 +1369,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1012,7 +1382,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -1031,7 +1401,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1043,7 +1413,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1056,7 +1426,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DescribeResponse) GetLock() *LockInfo {
@@ -1077,7 +1447,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1089,7 +1459,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1102,7 +1472,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -1128,7 +1498,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1510,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1523,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -1175,7 +1545,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1187,7 +1557,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1200,7 +1570,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SessionInfo) GetSession() uint64 {
@@ -1241,7 +1611,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1623,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1636,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -1292,7 +1662,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1304,7 +1674,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1317,7 +1687,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -1380,7 +1750,35 @@ var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\n" +
-	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\xa5\x01\n" +
+	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\x97\x01\n" +
+	"\fKVPutRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\"\n" +
+	"\n" +
+	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12\x16\n" +
+	"\x06issuer\x18\x05 \x01(\tR\x06issuerB\r\n" +
+	"\v_if_version\"?\n" +
+	"\rKVPutResponse\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\" \n" +
+	"\fKVGetRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\"k\n" +
+	"\rKVGetResponse\x12\x14\n" +
+	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
+	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"\x84\x01\n" +
+	"\x0fKVDeleteRequest\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\"\n" +
+	"\n" +
+	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12\x16\n" +
+	"\x06issuer\x18\x04 \x01(\tR\x06issuerB\r\n" +
+	"\v_if_version\"B\n" +
+	"\x10KVDeleteResponse\x12\x18\n" +
+	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\xa5\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
@@ -1481,7 +1879,11 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06Verify\x12\x18.fenced.v1.VerifyRequest\x1a\x19.fenced.v1.VerifyResponse\x12C\n" +
 	"\bDescribe\x12\x1a.fenced.v1.DescribeRequest\x1a\x1b.fenced.v1.DescribeResponse\x127\n" +
 	"\x04List\x12\x16.fenced.v1.ListRequest\x1a\x17.fenced.v1.ListResponse\x12=\n" +
-	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
+	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse2\xc2\x01\n" +
+	"\tKVService\x128\n" +
+	"\x03Put\x12\x17.fenced.v1.KVPutRequest\x1a\x18.fenced.v1.KVPutResponse\x128\n" +
+	"\x03Get\x12\x17.fenced.v1.KVGetRequest\x1a\x18.fenced.v1.KVGetResponse\x12A\n" +
+	"\x06Delete\x12\x1a.fenced.v1.KVDeleteRequest\x1a\x1b.fenced.v1.KVDeleteResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
 
 var (
 	file_fenced_v1_fenced_proto_rawDescOnce sync.Once
@@ -1496,64 +1898,76 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fenced_v1_fenced_proto_goTypes = []any{
 	(ReleaseResult)(0),            // 0: fenced.v1.ReleaseResult
-	(*Grant)(nil),                 // 1: fenced.v1.Grant
-	(*CreateSessionRequest)(nil),  // 2: fenced.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 3: fenced.v1.CreateSessionResponse
-	(*KeepAliveRequest)(nil),      // 4: fenced.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 5: fenced.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),   // 6: fenced.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 7: fenced.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),        // 8: fenced.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 9: fenced.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 10: fenced.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 11: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),         // 12: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),        // 13: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                // 14: fenced.v1.Waiter
-	(*LockInfo)(nil),              // 15: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),       // 16: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 17: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),           // 18: fenced.v1.ListRequest
-	(*ListResponse)(nil),          // 19: fenced.v1.ListResponse
-	(*SessionInfo)(nil),           // 20: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),         // 21: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),        // 22: fenced.v1.StatusResponse
+	(*KVPutRequest)(nil),          // 1: fenced.v1.KVPutRequest
+	(*KVPutResponse)(nil),         // 2: fenced.v1.KVPutResponse
+	(*KVGetRequest)(nil),          // 3: fenced.v1.KVGetRequest
+	(*KVGetResponse)(nil),         // 4: fenced.v1.KVGetResponse
+	(*KVDeleteRequest)(nil),       // 5: fenced.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),      // 6: fenced.v1.KVDeleteResponse
+	(*Grant)(nil),                 // 7: fenced.v1.Grant
+	(*CreateSessionRequest)(nil),  // 8: fenced.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil), // 9: fenced.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),      // 10: fenced.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),     // 11: fenced.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),   // 12: fenced.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),  // 13: fenced.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),        // 14: fenced.v1.AcquireRequest
+	(*AcquireResponse)(nil),       // 15: fenced.v1.AcquireResponse
+	(*ReleaseRequest)(nil),        // 16: fenced.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),       // 17: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),         // 18: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),        // 19: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                // 20: fenced.v1.Waiter
+	(*LockInfo)(nil),              // 21: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),       // 22: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),      // 23: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),           // 24: fenced.v1.ListRequest
+	(*ListResponse)(nil),          // 25: fenced.v1.ListResponse
+	(*SessionInfo)(nil),           // 26: fenced.v1.SessionInfo
+	(*StatusRequest)(nil),         // 27: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),        // 28: fenced.v1.StatusResponse
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
-	1,  // 0: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	7,  // 0: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
 	0,  // 1: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	1,  // 2: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	1,  // 3: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	14, // 4: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	15, // 5: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	15, // 6: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	20, // 7: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	15, // 8: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	2,  // 9: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	4,  // 10: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	4,  // 11: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	6,  // 12: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	8,  // 13: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	10, // 14: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	12, // 15: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	16, // 16: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	18, // 17: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	21, // 18: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	3,  // 19: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	5,  // 20: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	5,  // 21: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	7,  // 22: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	9,  // 23: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	11, // 24: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	13, // 25: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	17, // 26: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	19, // 27: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	22, // 28: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	19, // [19:29] is the sub-list for method output_type
-	9,  // [9:19] is the sub-list for method input_type
+	7,  // 2: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	7,  // 3: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	20, // 4: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	21, // 5: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	21, // 6: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	26, // 7: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	21, // 8: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	8,  // 9: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	10, // 10: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	10, // 11: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	12, // 12: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	14, // 13: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	16, // 14: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	18, // 15: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	22, // 16: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	24, // 17: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	27, // 18: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	1,  // 19: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	3,  // 20: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	5,  // 21: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	9,  // 22: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	11, // 23: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	11, // 24: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	13, // 25: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	15, // 26: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	17, // 27: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	19, // 28: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	23, // 29: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	25, // 30: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	28, // 31: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	2,  // 32: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	4,  // 33: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	6,  // 34: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	22, // [22:35] is the sub-list for method output_type
+	9,  // [9:22] is the sub-list for method input_type
 	9,  // [9:9] is the sub-list for extension type_name
 	9,  // [9:9] is the sub-list for extension extendee
 	0,  // [0:9] is the sub-list for field type_name
@@ -1564,15 +1978,17 @@ func file_fenced_v1_fenced_proto_init() {
 	if File_fenced_v1_fenced_proto != nil {
 		return
 	}
+	file_fenced_v1_fenced_proto_msgTypes[0].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[4].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   28,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_fenced_v1_fenced_proto_goTypes,
 		DependencyIndexes: file_fenced_v1_fenced_proto_depIdxs,

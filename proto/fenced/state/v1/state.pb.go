@@ -38,6 +38,7 @@ type Command struct {
 	//	*Command_Acquire
 	//	*Command_Release
 	//	*Command_CancelWait
+	//	*Command_KvWrite
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -155,6 +156,15 @@ func (x *Command) GetCancelWait() *CancelWait {
 	return nil
 }
 
+func (x *Command) GetKvWrite() *KVWrite {
+	if x != nil {
+		if x, ok := x.Op.(*Command_KvWrite); ok {
+			return x.KvWrite
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -198,6 +208,10 @@ type Command_CancelWait struct {
 	CancelWait *CancelWait `protobuf:"bytes,8,opt,name=cancel_wait,json=cancelWait,proto3,oneof"`
 }
 
+type Command_KvWrite struct {
+	KvWrite *KVWrite `protobuf:"bytes,9,opt,name=kv_write,json=kvWrite,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -213,6 +227,8 @@ func (*Command_Acquire) isCommand_Op() {}
 func (*Command_Release) isCommand_Op() {}
 
 func (*Command_CancelWait) isCommand_Op() {}
+
+func (*Command_KvWrite) isCommand_Op() {}
 
 // Init sets the issuer (once) and raises the token counter to a floor.
 type Init struct {
@@ -661,6 +677,92 @@ func (x *CancelWait) GetName() string {
 	return ""
 }
 
+// KVWrite puts (or, with delete, removes) a key of the fenced kv under a
+// token.
+type KVWrite struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Delete        bool                   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	HasIfVersion  bool                   `protobuf:"varint,5,opt,name=has_if_version,json=hasIfVersion,proto3" json:"has_if_version,omitempty"`
+	IfVersion     uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVWrite) Reset() {
+	*x = KVWrite{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVWrite) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVWrite) ProtoMessage() {}
+
+func (x *KVWrite) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
+func (*KVWrite) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *KVWrite) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVWrite) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVWrite) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVWrite) GetDelete() bool {
+	if x != nil {
+		return x.Delete
+	}
+	return false
+}
+
+func (x *KVWrite) GetHasIfVersion() bool {
+	if x != nil {
+		return x.HasIfVersion
+	}
+	return false
+}
+
+func (x *KVWrite) GetIfVersion() uint64 {
+	if x != nil {
+		return x.IfVersion
+	}
+	return 0
+}
+
 // State is a snapshot of the whole state machine.
 type State struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -670,13 +772,14 @@ type State struct {
 	LeaderTerm    uint64                 `protobuf:"varint,4,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
 	Sessions      []*Session             `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	Locks         []*Lock                `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
+	Kv            []*KVEntry             `protobuf:"bytes,7,rep,name=kv,proto3" json:"kv,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +791,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +804,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *State) GetIssuer() string {
@@ -746,6 +849,91 @@ func (x *State) GetLocks() []*Lock {
 	return nil
 }
 
+func (x *State) GetKv() []*KVEntry {
+	if x != nil {
+		return x.Kv
+	}
+	return nil
+}
+
+// KVEntry is one key of the fenced kv; a deleted key keeps its watermark
+// (token) with exists false.
+type KVEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Version       uint64                 `protobuf:"varint,4,opt,name=version,proto3" json:"version,omitempty"`
+	Exists        bool                   `protobuf:"varint,5,opt,name=exists,proto3" json:"exists,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVEntry) Reset() {
+	*x = KVEntry{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVEntry) ProtoMessage() {}
+
+func (x *KVEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
+func (*KVEntry) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *KVEntry) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *KVEntry) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *KVEntry) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVEntry) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVEntry) GetExists() bool {
+	if x != nil {
+		return x.Exists
+	}
+	return false
+}
+
 type Session struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -759,7 +947,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +959,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +972,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Session) GetId() uint64 {
@@ -837,7 +1025,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -849,7 +1037,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -862,7 +1050,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -920,7 +1108,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -932,7 +1120,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -945,7 +1133,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Lock) GetName() string {
@@ -993,7 +1181,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1193,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1206,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1039,7 +1227,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9d\x04\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xd4\x04\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1050,7 +1238,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\aacquire\x18\x06 \x01(\v2\x18.fenced.state.v1.AcquireH\x00R\aacquire\x124\n" +
 	"\arelease\x18\a \x01(\v2\x18.fenced.state.v1.ReleaseH\x00R\arelease\x12>\n" +
 	"\vcancel_wait\x18\b \x01(\v2\x1b.fenced.state.v1.CancelWaitH\x00R\n" +
-	"cancelWait\x12\x1e\n" +
+	"cancelWait\x125\n" +
+	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02op\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -1083,7 +1272,15 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xe5\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x01\n" +
+	"\aKVWrite\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06delete\x18\x04 \x01(\bR\x06delete\x12$\n" +
+	"\x0ehas_if_version\x18\x05 \x01(\bR\fhasIfVersion\x12\x1d\n" +
+	"\n" +
+	"if_version\x18\x06 \x01(\x04R\tifVersion\"\x8f\x02\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1092,7 +1289,14 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\vleader_term\x18\x04 \x01(\x04R\n" +
 	"leaderTerm\x124\n" +
 	"\bsessions\x18\x05 \x03(\v2\x18.fenced.state.v1.SessionR\bsessions\x12+\n" +
-	"\x05locks\x18\x06 \x03(\v2\x15.fenced.state.v1.LockR\x05locks\"\x9e\x01\n" +
+	"\x05locks\x18\x06 \x03(\v2\x15.fenced.state.v1.LockR\x05locks\x12(\n" +
+	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\"y\n" +
+	"\aKVEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x18\n" +
+	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x16\n" +
+	"\x06exists\x18\x05 \x01(\bR\x06exists\"\x9e\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x1d\n" +
@@ -1129,7 +1333,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Init)(nil),          // 1: fenced.state.v1.Init
@@ -1140,11 +1344,13 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Acquire)(nil),       // 6: fenced.state.v1.Acquire
 	(*Release)(nil),       // 7: fenced.state.v1.Release
 	(*CancelWait)(nil),    // 8: fenced.state.v1.CancelWait
-	(*State)(nil),         // 9: fenced.state.v1.State
-	(*Session)(nil),       // 10: fenced.state.v1.Session
-	(*Reply)(nil),         // 11: fenced.state.v1.Reply
-	(*Lock)(nil),          // 12: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 13: fenced.state.v1.Waiter
+	(*KVWrite)(nil),       // 9: fenced.state.v1.KVWrite
+	(*State)(nil),         // 10: fenced.state.v1.State
+	(*KVEntry)(nil),       // 11: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 12: fenced.state.v1.Session
+	(*Reply)(nil),         // 13: fenced.state.v1.Reply
+	(*Lock)(nil),          // 14: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 15: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1155,15 +1361,17 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	6,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
 	7,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
 	8,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	10, // 8: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	12, // 9: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	11, // 10: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	13, // 11: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	12, // 9: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	14, // 10: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	11, // 11: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	13, // 12: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	15, // 13: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1180,6 +1388,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Acquire)(nil),
 		(*Command_Release)(nil),
 		(*Command_CancelWait)(nil),
+		(*Command_KvWrite)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1187,7 +1396,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

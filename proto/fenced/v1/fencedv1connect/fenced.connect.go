@@ -29,6 +29,8 @@ const (
 	SessionServiceName = "fenced.v1.SessionService"
 	// LockServiceName is the fully-qualified name of the LockService service.
 	LockServiceName = "fenced.v1.LockService"
+	// KVServiceName is the fully-qualified name of the KVService service.
+	KVServiceName = "fenced.v1.KVService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -63,6 +65,12 @@ const (
 	LockServiceListProcedure = "/fenced.v1.LockService/List"
 	// LockServiceStatusProcedure is the fully-qualified name of the LockService's Status RPC.
 	LockServiceStatusProcedure = "/fenced.v1.LockService/Status"
+	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
+	KVServicePutProcedure = "/fenced.v1.KVService/Put"
+	// KVServiceGetProcedure is the fully-qualified name of the KVService's Get RPC.
+	KVServiceGetProcedure = "/fenced.v1.KVService/Get"
+	// KVServiceDeleteProcedure is the fully-qualified name of the KVService's Delete RPC.
+	KVServiceDeleteProcedure = "/fenced.v1.KVService/Delete"
 )
 
 // SessionServiceClient is a client for the fenced.v1.SessionService service.
@@ -437,4 +445,134 @@ func (UnimplementedLockServiceHandler) List(context.Context, *connect.Request[v1
 
 func (UnimplementedLockServiceHandler) Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Status is not implemented"))
+}
+
+// KVServiceClient is a client for the fenced.v1.KVService service.
+type KVServiceClient interface {
+	// Put stores a value (up to 1 MiB) under a token, optionally only if the
+	// key's version is if_version.
+	Put(context.Context, *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error)
+	// Get returns a key's value, version and watermark.
+	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
+	// Delete removes a key under a token; its watermark stays.
+	Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error)
+}
+
+// NewKVServiceClient constructs a client for the fenced.v1.KVService service. By default, it uses
+// the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and sends
+// uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC() or
+// connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewKVServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) KVServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	kVServiceMethods := v1.File_fenced_v1_fenced_proto.Services().ByName("KVService").Methods()
+	return &kVServiceClient{
+		put: connect.NewClient[v1.KVPutRequest, v1.KVPutResponse](
+			httpClient,
+			baseURL+KVServicePutProcedure,
+			connect.WithSchema(kVServiceMethods.ByName("Put")),
+			connect.WithClientOptions(opts...),
+		),
+		get: connect.NewClient[v1.KVGetRequest, v1.KVGetResponse](
+			httpClient,
+			baseURL+KVServiceGetProcedure,
+			connect.WithSchema(kVServiceMethods.ByName("Get")),
+			connect.WithClientOptions(opts...),
+		),
+		delete: connect.NewClient[v1.KVDeleteRequest, v1.KVDeleteResponse](
+			httpClient,
+			baseURL+KVServiceDeleteProcedure,
+			connect.WithSchema(kVServiceMethods.ByName("Delete")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// kVServiceClient implements KVServiceClient.
+type kVServiceClient struct {
+	put    *connect.Client[v1.KVPutRequest, v1.KVPutResponse]
+	get    *connect.Client[v1.KVGetRequest, v1.KVGetResponse]
+	delete *connect.Client[v1.KVDeleteRequest, v1.KVDeleteResponse]
+}
+
+// Put calls fenced.v1.KVService.Put.
+func (c *kVServiceClient) Put(ctx context.Context, req *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error) {
+	return c.put.CallUnary(ctx, req)
+}
+
+// Get calls fenced.v1.KVService.Get.
+func (c *kVServiceClient) Get(ctx context.Context, req *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error) {
+	return c.get.CallUnary(ctx, req)
+}
+
+// Delete calls fenced.v1.KVService.Delete.
+func (c *kVServiceClient) Delete(ctx context.Context, req *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error) {
+	return c.delete.CallUnary(ctx, req)
+}
+
+// KVServiceHandler is an implementation of the fenced.v1.KVService service.
+type KVServiceHandler interface {
+	// Put stores a value (up to 1 MiB) under a token, optionally only if the
+	// key's version is if_version.
+	Put(context.Context, *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error)
+	// Get returns a key's value, version and watermark.
+	Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error)
+	// Delete removes a key under a token; its watermark stays.
+	Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error)
+}
+
+// NewKVServiceHandler builds an HTTP handler from the service implementation. It returns the path
+// on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewKVServiceHandler(svc KVServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	kVServiceMethods := v1.File_fenced_v1_fenced_proto.Services().ByName("KVService").Methods()
+	kVServicePutHandler := connect.NewUnaryHandler(
+		KVServicePutProcedure,
+		svc.Put,
+		connect.WithSchema(kVServiceMethods.ByName("Put")),
+		connect.WithHandlerOptions(opts...),
+	)
+	kVServiceGetHandler := connect.NewUnaryHandler(
+		KVServiceGetProcedure,
+		svc.Get,
+		connect.WithSchema(kVServiceMethods.ByName("Get")),
+		connect.WithHandlerOptions(opts...),
+	)
+	kVServiceDeleteHandler := connect.NewUnaryHandler(
+		KVServiceDeleteProcedure,
+		svc.Delete,
+		connect.WithSchema(kVServiceMethods.ByName("Delete")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fenced.v1.KVService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case KVServicePutProcedure:
+			kVServicePutHandler.ServeHTTP(w, r)
+		case KVServiceGetProcedure:
+			kVServiceGetHandler.ServeHTTP(w, r)
+		case KVServiceDeleteProcedure:
+			kVServiceDeleteHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedKVServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedKVServiceHandler struct{}
+
+func (UnimplementedKVServiceHandler) Put(context.Context, *connect.Request[v1.KVPutRequest]) (*connect.Response[v1.KVPutResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.KVService.Put is not implemented"))
+}
+
+func (UnimplementedKVServiceHandler) Get(context.Context, *connect.Request[v1.KVGetRequest]) (*connect.Response[v1.KVGetResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.KVService.Get is not implemented"))
+}
+
+func (UnimplementedKVServiceHandler) Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.KVService.Delete is not implemented"))
 }

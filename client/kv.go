@@ -1,0 +1,174 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+// ErrKeyNotFound reports a kv key that does not exist (never written, or
+// deleted).
+var ErrKeyNotFound = errors.New("client: key not found")
+
+// KVEntry is a key of the server's fenced kv.
+type KVEntry struct {
+	// Value is the stored value.
+	Value []byte
+	// Version counts the key's writes and never repeats; pass it to
+	// IfVersion for an optimistic update.
+	Version uint64
+	// Token is the key's watermark: writes need a token at least this high.
+	Token fence.Token
+}
+
+// VersionMismatchError reports a conditional kv write (IfVersion) whose
+// expected version was not the key's version. Nothing was changed.
+type VersionMismatchError struct {
+	// Key is the key written.
+	Key string
+	// Expected is the version the write required.
+	Expected uint64
+	// Current is the key's version (0 when it does not exist).
+	Current uint64
+}
+
+// Error implements error.
+func (e *VersionMismatchError) Error() string {
+	return fmt.Sprintf("client: version mismatch for %q: expected %d, current %d", e.Key, e.Expected, e.Current)
+}
+
+// KVOption changes one kv write.
+type KVOption func(*kvOptions)
+
+type kvOptions struct {
+	ifVersion *uint64
+	issuer    string
+}
+
+// IfVersion makes the write conditional: it applies only when the key's
+// version is v (0: the key must not exist).
+func IfVersion(v uint64) KVOption { return func(o *kvOptions) { o.ifVersion = &v } }
+
+// WithIssuer presents the issuer of the token (Grant.Issuer); the server
+// rejects a token of another cluster with fence.ErrIssuerMismatch.
+func WithIssuer(issuer string) KVOption { return func(o *kvOptions) { o.issuer = issuer } }
+
+func kvOpts(opts []KVOption) kvOptions {
+	var o kvOptions
+	for _, f := range opts {
+		f(&o)
+	}
+	return o
+}
+
+// KVPut stores value (up to 1 MiB) under key with token t, the token of the
+// caller's grant. It returns the key's new version. A token below the key's
+// watermark is rejected with a *fence.StaleTokenError (errors.As) carrying
+// the required token; a failed IfVersion with a *VersionMismatchError.
+//
+// A put that fails on the network is retried with the same token and value
+// until ctx ends. If the first attempt was applied but its reply lost, the
+// retry writes the same value again (an equal token is accepted) and the
+// version moves on by one more; with IfVersion the retry may report a
+// version mismatch for a write that was in fact applied.
+func (c *Client) KVPut(ctx context.Context, key string, value []byte, t fence.Token, opts ...KVOption) (uint64, error) {
+	o := kvOpts(opts)
+	if err := validateKV(key, t); err != nil {
+		return 0, err
+	}
+	var version uint64
+	err := c.retry(ctx, "kv put", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer}))
+		if err != nil {
+			return kvError(key, t, o.ifVersion, err)
+		}
+		version = r.Msg.GetVersion()
+		return nil
+	})
+	return version, err
+}
+
+// KVDelete removes key with token t. The key's watermark stays, so a stale
+// writer cannot recreate it. It reports whether the key existed; errors as
+// for KVPut.
+func (c *Client) KVDelete(ctx context.Context, key string, t fence.Token, opts ...KVOption) (bool, error) {
+	o := kvOpts(opts)
+	if err := validateKV(key, t); err != nil {
+		return false, err
+	}
+	var deleted bool
+	err := c.retry(ctx, "kv delete", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.kv.Delete(ctx, connect.NewRequest(&fencedv1.KVDeleteRequest{Key: key, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer}))
+		if err != nil {
+			return kvError(key, t, o.ifVersion, err)
+		}
+		deleted = r.Msg.GetDeleted()
+		return nil
+	})
+	return deleted, err
+}
+
+// KVGet returns key's value, version and watermark, or ErrKeyNotFound.
+func (c *Client) KVGet(ctx context.Context, key string) (KVEntry, error) {
+	if err := fence.ValidateName(key); err != nil {
+		return KVEntry{}, fmt.Errorf("client: key: %w", err)
+	}
+	var out *fencedv1.KVGetResponse
+	err := c.retry(ctx, "kv get", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.kv.Get(ctx, connect.NewRequest(&fencedv1.KVGetRequest{Key: key}))
+		if err == nil {
+			out = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return KVEntry{}, err
+	}
+	e := KVEntry{Value: out.GetValue(), Version: out.GetVersion(), Token: fence.Token(out.GetToken())}
+	if !out.GetFound() {
+		return e, fmt.Errorf("%w: %q", ErrKeyNotFound, key)
+	}
+	return e, nil
+}
+
+func validateKV(key string, t fence.Token) error {
+	if err := fence.ValidateName(key); err != nil {
+		return fmt.Errorf("client: key: %w", err)
+	}
+	if !t.Valid() {
+		return fmt.Errorf("client: %w: token %d; want 1 to %d", fence.ErrInvalidToken, uint64(t), uint64(fence.MaxToken))
+	}
+	return nil
+}
+
+// kvError turns the server's refusal of a kv write into the SDK's error
+// types, which the retry loop returns as they are (they are not transient).
+func kvError(key string, t fence.Token, ifVersion *uint64, err error) error {
+	var ce *connect.Error
+	if !errors.As(err, &ce) {
+		return err
+	}
+	switch ce.Code() {
+	case connect.CodeFailedPrecondition:
+		if req, perr := fence.ParseToken(ce.Meta().Get("X-Required-Token")); perr == nil {
+			return &fence.StaleTokenError{Object: key, Presented: t, Required: req}
+		}
+	case connect.CodeAborted:
+		if cur, perr := strconv.ParseUint(ce.Meta().Get("X-Current-Version"), 10, 64); perr == nil && ifVersion != nil {
+			return &VersionMismatchError{Key: key, Expected: *ifVersion, Current: cur}
+		}
+	case connect.CodePermissionDenied:
+		return fmt.Errorf("%w: %s", fence.ErrIssuerMismatch, ce.Message())
+	case connect.CodeInvalidArgument:
+		if strings.HasPrefix(ce.Message(), fence.ErrInvalidToken.Error()) {
+			return fmt.Errorf("%w%s", fence.ErrInvalidToken, strings.TrimPrefix(ce.Message(), fence.ErrInvalidToken.Error()))
+		}
+	}
+	return err
+}

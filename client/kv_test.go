@@ -1,0 +1,102 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/guard/guardtest"
+	"github.com/fenced-dev/fenced/internal/testserver"
+)
+
+// kvTarget drives the server's fenced kv through the SDK.
+type kvTarget struct{ c *client.Client }
+
+func (k kvTarget) Write(ctx context.Context, key string, t fence.Token, value string) error {
+	_, err := k.c.KVPut(ctx, key, []byte(value), t)
+	return err
+}
+
+func (k kvTarget) Read(ctx context.Context, key string) (string, fence.Token, error) {
+	e, err := k.c.KVGet(ctx, key)
+	if errors.Is(err, client.ErrKeyNotFound) {
+		return "", e.Token, nil
+	}
+	return string(e.Value), e.Token, err
+}
+
+// The server's kv passes the guard conformance suite end to end. The
+// cluster's counter starts at the maximum so every token in range counts
+// as issued.
+func TestKV_Conformance(t *testing.T) {
+	srv := testserver.Start(t, testserver.WithTokenFloor(fence.MaxToken))
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	guardtest.Run(t, func(t *testing.T) guardtest.Target { return kvTarget{c} })
+}
+
+func TestKV_StaleWriterAndVersions(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	old, err := c.Acquire(ctx, "orders", 200*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.KVPut(ctx, "orders", []byte("from A"), old.Token(), client.IfVersion(0), client.WithIssuer(old.Grant().Issuer)); err != nil {
+		t.Fatalf("first write: %v", err)
+	}
+	<-old.Context().Done() // A's lease runs out; B takes over
+	var b *client.Lease
+	for b == nil {
+		if b, err = c.Acquire(ctx, "orders", 10*time.Second); errors.Is(err, fence.ErrNotGranted) {
+			time.Sleep(20 * time.Millisecond)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	v, err := c.KVPut(ctx, "orders", []byte("from B"), b.Token())
+	if err != nil || v != 2 {
+		t.Fatalf("B's write: version %d, %v", v, err)
+	}
+	_, err = c.KVPut(ctx, "orders", []byte("late A"), old.Token())
+	var se *fence.StaleTokenError
+	if !errors.As(err, &se) || se.Required != b.Token() || se.Presented != old.Token() {
+		t.Fatalf("A's late write: %v, want stale with required %d", err, b.Token())
+	}
+	var vm *client.VersionMismatchError
+	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token(), client.IfVersion(1)); !errors.As(err, &vm) || vm.Current != 2 {
+		t.Fatalf("put with an old version: %v, want version mismatch (current 2)", err)
+	}
+	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token(), client.WithIssuer("someone-else")); !errors.Is(err, fence.ErrIssuerMismatch) {
+		t.Fatalf("put with another issuer: %v, want ErrIssuerMismatch", err)
+	}
+	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token()+1000); !errors.Is(err, fence.ErrInvalidToken) {
+		t.Fatalf("put with a token never issued: %v, want ErrInvalidToken", err)
+	}
+	e, err := c.KVGet(ctx, "orders")
+	if err != nil || string(e.Value) != "from B" || e.Version != 2 || e.Token != b.Token() {
+		t.Fatalf("KVGet=%+v, %v", e, err)
+	}
+	if deleted, err := c.KVDelete(ctx, "orders", old.Token()); deleted || !errors.As(err, &se) {
+		t.Fatalf("stale delete: %v %v", deleted, err)
+	}
+	if deleted, err := c.KVDelete(ctx, "orders", b.Token()); !deleted || err != nil {
+		t.Fatalf("delete: %v %v", deleted, err)
+	}
+	if _, err := c.KVGet(ctx, "orders"); !errors.Is(err, client.ErrKeyNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+}

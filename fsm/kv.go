@@ -1,0 +1,134 @@
+package fsm
+
+import (
+	"fmt"
+	"sort"
+
+	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// MaxValueBytes is the largest value the fenced kv stores.
+const MaxValueBytes = 1 << 20
+
+// kvEntry is one key of the fenced kv. A deleted key stays as a tombstone
+// (exists false) that keeps its watermark, so a stale writer cannot
+// recreate it, and its version, so versions never repeat.
+type kvEntry struct {
+	value   []byte
+	token   fence.Token
+	version uint64
+	exists  bool
+}
+
+// KVEntry describes a key of the fenced kv.
+type KVEntry struct {
+	// Value is the stored value; nil when the key does not exist.
+	Value []byte
+	// Version counts the key's writes; it never repeats, across deletes.
+	Version uint64
+	// Token is the key's watermark: the highest token accepted for it.
+	Token fence.Token
+	// Exists is false for a key never written or deleted.
+	Exists bool
+}
+
+// KVResult is the outcome of a kv write. Err is set when the write was
+// refused: a *fence.StaleTokenError, a *VersionMismatchError or an invalid
+// argument.
+type KVResult struct {
+	// Version is the key's version after the write.
+	Version uint64
+	// Token is the key's watermark after the write.
+	Token fence.Token
+	// Deleted reports a delete that removed an existing key.
+	Deleted bool
+}
+
+// VersionMismatchError reports a conditional kv write whose expected
+// version is not the key's version. Nothing was changed.
+type VersionMismatchError struct {
+	Key      string
+	Expected uint64
+	Current  uint64
+	Exists   bool
+}
+
+// Error implements error.
+func (e *VersionMismatchError) Error() string {
+	if !e.Exists {
+		return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, the key does not exist (use version 0 to create it)", e.Key, e.Expected)
+	}
+	return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, current version is %d", e.Key, e.Expected, e.Current)
+}
+
+func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
+	key, tok := w.GetKey(), fence.Token(w.GetToken())
+	if err := fence.ValidateName(key); err != nil {
+		return Result{Err: fmt.Errorf("key: %w", err)}
+	}
+	if len(w.GetValue()) > MaxValueBytes {
+		return Result{Err: fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(w.GetValue()), MaxValueBytes)}
+	}
+	if !tok.Valid() {
+		return Result{Err: fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, uint64(tok), uint64(fence.MaxToken))}
+	}
+	if tok > m.lastToken {
+		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.lastToken)}
+	}
+	e := m.kv[key]
+	if e == nil {
+		e = &kvEntry{}
+	}
+	if tok < e.token {
+		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
+	}
+	if w.GetHasIfVersion() {
+		current := e.version
+		if !e.exists {
+			current = 0
+		}
+		if w.GetIfVersion() != current {
+			return Result{Err: &VersionMismatchError{Key: key, Expected: w.GetIfVersion(), Current: current, Exists: e.exists}}
+		}
+	}
+	existed := e.exists
+	e.token = tok
+	e.version++
+	if w.GetDelete() {
+		e.value, e.exists = nil, false
+	} else {
+		e.value, e.exists = append([]byte(nil), w.GetValue()...), true
+	}
+	m.kv[key] = e
+	return Result{KV: KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}}
+}
+
+// KV returns a key of the fenced kv.
+func (m *Machine) KV(key string) KVEntry {
+	e := m.kv[key]
+	if e == nil {
+		return KVEntry{}
+	}
+	return KVEntry{Value: e.value, Version: e.version, Token: e.token, Exists: e.exists}
+}
+
+func (m *Machine) kvSnapshot() []*statev1.KVEntry {
+	keys := make([]string, 0, len(m.kv))
+	for k := range m.kv {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	out := make([]*statev1.KVEntry, len(keys))
+	for i, k := range keys {
+		e := m.kv[k]
+		out[i] = &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists}
+	}
+	return out
+}
+
+func (m *Machine) kvRestore(entries []*statev1.KVEntry) {
+	for _, e := range entries {
+		m.kv[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
+	}
+}

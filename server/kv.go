@@ -1,0 +1,139 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+)
+
+// Metadata keys of kv errors, as HTTP headers on both the Connect API and
+// the /v1/kv REST endpoint.
+const (
+	headerToken          = "X-Fencing-Token"
+	headerIssuer         = "X-Fencing-Issuer"
+	headerRequiredToken  = "X-Required-Token"
+	headerCurrentVersion = "X-Current-Version"
+)
+
+// kvWriteRequest is a put or delete, from either API.
+type kvWriteRequest struct {
+	key       string
+	value     []byte
+	token     fence.Token
+	ifVersion *uint64
+	issuer    string
+	delete    bool
+}
+
+// kvWrite validates, checks the issuer and proposes a kv write. Refusals
+// come back as *fence.StaleTokenError, *fsm.VersionMismatchError or errors
+// matching fence.ErrInvalidArgument, fence.ErrInvalidToken or
+// fence.ErrIssuerMismatch.
+func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, error) {
+	if err := fence.ValidateName(r.key); err != nil {
+		return fsm.KVResult{}, fmt.Errorf("key: %w", err)
+	}
+	if len(r.value) > fsm.MaxValueBytes {
+		return fsm.KVResult{}, fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(r.value), fsm.MaxValueBytes)
+	}
+	if !r.token.Valid() {
+		return fsm.KVResult{}, fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, uint64(r.token), uint64(fence.MaxToken))
+	}
+	if r.issuer != "" {
+		var issuer string
+		s.sm.read(func(m *fsm.Machine) { issuer = m.Issuer() })
+		if r.issuer != issuer {
+			return fsm.KVResult{}, fmt.Errorf("%w: token issued by %q, this cluster is %q", fence.ErrIssuerMismatch, r.issuer, issuer)
+		}
+	}
+	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete}
+	if r.ifVersion != nil {
+		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
+	}
+	res, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_KvWrite{KvWrite: w}})
+	s.metrics.kvWrites.WithLabelValues(kvOutcome(err)).Inc()
+	return res.KV, err
+}
+
+func kvOutcome(err error) string {
+	var vm *fsm.VersionMismatchError
+	switch {
+	case err == nil:
+		return "accepted"
+	case errors.Is(err, fence.ErrStaleToken):
+		return "stale"
+	case errors.As(err, &vm):
+		return "version_mismatch"
+	}
+	return "error"
+}
+
+// kvError turns a kv refusal into a Connect error with the metadata a
+// client needs: the required token for a stale write, the current version
+// for a version mismatch.
+func kvError(err error) error {
+	var se *fence.StaleTokenError
+	var vm *fsm.VersionMismatchError
+	switch {
+	case errors.As(err, &se):
+		ce := connect.NewError(connect.CodeFailedPrecondition, err)
+		ce.Meta().Set(headerRequiredToken, se.Required.String())
+		ce.Meta().Set(headerToken, se.Presented.String())
+		return ce
+	case errors.As(err, &vm):
+		ce := connect.NewError(connect.CodeAborted, err)
+		ce.Meta().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
+		return ce
+	case errors.Is(err, fence.ErrIssuerMismatch):
+		return connect.NewError(connect.CodePermissionDenied, err)
+	}
+	return toConnect(err)
+}
+
+// kvService implements the KVService API.
+type kvService struct{ s *Server }
+
+var _ fencedv1connect.KVServiceHandler = (*kvService)(nil)
+
+// Put implements KVServiceHandler.
+func (h *kvService) Put(ctx context.Context, req *connect.Request[fencedv1.KVPutRequest]) (*connect.Response[fencedv1.KVPutResponse], error) {
+	m := req.Msg
+	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, value: m.Value, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer})
+	if err != nil {
+		return nil, kvError(err)
+	}
+	return connect.NewResponse(&fencedv1.KVPutResponse{Version: res.Version, Token: uint64(res.Token)}), nil
+}
+
+// Delete implements KVServiceHandler.
+func (h *kvService) Delete(ctx context.Context, req *connect.Request[fencedv1.KVDeleteRequest]) (*connect.Response[fencedv1.KVDeleteResponse], error) {
+	m := req.Msg
+	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, delete: true})
+	if err != nil {
+		return nil, kvError(err)
+	}
+	return connect.NewResponse(&fencedv1.KVDeleteResponse{Deleted: res.Deleted, Token: uint64(res.Token)}), nil
+}
+
+// Get implements KVServiceHandler.
+func (h *kvService) Get(ctx context.Context, req *connect.Request[fencedv1.KVGetRequest]) (*connect.Response[fencedv1.KVGetResponse], error) {
+	if err := fence.ValidateName(req.Msg.Key); err != nil {
+		return nil, toConnect(fmt.Errorf("key: %w", err))
+	}
+	e := h.s.kvGet(req.Msg.Key)
+	return connect.NewResponse(&fencedv1.KVGetResponse{Found: e.Exists, Value: e.Value, Version: e.Version, Token: uint64(e.Token)}), nil
+}
+
+func (s *Server) kvGet(key string) fsm.KVEntry {
+	var e fsm.KVEntry
+	s.sm.read(func(m *fsm.Machine) { e = m.KV(key) })
+	return e
+}

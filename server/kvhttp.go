@@ -1,0 +1,126 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+)
+
+// kvHTTP serves the fenced kv as PUT/GET/DELETE /v1/kv/{key} with the HTTP
+// fencing convention of DESIGN.md §5: X-Fencing-Token on writes; missing or
+// invalid → 400 with a JSON error; stale → 409 with X-Required-Token and
+// {"error","presented","required"}. If-Match makes a write conditional on
+// the key's version (the ETag of GET); a mismatch is 412 with the current
+// version.
+func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
+	key := r.PathValue("key")
+	if err := fence.ValidateName(key); err != nil {
+		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("key: %w", err), nil)
+		return
+	}
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		e := s.kvGet(key)
+		if e.Token != 0 {
+			w.Header().Set(headerToken, e.Token.String())
+		}
+		if !e.Exists {
+			writeJSONError(w, http.StatusNotFound, fmt.Errorf("key %q not found", key), nil)
+			return
+		}
+		w.Header().Set("ETag", etag(e.Version))
+		w.Header().Set("Content-Type", "application/octet-stream")
+		w.Header().Set("Content-Length", strconv.Itoa(len(e.Value)))
+		if r.Method == http.MethodGet {
+			w.Write(e.Value)
+		}
+	case http.MethodPut, http.MethodDelete:
+		s.kvHTTPWrite(w, r, key)
+	default:
+		w.Header().Set("Allow", "GET, HEAD, PUT, DELETE")
+		writeJSONError(w, http.StatusMethodNotAllowed, fmt.Errorf("method %s not allowed; use GET, HEAD, PUT or DELETE", r.Method), nil)
+	}
+}
+
+func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string) {
+	req := kvWriteRequest{key: key, issuer: r.Header.Get(headerIssuer), delete: r.Method == http.MethodDelete}
+	raw := r.Header.Get(headerToken)
+	if raw == "" {
+		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: missing %s header; send the token of your grant as a decimal number", fence.ErrInvalidToken, headerToken), nil)
+		return
+	}
+	tok, err := fence.ParseToken(raw)
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%s: %w", headerToken, err), nil)
+		return
+	}
+	req.token = tok
+	if im := r.Header.Get("If-Match"); im != "" {
+		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
+		if err != nil {
+			writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: If-Match %q is not a version; send the ETag of a GET (\"0\" for a key that must not exist)", fence.ErrInvalidArgument, im), nil)
+			return
+		}
+		req.ifVersion = &v
+	}
+	if !req.delete {
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, fsm.MaxValueBytes))
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeJSONError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("%w: value larger than %d bytes (1 MiB)", fence.ErrInvalidArgument, fsm.MaxValueBytes), nil)
+			return
+		}
+		if err != nil {
+			writeJSONError(w, http.StatusBadRequest, fmt.Errorf("read body: %w", err), nil)
+			return
+		}
+		req.value = body
+	}
+	res, err := s.kvWrite(r.Context(), req)
+	var se *fence.StaleTokenError
+	var vm *fsm.VersionMismatchError
+	switch {
+	case err == nil:
+		w.Header().Set(headerToken, res.Token.String())
+		if !req.delete {
+			w.Header().Set("ETag", etag(res.Version))
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"version": strconv.FormatUint(res.Version, 10), "token": res.Token.String(), "deleted": res.Deleted})
+	case errors.As(err, &se):
+		w.Header().Set(headerRequiredToken, se.Required.String())
+		writeJSONError(w, http.StatusConflict, err, map[string]any{"presented": se.Presented.String(), "required": se.Required.String()})
+	case errors.As(err, &vm):
+		w.Header().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
+		writeJSONError(w, http.StatusPreconditionFailed, err, map[string]any{"version": strconv.FormatUint(vm.Current, 10)})
+	case errors.Is(err, fence.ErrIssuerMismatch):
+		writeJSONError(w, http.StatusForbidden, err, nil)
+	case errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken):
+		writeJSONError(w, http.StatusBadRequest, err, nil)
+	default:
+		writeJSONError(w, http.StatusServiceUnavailable, err, nil)
+	}
+}
+
+func etag(version uint64) string { return `"` + strconv.FormatUint(version, 10) + `"` }
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+// writeJSONError writes {"error": err, ...extra}.
+func writeJSONError(w http.ResponseWriter, status int, err error, extra map[string]any) {
+	body := map[string]any{"error": err.Error()}
+	for k, v := range extra {
+		body[k] = v
+	}
+	writeJSON(w, status, body)
+}

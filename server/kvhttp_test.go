@@ -1,0 +1,105 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"connectrpc.com/connect"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+type httpResult struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    string
+}
+
+func kvDo(t *testing.T, method, url string, header map[string]string, body []byte) httpResult {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, bytes.NewReader(body))
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	r := httpResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+	json.Unmarshal(raw, &r.body)
+	return r
+}
+
+// The kv over HTTP follows the convention of DESIGN.md §5.
+func TestKVHTTP_Convention(t *testing.T) {
+	a := newAPI(t)
+	ctx := context.Background()
+	grant := func() string {
+		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "lock-" + t.Name(), TtlMs: 100}))
+		if err != nil || !resp.Msg.Granted {
+			t.Fatalf("acquire: %v %v", resp, err)
+		}
+		return strings.TrimSpace(jsonNumber(resp.Msg.Grant.Token))
+	}
+	low := grant()
+	waitFor(t, "first grant expired", func() bool { return a.describe(t, "lock-"+t.Name()).Holder == nil })
+	high := grant()
+	url := "http://" + a.addr + "/v1/kv/orders"
+
+	r := kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": high}, []byte("v1"))
+	if r.status != 200 || r.header.Get("ETag") != `"1"` || r.body["token"] != high {
+		t.Fatalf("PUT: %d %v %s", r.status, r.header, r.raw)
+	}
+	r = kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": low}, []byte("stale"))
+	if r.status != http.StatusConflict || r.header.Get("X-Required-Token") != high ||
+		r.body["presented"] != low || r.body["required"] != high || r.body["error"] == nil {
+		t.Fatalf("stale PUT: %d %v %s, want 409 with X-Required-Token %s", r.status, r.header, r.raw, high)
+	}
+	for name, h := range map[string]map[string]string{
+		"missing token": {},
+		"invalid token": {"X-Fencing-Token": "abc"},
+		"zero token":    {"X-Fencing-Token": "0"},
+		"too big":       {"X-Fencing-Token": "9223372036854775808"},
+		"bad If-Match":  {"X-Fencing-Token": high, "If-Match": "W/x"},
+		"never issued":  {"X-Fencing-Token": "999999"},
+	} {
+		r := kvDo(t, http.MethodPut, url, h, []byte("bad"))
+		if r.status != http.StatusBadRequest || r.body["error"] == nil {
+			t.Errorf("%s: %d %s, want 400 with a JSON error", name, r.status, r.raw)
+		}
+	}
+	r = kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": high, "If-Match": `"7"`}, []byte("v2"))
+	if r.status != http.StatusPreconditionFailed || r.header.Get("X-Current-Version") != "1" {
+		t.Fatalf("PUT with a wrong If-Match: %d %s", r.status, r.raw)
+	}
+	r = kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": high}, make([]byte, 1<<20+1))
+	if r.status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("PUT over 1 MiB: %d %s", r.status, r.raw)
+	}
+	r = kvDo(t, http.MethodGet, url, nil, nil)
+	if r.status != 200 || r.raw != "v1" || r.header.Get("ETag") != `"1"` || r.header.Get("X-Fencing-Token") != high {
+		t.Fatalf("GET: %d %v %q", r.status, r.header, r.raw)
+	}
+	r = kvDo(t, http.MethodDelete, url, map[string]string{"X-Fencing-Token": high, "If-Match": `"1"`}, nil)
+	if r.status != 200 || r.body["deleted"] != true {
+		t.Fatalf("DELETE: %d %s", r.status, r.raw)
+	}
+	if r := kvDo(t, http.MethodGet, url, nil, nil); r.status != http.StatusNotFound {
+		t.Fatalf("GET after DELETE: %d %s", r.status, r.raw)
+	}
+	if r := kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": low}, []byte("zombie")); r.status != http.StatusConflict {
+		t.Fatalf("stale PUT after DELETE: %d %s, want 409 (the watermark survives the delete)", r.status, r.raw)
+	}
+}
+
+func jsonNumber(v uint64) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
