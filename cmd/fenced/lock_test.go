@@ -188,3 +188,45 @@ func TestAcquireRelease_CLI(t *testing.T) {
 		t.Errorf("release of another's lock: exit %d %q, want 1 and not_owned", code, out)
 	}
 }
+
+// fenced kv put/get/del from the command line, with the token from
+// FENCED_TOKEN as fenced lock sets it.
+func TestKV_CLI(t *testing.T) {
+	srv := proctest.StartServer(t)
+	ep := "--endpoints=" + srv.Addr
+	out, errOut, code := runFenced(t, "lock", "kv-cli", ep, "--", "sh", "-c",
+		`printf hello | "$0" kv put orders --endpoints "$1" && "$0" kv get orders --endpoints "$1" && echo && echo "$FENCED_TOKEN"`,
+		proctest.Binary(t), srv.Addr)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 3 || lines[1] != "hello" {
+		t.Fatalf("kv put/get under fenced lock: exit %d, %q, %s", code, out, errOut)
+	}
+	first := lines[2]
+	// A newer holder writes; the first holder's token is now stale: exit 5.
+	out, errOut, code = runFenced(t, "lock", "kv-cli", ep, "--", "sh", "-c",
+		`"$0" kv put orders newer --endpoints "$1" >/dev/null && echo "$FENCED_TOKEN"`, proctest.Binary(t), srv.Addr)
+	token := strings.TrimSpace(out)
+	if code != 0 {
+		t.Fatalf("second holder's put: exit %d %s", code, errOut)
+	}
+	_, errOut, code = runFenced(t, "kv", "put", "orders", "late", "--token", first, ep)
+	if code != 5 || !strings.Contains(errOut, "stale token "+first) {
+		t.Fatalf("stale put: exit %d %q, want 5", code, errOut)
+	}
+	out, _, code = runFenced(t, "kv", "get", "orders", "--json", ep)
+	if code != 0 || !strings.Contains(out, `"token":"`+token+`"`) || !strings.Contains(out, `"value":"newer"`) {
+		t.Fatalf("kv get --json: exit %d %q", code, out)
+	}
+	if _, _, code := runFenced(t, "kv", "put", "orders", "x", "--token", token, "--if-version", "9", ep); code != 6 {
+		t.Fatalf("put with a wrong --if-version: exit %d, want 6", code)
+	}
+	if _, _, code := runFenced(t, "kv", "put", "orders", "x", ep); code != 2 {
+		t.Fatalf("put without a token: exit %d, want 2", code)
+	}
+	if out, _, code := runFenced(t, "kv", "del", "orders", "--token", token, ep); code != 0 || !strings.Contains(out, "deleted=true") {
+		t.Fatalf("del: exit %d %q", code, out)
+	}
+	if _, _, code := runFenced(t, "kv", "get", "orders", ep); code != 3 {
+		t.Fatalf("get after del: exit %d, want 3", code)
+	}
+}
