@@ -64,6 +64,7 @@ type endpoint struct {
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
 	kv       fencedv1connect.KVServiceClient
+	cluster  fencedv1connect.ClusterServiceClient
 }
 
 // An Option configures a Client.
@@ -147,6 +148,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
 			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
+			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 		})
 	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())

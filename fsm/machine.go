@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	locks       map[string]*lock
 	kv          map[string]*kvEntry
+	nodes       map[string]string // node id -> API address
 	obs         Observer
 }
 
@@ -38,6 +39,7 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.locks = make(map[string]*lock)
 	m.kv = make(map[string]*kvEntry)
+	m.nodes = make(map[string]string)
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -69,6 +71,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
 	case *statev1.Command_KvWrite:
 		return m.kvWrite(op.KvWrite)
+	case *statev1.Command_RegisterNode:
+		return m.registerNode(op.RegisterNode)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

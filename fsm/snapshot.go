@@ -47,6 +47,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		st.Locks = append(st.Locks, pl)
 	}
 	st.Kv = m.kvSnapshot()
+	st.Nodes = m.nodesSnapshot()
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
@@ -104,5 +105,8 @@ func (m *Machine) restore(st *statev1.State) error {
 		m.locks[l.name] = l
 	}
 	m.kvRestore(st.GetKv())
+	for _, n := range st.GetNodes() {
+		m.nodes[n.GetId()] = n.GetApiAddr()
+	}
 	return nil
 }

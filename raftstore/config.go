@@ -39,6 +39,13 @@ type Config struct {
 	// Without Bootstrap, a fresh node waits to be added to a cluster.
 	Bootstrap bool
 
+	// InitialCluster, when not empty, makes a data dir without Raft state
+	// a new cluster of these voters; it must list this node (NodeID at
+	// PeerListen) and be the same on every member. Like Bootstrap it is
+	// ignored once the data dir has state, so a restarted member needs no
+	// flags beyond its addresses.
+	InitialCluster []Peer
+
 	// HeartbeatTimeout is how long a follower waits without contact from
 	// the leader before it starts an election. Default 500ms.
 	HeartbeatTimeout time.Duration
@@ -90,6 +97,44 @@ type Config struct {
 	// applied). It runs on the caller's goroutine and must be quick: it is
 	// meant for a latency histogram.
 	OnApply func(d time.Duration, err error)
+}
+
+// Peer is a member of the Raft group: its node id and peer address.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// ParseInitialCluster parses "n1=127.0.0.1:7701,n2=127.0.0.1:7711" (the
+// --initial-cluster flag). Ids and addresses must be unique.
+func ParseInitialCluster(s string) ([]Peer, error) {
+	var peers []Peer
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addr, ok := strings.Cut(part, "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("initial cluster member %q: want ID=HOST:PORT", part)
+		}
+		if err := validatePeerListen(addr); err != nil {
+			return nil, fmt.Errorf("initial cluster member %q: %w", id, err)
+		}
+		if ids[id] {
+			return nil, fmt.Errorf("initial cluster lists node id %q twice; ids must be unique", id)
+		}
+		if addrs[addr] {
+			return nil, fmt.Errorf("initial cluster lists address %s twice; each member needs its own peer address", addr)
+		}
+		ids[id], addrs[addr] = true, true
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	if len(peers) == 0 {
+		return nil, fmt.Errorf("initial cluster is empty; want ID=HOST:PORT[,ID=HOST:PORT...]")
+	}
+	return peers, nil
 }
 
 // DefaultConfig returns the configuration of the embedded default: node
@@ -167,6 +212,20 @@ func (c Config) Validate() error {
 		bad("shutdown timeout is %v; want 0 or more", c.ShutdownTimeout)
 	}
 
+	if len(c.InitialCluster) > 0 {
+		var self *Peer
+		for i := range c.InitialCluster {
+			if c.InitialCluster[i].ID == c.NodeID {
+				self = &c.InitialCluster[i]
+			}
+		}
+		switch {
+		case self == nil:
+			bad("initial cluster does not list this node %q; add %s=%s", c.NodeID, c.NodeID, c.PeerListen)
+		case self.Addr != c.PeerListen:
+			bad("initial cluster gives node %q the address %s but its peer address is %s; they must match", c.NodeID, self.Addr, c.PeerListen)
+		}
+	}
 	if len(errs) == 0 {
 		return nil
 	}

@@ -121,6 +121,15 @@ func Open(cfg Config, fsm raft.FSM) (*Node, error) {
 	switch {
 	case hasState:
 		logger.Info("raft: resuming from existing state", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
+	case len(cfg.InitialCluster) > 0:
+		var servers []raft.Server
+		for _, p := range cfg.InitialCluster {
+			servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+		if err := raft.BootstrapCluster(rc, logs, logs, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+			return fail(fmt.Errorf("bootstrap cluster %v in %s: %w", cfg.InitialCluster, cfg.DataDir, err))
+		}
+		logger.Info("raft: bootstrapped cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID, "members", len(servers))
 	case cfg.Bootstrap:
 		self := raft.Server{Suffrage: raft.Voter, ID: rc.LocalID, Address: trans.LocalAddr()}
 		if err := raft.BootstrapCluster(rc, logs, logs, snaps, trans, raft.Configuration{Servers: []raft.Server{self}}); err != nil {

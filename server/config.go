@@ -21,6 +21,10 @@ type Config struct {
 	// /readyz). Port 0 picks a free port (see Server.Addr). Default
 	// 127.0.0.1:7700.
 	Listen string
+	// AdvertiseAddr is the API address other members forward requests to.
+	// Default: the bound Listen address (right when Listen names a
+	// specific host, as on loopback).
+	AdvertiseAddr string
 	// TokenFloor makes the cluster issue only tokens above it. It only ever
 	// raises the counter, so it is safe to pass on every start; it is meant
 	// for a fresh cluster replacing one whose tokens may still be in flight.

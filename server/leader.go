@@ -2,8 +2,13 @@ package server
 
 import (
 	"context"
+	"net/http"
+
+	"connectrpc.com/connect"
 	"crypto/rand"
 	"encoding/hex"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"sync"
 	"time"
 
@@ -23,6 +28,8 @@ func (s *Server) followLeadership() {
 		s.serving.Store(0)
 		if l.Leader {
 			s.lead(l)
+		} else {
+			s.registerWithLeader()
 		}
 		select {
 		case <-l.Changed:
@@ -77,9 +84,16 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: term}}}); err != nil {
 		return err
 	}
-	var issuer string
+	var issuer, registered string
 	var last uint64
-	s.sm.read(func(m *fsm.Machine) { issuer, last = m.Issuer(), uint64(m.LastToken()) })
+	s.sm.read(func(m *fsm.Machine) {
+		issuer, last, registered = m.Issuer(), uint64(m.LastToken()), m.NodeAPIAddr(s.cfg.Raft.NodeID)
+	})
+	if registered != s.apiAddr() {
+		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_RegisterNode{RegisterNode: &statev1.RegisterNode{Id: s.cfg.Raft.NodeID, ApiAddr: s.apiAddr()}}}); err != nil {
+			return err
+		}
+	}
 	if issuer != "" && uint64(s.cfg.TokenFloor) <= last {
 		return nil
 	}
@@ -127,4 +141,39 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 			}()
 		}
 	}
+}
+
+// registerWithLeader records this follower's API address through the
+// leader, so other members can forward to it when it leads and cluster
+// status can reach it. It retries in the background until it succeeds or
+// the leadership view changes.
+func (s *Server) registerWithLeader() {
+	l := s.node.Leadership()
+	s.loops.Add(1)
+	go func() {
+		defer s.loops.Done()
+		for attempt := 0; attempt < 600; attempt++ {
+			var registered string
+			s.sm.read(func(m *fsm.Machine) { registered = m.NodeAPIAddr(s.cfg.Raft.NodeID) })
+			if registered == s.apiAddr() {
+				return
+			}
+			if target := s.leaderURL(); target != nil {
+				ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
+				c := fencedv1connect.NewClusterServiceClient(http.DefaultClient, target.String())
+				_, err := c.RegisterNode(ctx, connect.NewRequest(&fencedv1.RegisterNodeRequest{Id: s.cfg.Raft.NodeID, ApiAddr: s.apiAddr()}))
+				cancel()
+				if err == nil {
+					return
+				}
+			}
+			select {
+			case <-l.Changed:
+				return
+			case <-s.ctx.Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
 }

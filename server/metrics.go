@@ -15,6 +15,7 @@ type metrics struct {
 	expiries        prometheus.Counter
 	staleSession    prometheus.Counter
 	kvWrites        *prometheus.CounterVec
+	forwarded       prometheus.Counter
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
 }
@@ -38,6 +39,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		kvWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_kv_writes_total", Help: "Writes to the fenced kv by outcome: accepted, stale (token below the watermark), version_mismatch, error.",
 		}, []string{"outcome"}),
+		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_forwarded_requests_total", Help: "API requests this follower forwarded to the leader.",
+		}),
 		proposeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a command to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
 		}),
@@ -53,7 +57,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.proposeDuration, m.applyDuration,
+		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),

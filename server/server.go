@@ -120,12 +120,13 @@ func (s *Server) routes() http.Handler {
 	kvOpts := []connect.HandlerOption{connect.WithReadMaxBytes(max(s.cfg.MaxMessageBytes, fsm.MaxValueBytes+s.cfg.MaxMessageBytes))}
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
+	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", s.readyz)
-	return mux
+	return s.forwarding(mux)
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and
@@ -146,6 +147,15 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Addr returns the API's listen address.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// apiAddr is the API address members forward to: Config.AdvertiseAddr, or
+// the bound listen address.
+func (s *Server) apiAddr() string {
+	if s.cfg.AdvertiseAddr != "" {
+		return s.cfg.AdvertiseAddr
+	}
+	return s.Addr()
+}
 
 // PeerAddr returns the Raft transport's address.
 func (s *Server) PeerAddr() string { return s.node.Addr() }

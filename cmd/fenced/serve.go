@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/raftstore"
 	"github.com/fenced-dev/fenced/server"
 	"github.com/spf13/cobra"
 )
@@ -15,7 +16,8 @@ import (
 func newServeCommand() *cobra.Command {
 	cfg := server.DefaultConfig()
 	var tokenFloor uint64
-	var logLevel string
+	var logLevel, initialCluster string
+	var join bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -33,6 +35,19 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 				return usageError("--token-floor %d is above the maximum token %d", tokenFloor, uint64(fence.MaxToken))
 			}
 			cfg.TokenFloor = fence.Token(tokenFloor)
+			if join {
+				if initialCluster != "" {
+					return usageError("--join and --initial-cluster exclude each other: a joining node is added by \"fenced cluster add\"")
+				}
+				cfg.Raft.Bootstrap = false
+			}
+			if initialCluster != "" {
+				peers, err := raftstore.ParseInitialCluster(initialCluster)
+				if err != nil {
+					return usageError("--initial-cluster: %v", err)
+				}
+				cfg.Raft.InitialCluster = peers
+			}
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
@@ -45,6 +60,12 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.StringVar(&cfg.Raft.PeerListen, "peer-listen", cfg.Raft.PeerListen, "Raft peer address")
 	f.StringVar(&cfg.Raft.NodeID, "node-id", cfg.Raft.NodeID, "this node's id in the cluster")
 	f.Uint64Var(&tokenFloor, "token-floor", 0, "issue only tokens above N (for a fresh cluster replacing another; only ever raises the counter)")
+	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
+	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
+	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "API address other members forward requests to (default: the --listen address)")
+	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing from the leader for this long starts an election")
+	f.DurationVar(&cfg.Raft.ElectionTimeout, "election-timeout", cfg.Raft.ElectionTimeout, "Raft election timeout")
+	f.DurationVar(&cfg.Raft.LeaderLeaseTimeout, "leader-lease-timeout", cfg.Raft.LeaderLeaseTimeout, "a leader that hears from no quorum for this long steps down (at most the heartbeat timeout)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
 }

@@ -5,11 +5,13 @@ package proctest
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,6 +64,7 @@ func FreeAddr(t testing.TB) string {
 
 // Server is a `fenced serve` child process.
 type Server struct {
+	NodeID   string
 	Addr     string // API address
 	PeerAddr string // Raft address
 	DataDir  string
@@ -89,7 +92,18 @@ func StartServer(t testing.TB, args ...string) *Server {
 // waits until it is ready to serve writes.
 func (s *Server) Start() {
 	s.t.Helper()
-	args := append([]string{"serve", "--listen", s.Addr, "--peer-listen", s.PeerAddr, "--data-dir", s.DataDir}, s.Args...)
+	s.StartNoWait()
+	testserver.WaitReady(s.t, s.Addr)
+}
+
+// StartNoWait (re)starts the process without waiting for it to be ready.
+func (s *Server) StartNoWait() {
+	s.t.Helper()
+	args := []string{"serve", "--listen", s.Addr, "--peer-listen", s.PeerAddr, "--data-dir", s.DataDir}
+	if s.NodeID != "" {
+		args = append(args, "--node-id", s.NodeID)
+	}
+	args = append(args, s.Args...)
 	cmd := exec.Command(Binary(s.t), args...)
 	s.mu.Lock()
 	cmd.Stdout, cmd.Stderr = &lockedWriter{&s.mu, &s.log}, &lockedWriter{&s.mu, &s.log}
@@ -102,7 +116,6 @@ func (s *Server) Start() {
 	s.mu.Lock()
 	s.cmd, s.waited = cmd, waited
 	s.mu.Unlock()
-	testserver.WaitReady(s.t, s.Addr)
 }
 
 // Kill sends SIGKILL and waits for the process to exit.
@@ -166,4 +179,39 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// ClusterTiming are the Raft timings cluster tests use: elections within
+// about a second on a loaded machine.
+var ClusterTiming = []string{"--heartbeat-timeout", "300ms", "--election-timeout", "300ms", "--leader-lease-timeout", "150ms"}
+
+// StartCluster starts n `fenced serve` processes forming one cluster
+// (node ids n1..nN) on free loopback ports and waits until every member
+// is ready. extra flags go to every member.
+func StartCluster(t testing.TB, n int, extra ...string) []*Server {
+	t.Helper()
+	servers := make([]*Server, n)
+	var initial []string
+	for i := range servers {
+		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: FreeAddr(t), PeerAddr: FreeAddr(t), DataDir: t.TempDir(), t: t}
+		initial = append(initial, servers[i].NodeID+"="+servers[i].PeerAddr)
+	}
+	for _, s := range servers {
+		s.Args = append(append([]string{"--initial-cluster", strings.Join(initial, ",")}, ClusterTiming...), extra...)
+		s.StartNoWait()
+		t.Cleanup(s.Kill)
+	}
+	for _, s := range servers {
+		testserver.WaitReady(t, s.Addr)
+	}
+	return servers
+}
+
+// Endpoints returns the API addresses of servers, comma-separated.
+func Endpoints(servers []*Server) string {
+	var eps []string
+	for _, s := range servers {
+		eps = append(eps, s.Addr)
+	}
+	return strings.Join(eps, ",")
 }

@@ -450,6 +450,574 @@ func (x *KVDeleteResponse) GetToken() uint64 {
 	return 0
 }
 
+type Member struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddr string                 `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	// api_addr is empty until the member registered it.
+	ApiAddr string `protobuf:"bytes,3,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	Voter   bool   `protobuf:"varint,4,opt,name=voter,proto3" json:"voter,omitempty"`
+	// role is leader, follower, candidate, or unreachable.
+	Role string `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	// applied_index is the member's last applied log index, when reachable.
+	AppliedIndex uint64 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// lag is how many committed entries the member has not applied yet.
+	Lag           uint64 `protobuf:"varint,7,opt,name=lag,proto3" json:"lag,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Member) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Member) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+func (x *Member) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Member) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *Member) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *Member) GetLag() uint64 {
+	if x != nil {
+		return x.Lag
+	}
+	return 0
+}
+
+type ClusterStatusRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatusRequest) Reset() {
+	*x = ClusterStatusRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusRequest) ProtoMessage() {}
+
+func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
+func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
+}
+
+type ClusterStatusResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	NodeId        string                 `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	CommitIndex   uint64                 `protobuf:"varint,4,opt,name=commit_index,json=commitIndex,proto3" json:"commit_index,omitempty"`
+	AppliedIndex  uint64                 `protobuf:"varint,5,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	LastToken     uint64                 `protobuf:"varint,6,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	Members       []*Member              `protobuf:"bytes,7,rep,name=members,proto3" json:"members,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ClusterStatusResponse) Reset() {
+	*x = ClusterStatusResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ClusterStatusResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ClusterStatusResponse) ProtoMessage() {}
+
+func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
+func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *ClusterStatusResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *ClusterStatusResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+func (x *ClusterStatusResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetCommitIndex() uint64 {
+	if x != nil {
+		return x.CommitIndex
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *ClusterStatusResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+type AddMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	PeerAddr      string                 `protobuf:"bytes,2,opt,name=peer_addr,json=peerAddr,proto3" json:"peer_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberRequest) Reset() {
+	*x = AddMemberRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberRequest) ProtoMessage() {}
+
+func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
+func (*AddMemberRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AddMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *AddMemberRequest) GetPeerAddr() string {
+	if x != nil {
+		return x.PeerAddr
+	}
+	return ""
+}
+
+type AddMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AddMemberResponse) Reset() {
+	*x = AddMemberResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AddMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AddMemberResponse) ProtoMessage() {}
+
+func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
+func (*AddMemberResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
+}
+
+type RemoveMemberRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberRequest) Reset() {
+	*x = RemoveMemberRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberRequest) ProtoMessage() {}
+
+func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
+func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *RemoveMemberRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type RemoveMemberResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RemoveMemberResponse) Reset() {
+	*x = RemoveMemberResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RemoveMemberResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RemoveMemberResponse) ProtoMessage() {}
+
+func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
+func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
+}
+
+type TransferLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderRequest) Reset() {
+	*x = TransferLeaderRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderRequest) ProtoMessage() {}
+
+func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
+func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *TransferLeaderRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type TransferLeaderResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Leader        string                 `protobuf:"bytes,1,opt,name=leader,proto3" json:"leader,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TransferLeaderResponse) Reset() {
+	*x = TransferLeaderResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TransferLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TransferLeaderResponse) ProtoMessage() {}
+
+func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
+func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *TransferLeaderResponse) GetLeader() string {
+	if x != nil {
+		return x.Leader
+	}
+	return ""
+}
+
+type RegisterNodeRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ApiAddr       string                 `protobuf:"bytes,2,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNodeRequest) Reset() {
+	*x = RegisterNodeRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNodeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNodeRequest) ProtoMessage() {}
+
+func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
+func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *RegisterNodeRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RegisterNodeRequest) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
+type RegisterNodeResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNodeResponse) Reset() {
+	*x = RegisterNodeResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNodeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNodeResponse) ProtoMessage() {}
+
+func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
+func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
+}
+
 // Grant is a lock granted to a session.
 type Grant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -471,7 +1039,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -483,7 +1051,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -496,7 +1064,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Grant) GetName() string {
@@ -554,7 +1122,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +1134,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +1147,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *CreateSessionRequest) GetTtlMs() int64 {
@@ -607,7 +1175,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +1187,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +1200,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CreateSessionResponse) GetSession() uint64 {
@@ -667,7 +1235,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -679,7 +1247,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -692,7 +1260,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KeepAliveRequest) GetSession() uint64 {
@@ -726,7 +1294,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -738,7 +1306,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -751,7 +1319,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KeepAliveResponse) GetSession() uint64 {
@@ -798,7 +1366,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -810,7 +1378,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -823,7 +1391,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *CloseSessionRequest) GetSession() uint64 {
@@ -843,7 +1411,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -855,7 +1423,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -868,7 +1436,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CloseSessionResponse) GetClosed() bool {
@@ -900,7 +1468,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -912,7 +1480,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -925,7 +1493,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -983,7 +1551,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -995,7 +1563,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1008,7 +1576,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -1043,7 +1611,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1623,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1636,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -1101,7 +1669,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1681,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1694,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ReleaseResponse) GetResult() ReleaseResult {
@@ -1146,7 +1714,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1158,7 +1726,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1171,7 +1739,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *VerifyRequest) GetName() string {
@@ -1200,7 +1768,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1212,7 +1780,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1225,7 +1793,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *VerifyResponse) GetCurrent() bool {
@@ -1251,7 +1819,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1831,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1844,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1299,7 +1867,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1311,7 +1879,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1324,7 +1892,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *LockInfo) GetName() string {
@@ -1357,7 +1925,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1369,7 +1937,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1382,7 +1950,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -1401,7 +1969,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1981,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1994,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DescribeResponse) GetLock() *LockInfo {
@@ -1447,7 +2015,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1459,7 +2027,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1472,7 +2040,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -1498,7 +2066,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1510,7 +2078,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1523,7 +2091,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -1545,7 +2113,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1557,7 +2125,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1570,7 +2138,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SessionInfo) GetSession() uint64 {
@@ -1611,7 +2179,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +2191,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +2204,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -1662,7 +2230,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +2242,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +2255,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -1778,7 +2346,40 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\v_if_version\"B\n" +
 	"\x10KVDeleteResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"\xa5\x01\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\xb1\x01\n" +
+	"\x06Member\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\x12\x19\n" +
+	"\bapi_addr\x18\x03 \x01(\tR\aapiAddr\x12\x14\n" +
+	"\x05voter\x18\x04 \x01(\bR\x05voter\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12#\n" +
+	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x12\x10\n" +
+	"\x03lag\x18\a \x01(\x04R\x03lag\"\x16\n" +
+	"\x14ClusterStatusRequest\"\xf0\x01\n" +
+	"\x15ClusterStatusResponse\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12!\n" +
+	"\fcommit_index\x18\x04 \x01(\x04R\vcommitIndex\x12#\n" +
+	"\rapplied_index\x18\x05 \x01(\x04R\fappliedIndex\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x06 \x01(\x04R\tlastToken\x12+\n" +
+	"\amembers\x18\a \x03(\v2\x11.fenced.v1.MemberR\amembers\"?\n" +
+	"\x10AddMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tpeer_addr\x18\x02 \x01(\tR\bpeerAddr\"\x13\n" +
+	"\x11AddMemberResponse\"%\n" +
+	"\x13RemoveMemberRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"\x16\n" +
+	"\x14RemoveMemberResponse\"'\n" +
+	"\x15TransferLeaderRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\"0\n" +
+	"\x16TransferLeaderResponse\x12\x16\n" +
+	"\x06leader\x18\x01 \x01(\tR\x06leader\"@\n" +
+	"\x13RegisterNodeRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x16\n" +
+	"\x14RegisterNodeResponse\"\xa5\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
@@ -1883,7 +2484,13 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\tKVService\x128\n" +
 	"\x03Put\x12\x17.fenced.v1.KVPutRequest\x1a\x18.fenced.v1.KVPutResponse\x128\n" +
 	"\x03Get\x12\x17.fenced.v1.KVGetRequest\x1a\x18.fenced.v1.KVGetResponse\x12A\n" +
-	"\x06Delete\x12\x1a.fenced.v1.KVDeleteRequest\x1a\x1b.fenced.v1.KVDeleteResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
+	"\x06Delete\x12\x1a.fenced.v1.KVDeleteRequest\x1a\x1b.fenced.v1.KVDeleteResponse2\x9e\x03\n" +
+	"\x0eClusterService\x12K\n" +
+	"\x06Status\x12\x1f.fenced.v1.ClusterStatusRequest\x1a .fenced.v1.ClusterStatusResponse\x12F\n" +
+	"\tAddMember\x12\x1b.fenced.v1.AddMemberRequest\x1a\x1c.fenced.v1.AddMemberResponse\x12O\n" +
+	"\fRemoveMember\x12\x1e.fenced.v1.RemoveMemberRequest\x1a\x1f.fenced.v1.RemoveMemberResponse\x12U\n" +
+	"\x0eTransferLeader\x12 .fenced.v1.TransferLeaderRequest\x1a!.fenced.v1.TransferLeaderResponse\x12O\n" +
+	"\fRegisterNode\x12\x1e.fenced.v1.RegisterNodeRequest\x1a\x1f.fenced.v1.RegisterNodeResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
 
 var (
 	file_fenced_v1_fenced_proto_rawDescOnce sync.Once
@@ -1898,79 +2505,101 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_fenced_v1_fenced_proto_goTypes = []any{
-	(ReleaseResult)(0),            // 0: fenced.v1.ReleaseResult
-	(*KVPutRequest)(nil),          // 1: fenced.v1.KVPutRequest
-	(*KVPutResponse)(nil),         // 2: fenced.v1.KVPutResponse
-	(*KVGetRequest)(nil),          // 3: fenced.v1.KVGetRequest
-	(*KVGetResponse)(nil),         // 4: fenced.v1.KVGetResponse
-	(*KVDeleteRequest)(nil),       // 5: fenced.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),      // 6: fenced.v1.KVDeleteResponse
-	(*Grant)(nil),                 // 7: fenced.v1.Grant
-	(*CreateSessionRequest)(nil),  // 8: fenced.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil), // 9: fenced.v1.CreateSessionResponse
-	(*KeepAliveRequest)(nil),      // 10: fenced.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),     // 11: fenced.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),   // 12: fenced.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),  // 13: fenced.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),        // 14: fenced.v1.AcquireRequest
-	(*AcquireResponse)(nil),       // 15: fenced.v1.AcquireResponse
-	(*ReleaseRequest)(nil),        // 16: fenced.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),       // 17: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),         // 18: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),        // 19: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                // 20: fenced.v1.Waiter
-	(*LockInfo)(nil),              // 21: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),       // 22: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),      // 23: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),           // 24: fenced.v1.ListRequest
-	(*ListResponse)(nil),          // 25: fenced.v1.ListResponse
-	(*SessionInfo)(nil),           // 26: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),         // 27: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),        // 28: fenced.v1.StatusResponse
+	(ReleaseResult)(0),             // 0: fenced.v1.ReleaseResult
+	(*KVPutRequest)(nil),           // 1: fenced.v1.KVPutRequest
+	(*KVPutResponse)(nil),          // 2: fenced.v1.KVPutResponse
+	(*KVGetRequest)(nil),           // 3: fenced.v1.KVGetRequest
+	(*KVGetResponse)(nil),          // 4: fenced.v1.KVGetResponse
+	(*KVDeleteRequest)(nil),        // 5: fenced.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),       // 6: fenced.v1.KVDeleteResponse
+	(*Member)(nil),                 // 7: fenced.v1.Member
+	(*ClusterStatusRequest)(nil),   // 8: fenced.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),  // 9: fenced.v1.ClusterStatusResponse
+	(*AddMemberRequest)(nil),       // 10: fenced.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),      // 11: fenced.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),    // 12: fenced.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 13: fenced.v1.RemoveMemberResponse
+	(*TransferLeaderRequest)(nil),  // 14: fenced.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 15: fenced.v1.TransferLeaderResponse
+	(*RegisterNodeRequest)(nil),    // 16: fenced.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),   // 17: fenced.v1.RegisterNodeResponse
+	(*Grant)(nil),                  // 18: fenced.v1.Grant
+	(*CreateSessionRequest)(nil),   // 19: fenced.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 20: fenced.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),       // 21: fenced.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 22: fenced.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 23: fenced.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 24: fenced.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),         // 25: fenced.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 26: fenced.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 27: fenced.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 28: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),          // 29: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 30: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                 // 31: fenced.v1.Waiter
+	(*LockInfo)(nil),               // 32: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),        // 33: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 34: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),            // 35: fenced.v1.ListRequest
+	(*ListResponse)(nil),           // 36: fenced.v1.ListResponse
+	(*SessionInfo)(nil),            // 37: fenced.v1.SessionInfo
+	(*StatusRequest)(nil),          // 38: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 39: fenced.v1.StatusResponse
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
-	7,  // 0: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	0,  // 1: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	7,  // 2: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	7,  // 3: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	20, // 4: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	21, // 5: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	21, // 6: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	26, // 7: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	21, // 8: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	8,  // 9: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	10, // 10: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	10, // 11: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	12, // 12: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	14, // 13: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	16, // 14: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	18, // 15: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	22, // 16: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	24, // 17: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	27, // 18: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	1,  // 19: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	3,  // 20: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	5,  // 21: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	9,  // 22: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	11, // 23: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	11, // 24: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	13, // 25: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	15, // 26: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	17, // 27: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	19, // 28: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	23, // 29: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	25, // 30: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	28, // 31: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	2,  // 32: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	4,  // 33: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	6,  // 34: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	22, // [22:35] is the sub-list for method output_type
-	9,  // [9:22] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	7,  // 0: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
+	18, // 1: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	0,  // 2: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	18, // 3: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	18, // 4: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	31, // 5: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	32, // 6: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	32, // 7: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	37, // 8: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	32, // 9: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	19, // 10: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	21, // 11: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	21, // 12: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	23, // 13: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	25, // 14: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	27, // 15: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	29, // 16: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	33, // 17: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	35, // 18: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	38, // 19: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	1,  // 20: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	3,  // 21: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	5,  // 22: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	8,  // 23: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	10, // 24: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	12, // 25: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	14, // 26: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	16, // 27: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	20, // 28: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	22, // 29: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	22, // 30: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	24, // 31: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	26, // 32: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	28, // 33: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	30, // 34: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	34, // 35: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	36, // 36: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	39, // 37: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	2,  // 38: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	4,  // 39: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	6,  // 40: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	9,  // 41: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	11, // 42: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	13, // 43: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	15, // 44: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	17, // 45: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	28, // [28:46] is the sub-list for method output_type
+	10, // [10:28] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -1986,9 +2615,9 @@ func file_fenced_v1_fenced_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   28,
+			NumMessages:   39,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_fenced_v1_fenced_proto_goTypes,
 		DependencyIndexes: file_fenced_v1_fenced_proto_depIdxs,

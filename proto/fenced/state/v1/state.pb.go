@@ -39,6 +39,7 @@ type Command struct {
 	//	*Command_Release
 	//	*Command_CancelWait
 	//	*Command_KvWrite
+	//	*Command_RegisterNode
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -165,6 +166,15 @@ func (x *Command) GetKvWrite() *KVWrite {
 	return nil
 }
 
+func (x *Command) GetRegisterNode() *RegisterNode {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RegisterNode); ok {
+			return x.RegisterNode
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -212,6 +222,10 @@ type Command_KvWrite struct {
 	KvWrite *KVWrite `protobuf:"bytes,9,opt,name=kv_write,json=kvWrite,proto3,oneof"`
 }
 
+type Command_RegisterNode struct {
+	RegisterNode *RegisterNode `protobuf:"bytes,10,opt,name=register_node,json=registerNode,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -229,6 +243,8 @@ func (*Command_Release) isCommand_Op() {}
 func (*Command_CancelWait) isCommand_Op() {}
 
 func (*Command_KvWrite) isCommand_Op() {}
+
+func (*Command_RegisterNode) isCommand_Op() {}
 
 // Init sets the issuer (once) and raises the token counter to a floor.
 type Init struct {
@@ -763,6 +779,60 @@ func (x *KVWrite) GetIfVersion() uint64 {
 	return 0
 }
 
+// RegisterNode records the API address of a member, so that followers can
+// forward requests to the leader.
+type RegisterNode struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	ApiAddr       string                 `protobuf:"bytes,2,opt,name=api_addr,json=apiAddr,proto3" json:"api_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterNode) Reset() {
+	*x = RegisterNode{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterNode) ProtoMessage() {}
+
+func (x *RegisterNode) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
+func (*RegisterNode) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RegisterNode) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RegisterNode) GetApiAddr() string {
+	if x != nil {
+		return x.ApiAddr
+	}
+	return ""
+}
+
 // State is a snapshot of the whole state machine.
 type State struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -773,13 +843,14 @@ type State struct {
 	Sessions      []*Session             `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	Locks         []*Lock                `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
 	Kv            []*KVEntry             `protobuf:"bytes,7,rep,name=kv,proto3" json:"kv,omitempty"`
+	Nodes         []*RegisterNode        `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -791,7 +862,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -804,7 +875,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *State) GetIssuer() string {
@@ -856,6 +927,13 @@ func (x *State) GetKv() []*KVEntry {
 	return nil
 }
 
+func (x *State) GetNodes() []*RegisterNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
 // KVEntry is one key of the fenced kv; a deleted key keeps its watermark
 // (token) with exists false.
 type KVEntry struct {
@@ -871,7 +949,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +961,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +974,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -947,7 +1025,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -959,7 +1037,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -972,7 +1050,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1025,7 +1103,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1115,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1128,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1108,7 +1186,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1198,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1211,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Lock) GetName() string {
@@ -1181,7 +1259,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1271,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1284,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1227,7 +1305,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xd4\x04\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9a\x05\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1239,7 +1317,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\arelease\x18\a \x01(\v2\x18.fenced.state.v1.ReleaseH\x00R\arelease\x12>\n" +
 	"\vcancel_wait\x18\b \x01(\v2\x1b.fenced.state.v1.CancelWaitH\x00R\n" +
 	"cancelWait\x125\n" +
-	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12\x1e\n" +
+	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
+	"\rregister_node\x18\n" +
+	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02op\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -1280,7 +1360,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\x12$\n" +
 	"\x0ehas_if_version\x18\x05 \x01(\bR\fhasIfVersion\x12\x1d\n" +
 	"\n" +
-	"if_version\x18\x06 \x01(\x04R\tifVersion\"\x8f\x02\n" +
+	"if_version\x18\x06 \x01(\x04R\tifVersion\"9\n" +
+	"\fRegisterNode\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc4\x02\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1290,7 +1373,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"leaderTerm\x124\n" +
 	"\bsessions\x18\x05 \x03(\v2\x18.fenced.state.v1.SessionR\bsessions\x12+\n" +
 	"\x05locks\x18\x06 \x03(\v2\x15.fenced.state.v1.LockR\x05locks\x12(\n" +
-	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\"y\n" +
+	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\x123\n" +
+	"\x05nodes\x18\b \x03(\v2\x1d.fenced.state.v1.RegisterNodeR\x05nodes\"y\n" +
 	"\aKVEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1333,7 +1417,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Init)(nil),          // 1: fenced.state.v1.Init
@@ -1345,12 +1429,13 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Release)(nil),       // 7: fenced.state.v1.Release
 	(*CancelWait)(nil),    // 8: fenced.state.v1.CancelWait
 	(*KVWrite)(nil),       // 9: fenced.state.v1.KVWrite
-	(*State)(nil),         // 10: fenced.state.v1.State
-	(*KVEntry)(nil),       // 11: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 12: fenced.state.v1.Session
-	(*Reply)(nil),         // 13: fenced.state.v1.Reply
-	(*Lock)(nil),          // 14: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 15: fenced.state.v1.Waiter
+	(*RegisterNode)(nil),  // 10: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 11: fenced.state.v1.State
+	(*KVEntry)(nil),       // 12: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 13: fenced.state.v1.Session
+	(*Reply)(nil),         // 14: fenced.state.v1.Reply
+	(*Lock)(nil),          // 15: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 16: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1362,16 +1447,18 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	7,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
 	8,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
 	9,  // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	12, // 9: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	14, // 10: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	11, // 11: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	13, // 12: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	15, // 13: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	10, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	13, // 10: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	15, // 11: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	12, // 12: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	10, // 13: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	14, // 14: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	16, // 15: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1389,6 +1476,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Release)(nil),
 		(*Command_CancelWait)(nil),
 		(*Command_KvWrite)(nil),
+		(*Command_RegisterNode)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1396,7 +1484,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,6 +31,8 @@ const (
 	LockServiceName = "fenced.v1.LockService"
 	// KVServiceName is the fully-qualified name of the KVService service.
 	KVServiceName = "fenced.v1.KVService"
+	// ClusterServiceName is the fully-qualified name of the ClusterService service.
+	ClusterServiceName = "fenced.v1.ClusterService"
 )
 
 // These constants are the fully-qualified names of the RPCs defined in this package. They're
@@ -71,6 +73,20 @@ const (
 	KVServiceGetProcedure = "/fenced.v1.KVService/Get"
 	// KVServiceDeleteProcedure is the fully-qualified name of the KVService's Delete RPC.
 	KVServiceDeleteProcedure = "/fenced.v1.KVService/Delete"
+	// ClusterServiceStatusProcedure is the fully-qualified name of the ClusterService's Status RPC.
+	ClusterServiceStatusProcedure = "/fenced.v1.ClusterService/Status"
+	// ClusterServiceAddMemberProcedure is the fully-qualified name of the ClusterService's AddMember
+	// RPC.
+	ClusterServiceAddMemberProcedure = "/fenced.v1.ClusterService/AddMember"
+	// ClusterServiceRemoveMemberProcedure is the fully-qualified name of the ClusterService's
+	// RemoveMember RPC.
+	ClusterServiceRemoveMemberProcedure = "/fenced.v1.ClusterService/RemoveMember"
+	// ClusterServiceTransferLeaderProcedure is the fully-qualified name of the ClusterService's
+	// TransferLeader RPC.
+	ClusterServiceTransferLeaderProcedure = "/fenced.v1.ClusterService/TransferLeader"
+	// ClusterServiceRegisterNodeProcedure is the fully-qualified name of the ClusterService's
+	// RegisterNode RPC.
+	ClusterServiceRegisterNodeProcedure = "/fenced.v1.ClusterService/RegisterNode"
 )
 
 // SessionServiceClient is a client for the fenced.v1.SessionService service.
@@ -575,4 +591,192 @@ func (UnimplementedKVServiceHandler) Get(context.Context, *connect.Request[v1.KV
 
 func (UnimplementedKVServiceHandler) Delete(context.Context, *connect.Request[v1.KVDeleteRequest]) (*connect.Response[v1.KVDeleteResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.KVService.Delete is not implemented"))
+}
+
+// ClusterServiceClient is a client for the fenced.v1.ClusterService service.
+type ClusterServiceClient interface {
+	// Status lists the members with their roles and lag, the leader, term,
+	// commit index and the last token issued.
+	Status(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// AddMember adds a voter; start it first with an empty data dir and no
+	// --initial-cluster.
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member; removing the last voter is refused.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// TransferLeader hands leadership to a member (any, when id is empty).
+	TransferLeader(context.Context, *connect.Request[v1.TransferLeaderRequest]) (*connect.Response[v1.TransferLeaderResponse], error)
+	// RegisterNode records a member's API address (used by members).
+	RegisterNode(context.Context, *connect.Request[v1.RegisterNodeRequest]) (*connect.Response[v1.RegisterNodeResponse], error)
+}
+
+// NewClusterServiceClient constructs a client for the fenced.v1.ClusterService service. By default,
+// it uses the Connect protocol with the binary Protobuf Codec, asks for gzipped responses, and
+// sends uncompressed requests. To use the gRPC or gRPC-Web protocols, supply the connect.WithGRPC()
+// or connect.WithGRPCWeb() options.
+//
+// The URL supplied here should be the base URL for the Connect or gRPC server (for example,
+// http://api.acme.com or https://acme.com/grpc).
+func NewClusterServiceClient(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) ClusterServiceClient {
+	baseURL = strings.TrimRight(baseURL, "/")
+	clusterServiceMethods := v1.File_fenced_v1_fenced_proto.Services().ByName("ClusterService").Methods()
+	return &clusterServiceClient{
+		status: connect.NewClient[v1.ClusterStatusRequest, v1.ClusterStatusResponse](
+			httpClient,
+			baseURL+ClusterServiceStatusProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("Status")),
+			connect.WithClientOptions(opts...),
+		),
+		addMember: connect.NewClient[v1.AddMemberRequest, v1.AddMemberResponse](
+			httpClient,
+			baseURL+ClusterServiceAddMemberProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("AddMember")),
+			connect.WithClientOptions(opts...),
+		),
+		removeMember: connect.NewClient[v1.RemoveMemberRequest, v1.RemoveMemberResponse](
+			httpClient,
+			baseURL+ClusterServiceRemoveMemberProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("RemoveMember")),
+			connect.WithClientOptions(opts...),
+		),
+		transferLeader: connect.NewClient[v1.TransferLeaderRequest, v1.TransferLeaderResponse](
+			httpClient,
+			baseURL+ClusterServiceTransferLeaderProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
+			connect.WithClientOptions(opts...),
+		),
+		registerNode: connect.NewClient[v1.RegisterNodeRequest, v1.RegisterNodeResponse](
+			httpClient,
+			baseURL+ClusterServiceRegisterNodeProcedure,
+			connect.WithSchema(clusterServiceMethods.ByName("RegisterNode")),
+			connect.WithClientOptions(opts...),
+		),
+	}
+}
+
+// clusterServiceClient implements ClusterServiceClient.
+type clusterServiceClient struct {
+	status         *connect.Client[v1.ClusterStatusRequest, v1.ClusterStatusResponse]
+	addMember      *connect.Client[v1.AddMemberRequest, v1.AddMemberResponse]
+	removeMember   *connect.Client[v1.RemoveMemberRequest, v1.RemoveMemberResponse]
+	transferLeader *connect.Client[v1.TransferLeaderRequest, v1.TransferLeaderResponse]
+	registerNode   *connect.Client[v1.RegisterNodeRequest, v1.RegisterNodeResponse]
+}
+
+// Status calls fenced.v1.ClusterService.Status.
+func (c *clusterServiceClient) Status(ctx context.Context, req *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {
+	return c.status.CallUnary(ctx, req)
+}
+
+// AddMember calls fenced.v1.ClusterService.AddMember.
+func (c *clusterServiceClient) AddMember(ctx context.Context, req *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return c.addMember.CallUnary(ctx, req)
+}
+
+// RemoveMember calls fenced.v1.ClusterService.RemoveMember.
+func (c *clusterServiceClient) RemoveMember(ctx context.Context, req *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return c.removeMember.CallUnary(ctx, req)
+}
+
+// TransferLeader calls fenced.v1.ClusterService.TransferLeader.
+func (c *clusterServiceClient) TransferLeader(ctx context.Context, req *connect.Request[v1.TransferLeaderRequest]) (*connect.Response[v1.TransferLeaderResponse], error) {
+	return c.transferLeader.CallUnary(ctx, req)
+}
+
+// RegisterNode calls fenced.v1.ClusterService.RegisterNode.
+func (c *clusterServiceClient) RegisterNode(ctx context.Context, req *connect.Request[v1.RegisterNodeRequest]) (*connect.Response[v1.RegisterNodeResponse], error) {
+	return c.registerNode.CallUnary(ctx, req)
+}
+
+// ClusterServiceHandler is an implementation of the fenced.v1.ClusterService service.
+type ClusterServiceHandler interface {
+	// Status lists the members with their roles and lag, the leader, term,
+	// commit index and the last token issued.
+	Status(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error)
+	// AddMember adds a voter; start it first with an empty data dir and no
+	// --initial-cluster.
+	AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error)
+	// RemoveMember removes a member; removing the last voter is refused.
+	RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error)
+	// TransferLeader hands leadership to a member (any, when id is empty).
+	TransferLeader(context.Context, *connect.Request[v1.TransferLeaderRequest]) (*connect.Response[v1.TransferLeaderResponse], error)
+	// RegisterNode records a member's API address (used by members).
+	RegisterNode(context.Context, *connect.Request[v1.RegisterNodeRequest]) (*connect.Response[v1.RegisterNodeResponse], error)
+}
+
+// NewClusterServiceHandler builds an HTTP handler from the service implementation. It returns the
+// path on which to mount the handler and the handler itself.
+//
+// By default, handlers support the Connect, gRPC, and gRPC-Web protocols with the binary Protobuf
+// and JSON codecs. They also support gzip compression.
+func NewClusterServiceHandler(svc ClusterServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
+	clusterServiceMethods := v1.File_fenced_v1_fenced_proto.Services().ByName("ClusterService").Methods()
+	clusterServiceStatusHandler := connect.NewUnaryHandler(
+		ClusterServiceStatusProcedure,
+		svc.Status,
+		connect.WithSchema(clusterServiceMethods.ByName("Status")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceAddMemberHandler := connect.NewUnaryHandler(
+		ClusterServiceAddMemberProcedure,
+		svc.AddMember,
+		connect.WithSchema(clusterServiceMethods.ByName("AddMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceRemoveMemberHandler := connect.NewUnaryHandler(
+		ClusterServiceRemoveMemberProcedure,
+		svc.RemoveMember,
+		connect.WithSchema(clusterServiceMethods.ByName("RemoveMember")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceTransferLeaderHandler := connect.NewUnaryHandler(
+		ClusterServiceTransferLeaderProcedure,
+		svc.TransferLeader,
+		connect.WithSchema(clusterServiceMethods.ByName("TransferLeader")),
+		connect.WithHandlerOptions(opts...),
+	)
+	clusterServiceRegisterNodeHandler := connect.NewUnaryHandler(
+		ClusterServiceRegisterNodeProcedure,
+		svc.RegisterNode,
+		connect.WithSchema(clusterServiceMethods.ByName("RegisterNode")),
+		connect.WithHandlerOptions(opts...),
+	)
+	return "/fenced.v1.ClusterService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case ClusterServiceStatusProcedure:
+			clusterServiceStatusHandler.ServeHTTP(w, r)
+		case ClusterServiceAddMemberProcedure:
+			clusterServiceAddMemberHandler.ServeHTTP(w, r)
+		case ClusterServiceRemoveMemberProcedure:
+			clusterServiceRemoveMemberHandler.ServeHTTP(w, r)
+		case ClusterServiceTransferLeaderProcedure:
+			clusterServiceTransferLeaderHandler.ServeHTTP(w, r)
+		case ClusterServiceRegisterNodeProcedure:
+			clusterServiceRegisterNodeHandler.ServeHTTP(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	})
+}
+
+// UnimplementedClusterServiceHandler returns CodeUnimplemented from all methods.
+type UnimplementedClusterServiceHandler struct{}
+
+func (UnimplementedClusterServiceHandler) Status(context.Context, *connect.Request[v1.ClusterStatusRequest]) (*connect.Response[v1.ClusterStatusResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.ClusterService.Status is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) AddMember(context.Context, *connect.Request[v1.AddMemberRequest]) (*connect.Response[v1.AddMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.ClusterService.AddMember is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) RemoveMember(context.Context, *connect.Request[v1.RemoveMemberRequest]) (*connect.Response[v1.RemoveMemberResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.ClusterService.RemoveMember is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) TransferLeader(context.Context, *connect.Request[v1.TransferLeaderRequest]) (*connect.Response[v1.TransferLeaderResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.ClusterService.TransferLeader is not implemented"))
+}
+
+func (UnimplementedClusterServiceHandler) RegisterNode(context.Context, *connect.Request[v1.RegisterNodeRequest]) (*connect.Response[v1.RegisterNodeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.ClusterService.RegisterNode is not implemented"))
 }

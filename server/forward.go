@@ -1,0 +1,130 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/fenced-dev/fenced/fsm"
+)
+
+// Headers of the forwarding layer.
+const (
+	// HeaderLocal asks a member to answer from its own state instead of
+	// the leader's: a stale read, possibly behind the leader.
+	HeaderLocal = "X-Fenced-Local"
+	// headerForwardedBy marks a request a follower forwarded; the receiver
+	// never forwards it again.
+	headerForwardedBy = "X-Fenced-Forwarded-By"
+)
+
+// readPaths are the API calls that only read. On the leader they are
+// answered after it confirmed its leadership with a quorum (linearizable);
+// with HeaderLocal any member answers from its own state.
+var readPaths = map[string]bool{
+	"/fenced.v1.LockService/Verify":    true,
+	"/fenced.v1.LockService/Describe":  true,
+	"/fenced.v1.LockService/List":      true,
+	"/fenced.v1.LockService/Status":    true,
+	"/fenced.v1.KVService/Get":         true,
+	"/fenced.v1.ClusterService/Status": true,
+}
+
+func isRead(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/v1/kv/") {
+		return r.Method == http.MethodGet || r.Method == http.MethodHead
+	}
+	return readPaths[r.URL.Path]
+}
+
+// isAPI reports whether the path is served by the leader (everything but
+// the node's own endpoints).
+func isAPI(path string) bool {
+	return path != "/metrics" && path != "/healthz" && path != "/readyz"
+}
+
+// forwarding routes API calls: the leader serves them (reads after
+// confirming its leadership); a follower forwards them to the leader's API
+// address, once, as a reverse proxy that streams both ways (keep-alive
+// streams included).
+func (s *Server) forwarding(local http.Handler) http.Handler {
+	transport := &http.Transport{
+		DialContext:     (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
+		Protocols:       new(http.Protocols),
+		IdleConnTimeout: time.Minute,
+	}
+	transport.Protocols.SetUnencryptedHTTP2(true)
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			target, _ := pr.In.Context().Value(leaderURLKey{}).(*url.URL)
+			pr.SetURL(target)
+			pr.Out.Header.Set(headerForwardedBy, s.cfg.Raft.NodeID)
+		},
+		Transport:     transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			unavailable(w, "forward to the leader: "+err.Error())
+		},
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !isAPI(r.URL.Path) || r.Header.Get(HeaderLocal) != "" {
+			local.ServeHTTP(w, r)
+			return
+		}
+		if s.node.IsLeader() {
+			if isRead(r) {
+				ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+				err := s.node.VerifyLeader(ctx)
+				cancel()
+				if err != nil {
+					unavailable(w, "linearizable read: "+err.Error())
+					return
+				}
+			}
+			local.ServeHTTP(w, r)
+			return
+		}
+		if by := r.Header.Get(headerForwardedBy); by != "" {
+			unavailable(w, "node "+s.cfg.Raft.NodeID+" is not the leader (request forwarded by "+by+"); retry")
+			return
+		}
+		target := s.leaderURL()
+		if target == nil {
+			unavailable(w, "node "+s.cfg.Raft.NodeID+" knows no leader yet (election in progress or no quorum); retry")
+			return
+		}
+		s.metrics.forwarded.Inc()
+		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), leaderURLKey{}, target)))
+	})
+}
+
+type leaderURLKey struct{}
+
+// leaderURL returns the leader's API base URL, or nil when no leader or
+// its API address is known.
+func (s *Server) leaderURL() *url.URL {
+	id, _ := s.node.Leader()
+	if id == "" || id == s.cfg.Raft.NodeID {
+		return nil
+	}
+	var addr string
+	s.sm.read(func(m *fsm.Machine) { addr = m.NodeAPIAddr(id) })
+	if addr == "" {
+		return nil
+	}
+	return &url.URL{Scheme: "http", Host: addr}
+}
+
+// unavailable answers 503 in the Connect error format, which Connect,
+// gRPC and HTTP clients all read as "unavailable, retry".
+func unavailable(w http.ResponseWriter, msg string) {
+	body, _ := json.Marshal(map[string]string{"code": "unavailable", "message": msg})
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	w.Write(body)
+}
