@@ -100,7 +100,7 @@ func Open(cfg Config, fsm raft.FSM) (*Node, error) {
 		return fail(err)
 	}
 
-	trans, err := raft.NewTCPTransportWithLogger(cfg.PeerListen, nil, transportMaxPool, transportTimeout, hl.Named("transport"))
+	trans, err := newTransport(cfg, hl.Named("transport"))
 	if err != nil {
 		return fail(fmt.Errorf("listen for raft peers on %s: %w", cfg.PeerListen, err))
 	}

@@ -45,8 +45,17 @@ func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request
 	return connect.NewResponse(&fencedv1.CreateSessionResponse{Session: res.Session, TtlMs: m.TtlMs, Issuer: issuer}), nil
 }
 
-// renew renews one session's lease on this leader.
-func (s *Server) renew(req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveResponse, error) {
+// renewVerifyTimeout bounds the quorum check behind a renewal.
+const renewVerifyTimeout = 2 * time.Second
+
+// renew renews one session's lease on this leader. The renewal is
+// confirmed only after the leader has confirmed its leadership with a
+// quorum *after* the request arrived: any later leader takes over after
+// that point and restarts the session's full TTL from its takeover, so the
+// client, which measures from before it sent the request, gives up first.
+// A deposed leader that has not noticed yet (it was paused, or cut off)
+// fails the check and confirms nothing.
+func (s *Server) renew(ctx context.Context, req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
@@ -57,6 +66,11 @@ func (s *Server) renew(req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveRespo
 		resp.Gone = true
 		resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.Session)
 		return resp, nil
+	}
+	vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
+	defer cancel()
+	if err := s.node.VerifyLeader(vctx); err != nil {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("renewal not confirmed: %w", err))
 	}
 	resp.TtlMs = ttl.Milliseconds()
 	return resp, nil
@@ -74,7 +88,7 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 		if err != nil {
 			return err
 		}
-		resp, err := h.s.renew(req)
+		resp, err := h.s.renew(ctx, req)
 		if err != nil {
 			return err
 		}
@@ -86,7 +100,7 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 
 // KeepAliveOnce implements SessionServiceHandler.
 func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request[fencedv1.KeepAliveRequest]) (*connect.Response[fencedv1.KeepAliveResponse], error) {
-	resp, err := h.s.renew(req.Msg)
+	resp, err := h.s.renew(ctx, req.Msg)
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
@@ -35,6 +36,13 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 				return usageError("--token-floor %d is above the maximum token %d", tokenFloor, uint64(fence.MaxToken))
 			}
 			cfg.TokenFloor = fence.Token(tokenFloor)
+			if via := os.Getenv(dialViaEnv); via != "" {
+				m, err := parseDialVia(via)
+				if err != nil {
+					return usageError("%s: %v", dialViaEnv, err)
+				}
+				cfg.Raft.DialVia = m
+			}
 			if join {
 				if initialCluster != "" {
 					return usageError("--join and --initial-cluster exclude each other: a joining node is added by \"fenced cluster add\"")
@@ -82,4 +90,21 @@ func serve(ctx context.Context, cfg server.Config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
+}
+
+// dialViaEnv names the test-only variable that routes this node's dials to
+// peers through per-link proxies: "PEER=VIA,PEER=VIA" (see
+// raftstore.Config.DialVia). The fault harness and cluster tests set it.
+const dialViaEnv = "FENCED_TEST_DIAL_VIA"
+
+func parseDialVia(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		peer, via, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || peer == "" || via == "" {
+			return nil, fmt.Errorf("%q: want PEER-ADDR=DIAL-ADDR", part)
+		}
+		m[peer] = via
+	}
+	return m, nil
 }

@@ -69,6 +69,7 @@ type Server struct {
 	PeerAddr string // Raft address
 	DataDir  string
 	Args     []string // extra flags
+	Env      []string // extra environment
 
 	t      testing.TB
 	mu     sync.Mutex
@@ -105,6 +106,7 @@ func (s *Server) StartNoWait() {
 	}
 	args = append(args, s.Args...)
 	cmd := exec.Command(Binary(s.t), args...)
+	cmd.Env = append(os.Environ(), s.Env...)
 	s.mu.Lock()
 	cmd.Stdout, cmd.Stderr = &lockedWriter{&s.mu, &s.log}, &lockedWriter{&s.mu, &s.log}
 	s.mu.Unlock()
@@ -215,3 +217,5 @@ func Endpoints(servers []*Server) string {
 	}
 	return strings.Join(eps, ",")
 }
+
+func waitReady(t testing.TB, addr string) { testserver.WaitReady(t, addr) }
