@@ -83,6 +83,13 @@ type Config struct {
 	// a snapshot. Default 10240.
 	TrailingLogs uint64
 
+	// WALSegmentSize is the size of one log segment file in bytes. The log
+	// is compacted a whole segment at a time, so entries a snapshot covers
+	// stay on disk (and are sent to lagging followers instead of the
+	// snapshot) until their segment is full. 0 means raft-wal's default
+	// (64 MiB).
+	WALSegmentSize int
+
 	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
 	SnapshotRetain int
 

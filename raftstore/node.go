@@ -89,7 +89,7 @@ func Open(cfg Config, fsm raft.FSM) (*Node, error) {
 	cleanup = append(cleanup, func() { _ = lock.release() })
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
-	logs, err := openLogStore(filepath.Join(raftDir, "wal"), hl.Named("wal"))
+	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"))
 	if err != nil {
 		return fail(err)
 	}

@@ -50,12 +50,15 @@ type logStore struct {
 
 // openLogStore opens or creates the write-ahead log in dir, creating dir
 // with mode 0700 when missing.
-func openLogStore(dir string, logger hclog.Logger) (*logStore, error) {
+func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger))
+	if segmentSize <= 0 {
+		segmentSize = wal.DefaultSegmentSize
+	}
+	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger), wal.WithSegmentSize(segmentSize))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)

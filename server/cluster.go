@@ -190,7 +190,13 @@ func (h *clusterService) TransferLeader(ctx context.Context, req *connect.Reques
 	if err := fut.Error(); err != nil {
 		return nil, toConnect(raftError(err))
 	}
-	leader, _ := h.s.node.Leader()
+	// The new leader is known here once its first heartbeat arrives.
+	var leader string
+	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
+		if leader, _ = h.s.node.Leader(); leader != "" && leader != h.s.cfg.Raft.NodeID {
+			break
+		}
+	}
 	return connect.NewResponse(&fencedv1.TransferLeaderResponse{Leader: leader}), nil
 }
 

@@ -74,6 +74,10 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing from the leader for this long starts an election")
 	f.DurationVar(&cfg.Raft.ElectionTimeout, "election-timeout", cfg.Raft.ElectionTimeout, "Raft election timeout")
 	f.DurationVar(&cfg.Raft.LeaderLeaseTimeout, "leader-lease-timeout", cfg.Raft.LeaderLeaseTimeout, "a leader that hears from no quorum for this long steps down (at most the heartbeat timeout)")
+	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "snapshot-threshold", cfg.Raft.SnapshotThreshold, "log entries since the last snapshot that trigger a new snapshot and log compaction")
+	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
+	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
+	f.IntVar(&cfg.Raft.WALSegmentSize, "wal-segment-size", 0, "bytes per Raft log segment; the log is compacted a whole segment at a time (default 64 MiB)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
 }

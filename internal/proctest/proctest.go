@@ -89,6 +89,10 @@ func StartServer(t testing.TB, args ...string) *Server {
 	return s
 }
 
+// Init prepares a Server built by hand (not by StartServer or
+// StartCluster) for Start.
+func (s *Server) Init(t testing.TB) { s.t = t }
+
 // Start (re)starts the process with the same addresses and data dir and
 // waits until it is ready to serve writes.
 func (s *Server) Start() {
