@@ -168,4 +168,3 @@ func TestServe_DataDirInUse(t *testing.T) {
 		t.Fatalf("second serve on the same data dir: exit %d %q", code, errOut)
 	}
 }
-

@@ -142,7 +142,9 @@ func TestCluster_PausedLeaderNeverConfirmsStaleGrant(t *testing.T) {
 
 type errGranted uint64
 
-func (e errGranted) Error() string { return "a grant with token " + strings.TrimSpace(fence.Token(e).String()) }
+func (e errGranted) Error() string {
+	return "a grant with token " + strings.TrimSpace(fence.Token(e).String())
+}
 
 // A session survives a leader failover when the new leader is elected
 // within its TTL: its lock stays held and its keep-alives continue.
