@@ -1,0 +1,123 @@
+package grpcfence
+
+import (
+	"context"
+	"io"
+
+	fence "github.com/fenced-dev/fenced"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+)
+
+// clientFence is what WithToken and WithIssuer put into a context for the
+// client interceptors. It is kept apart from the server side's context
+// (TokenFrom), so a token received by a handler is never forwarded to
+// another service by accident.
+type clientFence struct {
+	object string
+	token  fence.Token
+	issuer string
+}
+
+type clientKey struct{}
+
+func clientFenceFrom(ctx context.Context) clientFence {
+	f, _ := ctx.Value(clientKey{}).(clientFence)
+	return f
+}
+
+// WithToken returns a context whose calls, made through a connection with
+// the client interceptors, carry token t for object (x-fencing-token,
+// x-resource-id metadata). An empty object sends no x-resource-id. A later
+// WithToken replaces an earlier one; an issuer set by WithIssuer is kept.
+func WithToken(ctx context.Context, object string, t fence.Token) context.Context {
+	f := clientFenceFrom(ctx)
+	f.object, f.token = object, t
+	return context.WithValue(ctx, clientKey{}, f)
+}
+
+// WithIssuer returns a context whose fenced calls also carry
+// x-fencing-issuer: the issuer (cluster id, the Issuer of a fence.Grant) of
+// the token, for resources pinned to one issuer.
+func WithIssuer(ctx context.Context, issuer string) context.Context {
+	f := clientFenceFrom(ctx)
+	f.issuer = issuer
+	return context.WithValue(ctx, clientKey{}, f)
+}
+
+// outgoing adds the context's fence to its outgoing metadata, replacing
+// values already there.
+func outgoing(ctx context.Context) (context.Context, clientFence) {
+	f := clientFenceFrom(ctx)
+	if f.token == 0 {
+		return ctx, f
+	}
+	md, _ := metadata.FromOutgoingContext(ctx) // a copy
+	if md == nil {
+		md = metadata.MD{}
+	}
+	md.Set(MetadataToken, f.token.String())
+	if f.object != "" {
+		md.Set(MetadataResourceID, f.object)
+	}
+	if f.issuer != "" {
+		md.Set(MetadataIssuer, f.issuer)
+	}
+	return metadata.NewOutgoingContext(ctx, md), f
+}
+
+// UnaryClientInterceptor is a grpc.UnaryClientInterceptor that sends the
+// token, object and issuer of the call's context (WithToken, WithIssuer) as
+// metadata and turns fencing rejections into errors:
+//
+//   - codes.FailedPrecondition with a STALE_TOKEN detail or an
+//     x-required-token trailer: an error that errors.As finds a
+//     *fence.StaleTokenError in, with the object, the presented and the
+//     required token;
+//   - codes.InvalidArgument with an INVALID_TOKEN detail: an error
+//     matching fence.ErrInvalidToken (INVALID_RESOURCE:
+//     fence.ErrInvalidArgument);
+//   - codes.PermissionDenied with an ISSUER_MISMATCH detail: an error
+//     matching fence.ErrIssuerMismatch.
+//
+// These errors keep their status: status.Code and status.FromError work on
+// them as on any gRPC error. Other errors are returned unchanged.
+//
+//	conn, err := grpc.NewClient(target,
+//		grpc.WithUnaryInterceptor(grpcfence.UnaryClientInterceptor),
+//		grpc.WithStreamInterceptor(grpcfence.StreamClientInterceptor), ...)
+func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	ctx, f := outgoing(ctx)
+	var trailer metadata.MD
+	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
+	if err != nil {
+		return clientError(err, trailer, f.object, f.token)
+	}
+	return nil
+}
+
+// StreamClientInterceptor is a grpc.StreamClientInterceptor with the
+// behaviour of UnaryClientInterceptor; a stream's rejection arrives as the
+// error of RecvMsg.
+func StreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	ctx, f := outgoing(ctx)
+	cs, err := streamer(ctx, desc, cc, method, opts...)
+	if err != nil {
+		return nil, clientError(err, nil, f.object, f.token)
+	}
+	return &clientStream{ClientStream: cs, f: f}, nil
+}
+
+// clientStream maps the status a stream ends with.
+type clientStream struct {
+	grpc.ClientStream
+	f clientFence
+}
+
+func (s *clientStream) RecvMsg(m any) error {
+	err := s.ClientStream.RecvMsg(m)
+	if err != nil && err != io.EOF {
+		return clientError(err, s.Trailer(), s.f.object, s.f.token)
+	}
+	return err
+}

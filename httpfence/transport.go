@@ -1,0 +1,179 @@
+package httpfence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+
+	fence "github.com/fenced-dev/fenced"
+)
+
+// clientFence is what WithToken and WithIssuer put into a context for the
+// Transport. It is kept apart from the server side's context (TokenFrom),
+// so a token received by a handler is never forwarded to another service
+// by accident.
+type clientFence struct {
+	object string
+	token  fence.Token
+	issuer string
+}
+
+type clientKey struct{}
+
+func clientFenceFrom(ctx context.Context) clientFence {
+	f, _ := ctx.Value(clientKey{}).(clientFence)
+	return f
+}
+
+// WithToken returns a context whose requests, sent through a Transport,
+// carry token t for object (X-Fencing-Token, X-Resource-Id). An empty
+// object sends no X-Resource-Id; the server then derives the object from
+// the request (by default its URL path). A later WithToken replaces an
+// earlier one; an issuer set by WithIssuer is kept.
+func WithToken(ctx context.Context, object string, t fence.Token) context.Context {
+	f := clientFenceFrom(ctx)
+	f.object, f.token = object, t
+	return context.WithValue(ctx, clientKey{}, f)
+}
+
+// WithIssuer returns a context whose fenced requests, sent through a
+// Transport, also carry X-Fencing-Issuer: the issuer (cluster id, the
+// Issuer of a fence.Grant) of the token, for resources pinned to one
+// issuer.
+func WithIssuer(ctx context.Context, issuer string) context.Context {
+	f := clientFenceFrom(ctx)
+	f.issuer = issuer
+	return context.WithValue(ctx, clientKey{}, f)
+}
+
+// maxErrorBody bounds how much of a rejection's body the Transport reads.
+const maxErrorBody = 64 << 10
+
+// Transport is the client side of the HTTP fencing convention, an
+// http.RoundTripper. It adds the token, object and issuer of the request's
+// context (WithToken, WithIssuer) as headers, replacing any already set;
+// a request whose context has no token is sent unchanged. Its zero value
+// sends through http.DefaultTransport.
+//
+// Unlike a plain RoundTripper it turns fencing rejections into errors, so
+// callers check them with errors.Is and errors.As instead of parsing
+// responses. http.Client returns them wrapped in a *url.Error. The
+// response's body is read and closed; the response itself is not returned.
+//
+//   - 409 with X-Required-Token (or X-Fencing-Error: stale-token): a
+//     *fence.StaleTokenError with the object, the presented and the
+//     required token (from X-Required-Token and the JSON body);
+//   - 400 with X-Fencing-Error: invalid-token: an error matching
+//     fence.ErrInvalidToken, carrying the server's message;
+//   - 400 with X-Fencing-Error: invalid-resource: an error matching
+//     fence.ErrInvalidArgument;
+//   - 403 with X-Fencing-Error: issuer-mismatch: an error matching
+//     fence.ErrIssuerMismatch.
+//
+// Every other response, including a 400 or 403 without X-Fencing-Error
+// (the handler's own validation, or a server that does not send the
+// marker), is returned as is. Requests are not retried: a stale token
+// stays stale.
+type Transport struct {
+	// Base sends the requests. Nil means http.DefaultTransport.
+	Base http.RoundTripper
+}
+
+var _ http.RoundTripper = (*Transport)(nil)
+
+// RoundTrip implements http.RoundTripper.
+func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	base := t.Base
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	if f := clientFenceFrom(req.Context()); f.token != 0 {
+		req = req.Clone(req.Context()) // a RoundTripper must not modify the caller's request
+		req.Header.Set(HeaderToken, f.token.String())
+		if f.object != "" {
+			req.Header.Set(HeaderResourceID, f.object)
+		}
+		if f.issuer != "" {
+			req.Header.Set(HeaderIssuer, f.issuer)
+		}
+	}
+	resp, err := base.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if rerr := rejection(req, resp); rerr != nil {
+		return nil, rerr
+	}
+	return resp, nil
+}
+
+// rejection returns the error for a fencing rejection, reading and closing
+// its body, or nil for any other response (left untouched).
+func rejection(req *http.Request, resp *http.Response) error {
+	reason := resp.Header.Get(HeaderError)
+	required := resp.Header.Get(HeaderRequiredToken)
+	switch {
+	case resp.StatusCode == http.StatusConflict && (required != "" || reason == ReasonStaleToken):
+	case resp.StatusCode == http.StatusBadRequest && (reason == ReasonInvalidToken || reason == ReasonInvalidResource):
+	case resp.StatusCode == http.StatusForbidden && reason == ReasonIssuerMismatch:
+	default:
+		return nil
+	}
+	var body errorBody
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+	resp.Body.Close()
+	if json.Unmarshal(raw, &body) != nil || body.Error == "" {
+		body.Error = string(raw)
+	}
+	re := &rejectionError{status: resp.StatusCode, msg: body.Error}
+	switch resp.StatusCode {
+	case http.StatusBadRequest:
+		re.kind = fence.ErrInvalidToken
+		if reason == ReasonInvalidResource {
+			re.kind = fence.ErrInvalidArgument
+		}
+		return re
+	case http.StatusForbidden:
+		re.kind = fence.ErrIssuerMismatch
+		return re
+	}
+	// A stale token.
+	se := &fence.StaleTokenError{Object: resp.Header.Get(HeaderResourceID)}
+	if se.Object == "" {
+		se.Object = req.Header.Get(HeaderResourceID)
+	}
+	if se.Object == "" {
+		se.Object = req.URL.Path
+	}
+	if r, err := fence.ParseToken(required); err == nil {
+		se.Required = r
+	} else if r, err := fence.ParseToken(body.Required); err == nil {
+		se.Required = r
+	} else {
+		re.kind = fence.ErrStaleToken
+		re.msg += fmt.Sprintf(" (no valid %s in the response)", HeaderRequiredToken)
+		return re
+	}
+	if p, err := fence.ParseToken(body.Presented); err == nil {
+		se.Presented = p
+	} else if p, err := fence.ParseToken(req.Header.Get(HeaderToken)); err == nil {
+		se.Presented = p
+	}
+	return se
+}
+
+// rejectionError is a fencing rejection other than a stale token with its
+// watermark: it carries the server's message and matches kind.
+type rejectionError struct {
+	status int
+	msg    string
+	kind   error
+}
+
+func (e *rejectionError) Error() string {
+	return fmt.Sprintf("httpfence: server refused the request (%d %s): %s", e.status, http.StatusText(e.status), e.msg)
+}
+
+func (e *rejectionError) Unwrap() error { return e.kind }
