@@ -3,6 +3,8 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"sort"
 	"sync"
 	"testing"
@@ -19,11 +21,17 @@ import (
 // p50/p99 latency of one cycle.
 //
 //	go test -run '^$' -bench AcquireRelease -benchtime 3s ./client/
+//
+// With FENCED_BENCH_ENDPOINTS=a,b,c it runs against that cluster instead
+// of an in-process single node.
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, clients := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("clients=%d", clients), func(b *testing.B) {
-			srv := testserver.Start(b)
-			c, err := client.New([]string{srv.Addr()})
+			endpoints := strings.Split(os.Getenv("FENCED_BENCH_ENDPOINTS"), ",")
+			if endpoints[0] == "" {
+				endpoints = []string{testserver.Start(b).Addr()}
+			}
+			c, err := client.New(endpoints)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -35,7 +43,7 @@ func BenchmarkAcquireRelease(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				mutexes[i] = client.NewMutex(s, fmt.Sprintf("bench-%d", i))
+				mutexes[i] = client.NewMutex(s, fmt.Sprintf("bench-%d-%d", time.Now().UnixNano(), i))
 			}
 			var (
 				mu        sync.Mutex
