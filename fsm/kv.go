@@ -80,7 +80,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	if e == nil {
 		e = &kvEntry{}
 	}
-	if tok < e.token {
+	if tok < e.token && !w.GetUnfenced() {
 		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
 	}
 	if w.GetHasIfVersion() {
@@ -93,7 +93,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 		}
 	}
 	existed := e.exists
-	e.token = tok
+	e.token = max(e.token, tok)
 	e.version++
 	if w.GetDelete() {
 		e.value, e.exists = nil, false

@@ -73,6 +73,9 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.kvWrite(op.KvWrite)
 	case *statev1.Command_RegisterNode:
 		return m.registerNode(op.RegisterNode)
+	case *statev1.Command_TestResetTokens:
+		m.lastToken = 0 // a test-only fault: breaks the token order on purpose
+		return Result{}
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

@@ -39,6 +39,8 @@ type Config struct {
 	ProposeTimeout time.Duration
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
+	// Test holds faults for the fault harness; the zero value is off.
+	Test TestKnobs
 }
 
 // DefaultConfig returns the embedded default: a single node bootstrapped in

@@ -17,6 +17,8 @@ type events struct {
 	leases  *leases
 	metrics *metrics
 	log     *slog.Logger
+	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
+	index   uint64    // Raft index of the entry being applied
 }
 
 var _ fsm.Observer = (*events)(nil)
@@ -25,11 +27,13 @@ func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
 	e.waits.notify(waitKey{g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("name", g.Name), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
+	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
 func (e *events) Released(name string, session uint64, token fence.Token, reason fsm.EndReason) {
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
 	e.debug("release", slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
+	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
 func (e *events) WaitEnded(name string, session uint64) {
@@ -45,6 +49,7 @@ func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.debug("expiry", slog.Uint64("session", session))
+		e.history.write(committedEvent{Kind: "server_expire", Session: session, Seq: e.index})
 	}
 }
 

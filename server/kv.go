@@ -54,7 +54,7 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 			return fsm.KVResult{}, fmt.Errorf("%w: token issued by %q, this cluster is %q", fence.ErrIssuerMismatch, r.issuer, issuer)
 		}
 	}
-	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete}
+	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, Unfenced: s.cfg.Test.UnfencedKV}
 	if r.ifVersion != nil {
 		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
 	}

@@ -84,6 +84,11 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: term}}}); err != nil {
 		return err
 	}
+	if s.cfg.Test.ResetTokens {
+		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_TestResetTokens{TestResetTokens: &statev1.TestResetTokens{}}}); err != nil {
+			return err
+		}
+	}
 	var issuer, registered string
 	var last uint64
 	s.sm.read(func(m *fsm.Machine) {

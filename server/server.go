@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,13 +63,17 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, clock: fence.SystemClock{}, waits: newWaits(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, clock: cfg.Test.clock(), waits: newWaits(), done: make(chan struct{})}
 	s.leases = newLeases(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	obs = events{waits: s.waits, leases: s.leases, metrics: s.metrics, log: log}
+	if cfg.Test.EventLog != nil {
+		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
+	}
+	s.sm.beforeApply = func(index uint64) { obs.index = index }
 	cfg.Raft.OnApply = func(d time.Duration, err error) {
 		if err == nil {
 			s.metrics.proposeDuration.Observe(d.Seconds())

@@ -18,6 +18,9 @@ type stateMachine struct {
 	applied uint64 // index of the last applied entry, guarded by mu
 	// observeApply, when set, receives each command's apply time in seconds.
 	observeApply func(seconds float64)
+	// beforeApply, when set, is told the index of each entry before it is
+	// applied (under the lock, on the applying goroutine).
+	beforeApply func(index uint64)
 }
 
 var _ raft.FSM = (*stateMachine)(nil)
@@ -35,6 +38,9 @@ func (s *stateMachine) Apply(l *raft.Log) any {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.applied = l.Index
+	if s.beforeApply != nil {
+		s.beforeApply(l.Index)
+	}
 	if err != nil {
 		return fsm.Result{Err: err}
 	}

@@ -19,6 +19,7 @@ func newServeCommand() *cobra.Command {
 	var tokenFloor uint64
 	var logLevel, initialCluster string
 	var join bool
+	var eventLog string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -42,6 +43,14 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 					return usageError("%s: %v", dialViaEnv, err)
 				}
 				cfg.Raft.DialVia = m
+			}
+			if eventLog != "" {
+				f, err := os.OpenFile(eventLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+				if err != nil {
+					return usageError("--test-event-log: %v", err)
+				}
+				defer f.Close()
+				cfg.Test.EventLog = f
 			}
 			if join {
 				if initialCluster != "" {
@@ -78,6 +87,14 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
 	f.IntVar(&cfg.Raft.WALSegmentSize, "wal-segment-size", 0, "bytes per Raft log segment; the log is compacted a whole segment at a time (default 64 MiB)")
+	// Test-only knobs for the fault harness (fenced check); hidden.
+	f.StringVar(&eventLog, "test-event-log", "", "test only: append the committed grants, releases and expiries to this file as JSON lines")
+	f.Float64Var(&cfg.Test.ClockRate, "test-clock-rate", 0, "test only: run the lease clock at this rate (a skewed server)")
+	f.BoolVar(&cfg.Test.UnfencedKV, "test-unfenced-kv", false, "test only: the kv accepts stale writes (negative control)")
+	f.BoolVar(&cfg.Test.ResetTokens, "test-reset-tokens", false, "test only: a new leader resets the token counter (negative control)")
+	for _, name := range []string{"test-event-log", "test-clock-rate", "test-unfenced-kv", "test-reset-tokens"} {
+		f.MarkHidden(name)
+	}
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
 }

@@ -40,6 +40,7 @@ type Command struct {
 	//	*Command_CancelWait
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
+	//	*Command_TestResetTokens
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -175,6 +176,15 @@ func (x *Command) GetRegisterNode() *RegisterNode {
 	return nil
 }
 
+func (x *Command) GetTestResetTokens() *TestResetTokens {
+	if x != nil {
+		if x, ok := x.Op.(*Command_TestResetTokens); ok {
+			return x.TestResetTokens
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -226,6 +236,10 @@ type Command_RegisterNode struct {
 	RegisterNode *RegisterNode `protobuf:"bytes,10,opt,name=register_node,json=registerNode,proto3,oneof"`
 }
 
+type Command_TestResetTokens struct {
+	TestResetTokens *TestResetTokens `protobuf:"bytes,11,opt,name=test_reset_tokens,json=testResetTokens,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -245,6 +259,8 @@ func (*Command_CancelWait) isCommand_Op() {}
 func (*Command_KvWrite) isCommand_Op() {}
 
 func (*Command_RegisterNode) isCommand_Op() {}
+
+func (*Command_TestResetTokens) isCommand_Op() {}
 
 // Init sets the issuer (once) and raises the token counter to a floor.
 type Init struct {
@@ -696,13 +712,16 @@ func (x *CancelWait) GetName() string {
 // KVWrite puts (or, with delete, removes) a key of the fenced kv under a
 // token.
 type KVWrite struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Value         []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
-	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
-	Delete        bool                   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
-	HasIfVersion  bool                   `protobuf:"varint,5,opt,name=has_if_version,json=hasIfVersion,proto3" json:"has_if_version,omitempty"`
-	IfVersion     uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Key          string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value        []byte                 `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`
+	Token        uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Delete       bool                   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
+	HasIfVersion bool                   `protobuf:"varint,5,opt,name=has_if_version,json=hasIfVersion,proto3" json:"has_if_version,omitempty"`
+	IfVersion    uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
+	// unfenced skips the token check: a test-only fault for the fault
+	// harness's negative control. Never set in production.
+	Unfenced      bool `protobuf:"varint,7,opt,name=unfenced,proto3" json:"unfenced,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -779,6 +798,51 @@ func (x *KVWrite) GetIfVersion() uint64 {
 	return 0
 }
 
+func (x *KVWrite) GetUnfenced() bool {
+	if x != nil {
+		return x.Unfenced
+	}
+	return false
+}
+
+// TestResetTokens sets the token counter back to 0: a test-only fault that
+// breaks the token order on purpose (the fault harness's negative control).
+type TestResetTokens struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TestResetTokens) Reset() {
+	*x = TestResetTokens{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TestResetTokens) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TestResetTokens) ProtoMessage() {}
+
+func (x *TestResetTokens) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TestResetTokens.ProtoReflect.Descriptor instead.
+func (*TestResetTokens) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+}
+
 // RegisterNode records the API address of a member, so that followers can
 // forward requests to the leader.
 type RegisterNode struct {
@@ -791,7 +855,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +867,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +880,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -850,7 +914,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -862,7 +926,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -875,7 +939,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *State) GetIssuer() string {
@@ -949,7 +1013,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1025,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1038,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1025,7 +1089,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1101,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1114,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1103,7 +1167,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1179,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1192,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1186,7 +1250,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1198,7 +1262,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1211,7 +1275,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Lock) GetName() string {
@@ -1259,7 +1323,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1335,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1348,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1305,7 +1369,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9a\x05\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xea\x05\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1319,7 +1383,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"cancelWait\x125\n" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
-	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12\x1e\n" +
+	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12N\n" +
+	"\x11test_reset_tokens\x18\v \x01(\v2 .fenced.state.v1.TestResetTokensH\x00R\x0ftestResetTokens\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02op\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -1352,7 +1417,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xc0\x01\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1360,7 +1425,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\x12$\n" +
 	"\x0ehas_if_version\x18\x05 \x01(\bR\fhasIfVersion\x12\x1d\n" +
 	"\n" +
-	"if_version\x18\x06 \x01(\x04R\tifVersion\"9\n" +
+	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1a\n" +
+	"\bunfenced\x18\a \x01(\bR\bunfenced\"\x11\n" +
+	"\x0fTestResetTokens\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc4\x02\n" +
@@ -1417,25 +1484,26 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*Init)(nil),          // 1: fenced.state.v1.Init
-	(*NewLeader)(nil),     // 2: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 3: fenced.state.v1.CreateSession
-	(*CloseSession)(nil),  // 4: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil), // 5: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 6: fenced.state.v1.Acquire
-	(*Release)(nil),       // 7: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 8: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 9: fenced.state.v1.KVWrite
-	(*RegisterNode)(nil),  // 10: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 11: fenced.state.v1.State
-	(*KVEntry)(nil),       // 12: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 13: fenced.state.v1.Session
-	(*Reply)(nil),         // 14: fenced.state.v1.Reply
-	(*Lock)(nil),          // 15: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 16: fenced.state.v1.Waiter
+	(*Command)(nil),         // 0: fenced.state.v1.Command
+	(*Init)(nil),            // 1: fenced.state.v1.Init
+	(*NewLeader)(nil),       // 2: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),   // 3: fenced.state.v1.CreateSession
+	(*CloseSession)(nil),    // 4: fenced.state.v1.CloseSession
+	(*ExpireSession)(nil),   // 5: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),         // 6: fenced.state.v1.Acquire
+	(*Release)(nil),         // 7: fenced.state.v1.Release
+	(*CancelWait)(nil),      // 8: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),         // 9: fenced.state.v1.KVWrite
+	(*TestResetTokens)(nil), // 10: fenced.state.v1.TestResetTokens
+	(*RegisterNode)(nil),    // 11: fenced.state.v1.RegisterNode
+	(*State)(nil),           // 12: fenced.state.v1.State
+	(*KVEntry)(nil),         // 13: fenced.state.v1.KVEntry
+	(*Session)(nil),         // 14: fenced.state.v1.Session
+	(*Reply)(nil),           // 15: fenced.state.v1.Reply
+	(*Lock)(nil),            // 16: fenced.state.v1.Lock
+	(*Waiter)(nil),          // 17: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1447,18 +1515,19 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	7,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
 	8,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
 	9,  // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	10, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	13, // 10: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	15, // 11: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	12, // 12: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	10, // 13: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	14, // 14: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	16, // 15: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	10, // 10: fenced.state.v1.Command.test_reset_tokens:type_name -> fenced.state.v1.TestResetTokens
+	14, // 11: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	16, // 12: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	13, // 13: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	11, // 14: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	15, // 15: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	17, // 16: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1477,6 +1546,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_CancelWait)(nil),
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
+		(*Command_TestResetTokens)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1484,7 +1554,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
