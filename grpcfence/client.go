@@ -5,65 +5,50 @@ import (
 	"io"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 )
-
-// clientFence is what WithToken and WithIssuer put into a context for the
-// client interceptors. It is kept apart from the server side's context
-// (TokenFrom), so a token received by a handler is never forwarded to
-// another service by accident.
-type clientFence struct {
-	object string
-	token  fence.Token
-	issuer string
-}
-
-type clientKey struct{}
-
-func clientFenceFrom(ctx context.Context) clientFence {
-	f, _ := ctx.Value(clientKey{}).(clientFence)
-	return f
-}
 
 // WithToken returns a context whose calls, made through a connection with
 // the client interceptors, carry token t for object (x-fencing-token,
 // x-resource-id metadata). An empty object sends no x-resource-id. A later
 // WithToken replaces an earlier one; an issuer set by WithIssuer is kept.
+//
+// It is guard.WithOutgoingToken: the token is not tied to gRPC, and HTTP
+// requests made with the context through an httpfence.Transport carry it
+// too.
 func WithToken(ctx context.Context, object string, t fence.Token) context.Context {
-	f := clientFenceFrom(ctx)
-	f.object, f.token = object, t
-	return context.WithValue(ctx, clientKey{}, f)
+	return guard.WithOutgoingToken(ctx, object, t)
 }
 
 // WithIssuer returns a context whose fenced calls also carry
 // x-fencing-issuer: the issuer (cluster id, the Issuer of a fence.Grant) of
-// the token, for resources pinned to one issuer.
+// the token, for resources pinned to one issuer. It is
+// guard.WithOutgoingIssuer.
 func WithIssuer(ctx context.Context, issuer string) context.Context {
-	f := clientFenceFrom(ctx)
-	f.issuer = issuer
-	return context.WithValue(ctx, clientKey{}, f)
+	return guard.WithOutgoingIssuer(ctx, issuer)
 }
 
 // outgoing adds the context's fence to its outgoing metadata, replacing
 // values already there.
-func outgoing(ctx context.Context) (context.Context, clientFence) {
-	f := clientFenceFrom(ctx)
-	if f.token == 0 {
-		return ctx, f
+func outgoing(ctx context.Context) (context.Context, guard.Outgoing) {
+	o, ok := guard.OutgoingFromContext(ctx)
+	if !ok {
+		return ctx, o
 	}
 	md, _ := metadata.FromOutgoingContext(ctx) // a copy
 	if md == nil {
 		md = metadata.MD{}
 	}
-	md.Set(MetadataToken, f.token.String())
-	if f.object != "" {
-		md.Set(MetadataResourceID, f.object)
+	md.Set(MetadataToken, o.Token.String())
+	if o.Object != "" {
+		md.Set(MetadataResourceID, o.Object)
 	}
-	if f.issuer != "" {
-		md.Set(MetadataIssuer, f.issuer)
+	if o.Issuer != "" {
+		md.Set(MetadataIssuer, o.Issuer)
 	}
-	return metadata.NewOutgoingContext(ctx, md), f
+	return metadata.NewOutgoingContext(ctx, md), o
 }
 
 // UnaryClientInterceptor is a grpc.UnaryClientInterceptor that sends the
@@ -87,11 +72,11 @@ func outgoing(ctx context.Context) (context.Context, clientFence) {
 //		grpc.WithUnaryInterceptor(grpcfence.UnaryClientInterceptor),
 //		grpc.WithStreamInterceptor(grpcfence.StreamClientInterceptor), ...)
 func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	ctx, f := outgoing(ctx)
+	ctx, o := outgoing(ctx)
 	var trailer metadata.MD
 	err := invoker(ctx, method, req, reply, cc, append(opts, grpc.Trailer(&trailer))...)
 	if err != nil {
-		return clientError(err, trailer, f.object, f.token)
+		return clientError(err, trailer, o.Object, o.Token)
 	}
 	return nil
 }
@@ -100,24 +85,24 @@ func UnaryClientInterceptor(ctx context.Context, method string, req, reply any, 
 // behaviour of UnaryClientInterceptor; a stream's rejection arrives as the
 // error of RecvMsg.
 func StreamClientInterceptor(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	ctx, f := outgoing(ctx)
+	ctx, o := outgoing(ctx)
 	cs, err := streamer(ctx, desc, cc, method, opts...)
 	if err != nil {
-		return nil, clientError(err, nil, f.object, f.token)
+		return nil, clientError(err, nil, o.Object, o.Token)
 	}
-	return &clientStream{ClientStream: cs, f: f}, nil
+	return &clientStream{ClientStream: cs, o: o}, nil
 }
 
 // clientStream maps the status a stream ends with.
 type clientStream struct {
 	grpc.ClientStream
-	f clientFence
+	o guard.Outgoing
 }
 
 func (s *clientStream) RecvMsg(m any) error {
 	err := s.ClientStream.RecvMsg(m)
 	if err != nil && err != io.EOF {
-		return clientError(err, s.Trailer(), s.f.object, s.f.token)
+		return clientError(err, s.Trailer(), s.o.Object, s.o.Token)
 	}
 	return err
 }

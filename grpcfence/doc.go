@@ -27,17 +27,17 @@
 // write and the raise of the watermark must be one atomic step on the
 // store. As in httpfence, there are two ways to get there.
 //
-// InHandler (the default): the interceptor validates the metadata and puts
-// the object and token into the handler's context; the handler makes its
-// write through Do, which runs it inside the Store's atomic step, and
-// returns Do's error as it is (the interceptor turns it into a status):
+// guard.InHandler (the default): the interceptor validates the metadata and
+// puts the object and token into the handler's context; the handler makes
+// its write through guard.Do, which runs it inside the Store's atomic step,
+// and returns Do's error as it is (the interceptor turns it into a status):
 //
 //	var marks guard.Memory
-//	fi, _ := grpcfence.New(grpcfence.Config{Store: grpcfence.MemoryStore(&marks)})
+//	fi, _ := grpcfence.New(grpcfence.Config{Store: &marks})
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(fi.Unary), grpc.ChainStreamInterceptor(fi.Stream))
 //
 //	func (s *orders) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
-//		err := grpcfence.Do(ctx, func(ctx context.Context) error {
+//		err := guard.Do(ctx, func(ctx context.Context) error {
 //			return s.db.Put(req.Id, req.Order) // the write, under the check
 //		})
 //		if err != nil {
@@ -46,16 +46,20 @@
 //		return &pb.PutResponse{}, nil
 //	}
 //
-// A store that checks inside its own transaction or script (a PostgreSQL or
-// Redis guard) is adapted with StoreFunc, or the handler calls it directly
-// with the token of TokenFrom, making its write in that same transaction.
-// A handler that ignores Do and TokenFrom is not fenced.
+// The context, Do and the Store are package guard's, shared with httpfence:
+// one write function serves a gRPC and an HTTP handler alike. A store that
+// checks inside its own transaction or script (a PostgreSQL or Redis
+// guard) is adapted with guard.StoreFunc, or the handler calls it directly
+// with the token of guard.TokenFrom, making its write in that same
+// transaction. A handler that ignores guard.Do and guard.TokenFrom is not
+// fenced.
 //
-// AroundHandler: the interceptor runs the whole handler inside the Store's
-// Do, raising the watermark only if the handler returned no error. With
-// MemoryStore that is a lock in this process: it protects a resource only
-// this process writes, fenced calls are served one at a time, and the
-// watermarks are lost on restart. See AroundHandler.
+// guard.AroundHandler: the interceptor runs the whole handler inside
+// guard.Do, raising the watermark only if the handler returned no error.
+// With a *guard.Memory store that is a lock in this process: it protects a
+// resource only this process writes, fenced calls are served one at a
+// time, and the watermarks are lost on restart. See guard.AroundHandler
+// and Config.Mode.
 //
 // # Client
 //

@@ -24,11 +24,11 @@ type notes struct {
 	text map[string]string
 }
 
-// put is the handler: its write runs inside grpcfence.Do, atomically with
+// put is the handler: its write runs inside guard.Do, atomically with
 // the check of the caller's token, and Do's error is returned as it is.
 func (n *notes) put(ctx context.Context, in *wrapperspb.StringValue) (*wrapperspb.StringValue, error) {
-	object, _, _ := grpcfence.TokenFrom(ctx)
-	err := grpcfence.Do(ctx, func(ctx context.Context) error {
+	object, _, _ := guard.TokenFrom(ctx)
+	err := guard.Do(ctx, func(ctx context.Context) error {
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		n.text[object] = in.Value
@@ -65,7 +65,7 @@ func Example() {
 	// Server: the interceptors validate the metadata; the handler writes
 	// through Do against the watermarks in marks.
 	var marks guard.Memory
-	fi, err := grpcfence.New(grpcfence.Config{Store: grpcfence.MemoryStore(&marks)})
+	fi, err := grpcfence.New(grpcfence.Config{Store: &marks})
 	if err != nil {
 		panic(err)
 	}

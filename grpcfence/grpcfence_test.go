@@ -86,7 +86,7 @@ func (o *objects) read(object string) (string, fence.Token) {
 }
 
 // objectsServer implements the test service; with useDo it writes through
-// grpcfence.Do, else directly (relying on AroundHandler).
+// guard.Do, else directly (relying on AroundHandler).
 type objectsServer struct {
 	o     *objects
 	useDo bool
@@ -97,7 +97,7 @@ type objectsServer struct {
 }
 
 func (s *objectsServer) write(ctx context.Context, value string) (string, error) {
-	object, _, ok := grpcfence.TokenFrom(ctx)
+	object, _, ok := guard.TokenFrom(ctx)
 	if !ok {
 		return "", status.Error(codes.Internal, "not fenced")
 	}
@@ -108,7 +108,7 @@ func (s *objectsServer) write(ctx context.Context, value string) (string, error)
 	}
 	var err error
 	if s.useDo {
-		err = grpcfence.Do(ctx, w)
+		err = guard.Do(ctx, w)
 	} else {
 		err = w(ctx)
 	}
@@ -166,14 +166,14 @@ func appendStream(srv any, stream grpc.ServerStream) error {
 // setup is one way to wire the interceptors and the handler.
 type setup struct {
 	name  string
-	mode  grpcfence.Mode
+	mode  guard.Mode
 	useDo bool
 }
 
 var setups = []setup{
-	{"InHandler+Do", grpcfence.InHandler, true},
-	{"AroundHandler", grpcfence.AroundHandler, false},
-	{"AroundHandler+Do", grpcfence.AroundHandler, true},
+	{"InHandler+Do", guard.InHandler, true},
+	{"AroundHandler", guard.AroundHandler, false},
+	{"AroundHandler+Do", guard.AroundHandler, true},
 }
 
 // testServer is a real gRPC server on 127.0.0.1 with the test service and
@@ -188,7 +188,7 @@ func newServer(t *testing.T, s setup, cfg grpcfence.Config) *testServer {
 	t.Helper()
 	ts := &testServer{o: &objects{values: map[string]string{}}}
 	ts.impl = &objectsServer{o: ts.o, useDo: s.useDo}
-	cfg.Store = grpcfence.MemoryStore(&ts.o.marks)
+	cfg.Store = &ts.o.marks
 	cfg.Mode = s.mode
 	fi, err := grpcfence.New(cfg)
 	if err != nil {

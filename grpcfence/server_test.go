@@ -11,6 +11,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/grpcfence"
+	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -281,10 +282,9 @@ func TestInterceptor_AroundHandlerSerializes(t *testing.T) {
 	}
 }
 
-func TestDo_Errors(t *testing.T) {
-	if err := grpcfence.Do(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, grpcfence.ErrNoFence) {
-		t.Errorf("Do outside a fenced call=%v, want ErrNoFence", err)
-	}
+// TestInterceptor_NoStore checks that guard.Do behind interceptors without
+// a Store reports guard.ErrNoStore.
+func TestInterceptor_NoStore(t *testing.T) {
 	fi, err := grpcfence.New(grpcfence.Config{}) // no Store
 	if err != nil {
 		t.Fatal(err)
@@ -292,16 +292,16 @@ func TestDo_Errors(t *testing.T) {
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs("x-fencing-token", "1", "x-resource-id", "o"))
 	var got error
 	fi.Unary(ctx, nil, &grpc.UnaryServerInfo{FullMethod: "/s/M"}, func(ctx context.Context, req any) (any, error) {
-		got = grpcfence.Do(ctx, func(context.Context) error { return nil })
+		got = guard.Do(ctx, func(context.Context) error { return nil })
 		return nil, nil
 	})
-	if !errors.Is(got, grpcfence.ErrNoStore) {
-		t.Errorf("Do without a Store=%v, want ErrNoStore", got)
+	if !errors.Is(got, guard.ErrNoStore) {
+		t.Errorf("guard.Do without a Store=%v, want guard.ErrNoStore", got)
 	}
 }
 
 func TestConfig_Validate(t *testing.T) {
-	if _, err := grpcfence.New(grpcfence.Config{Mode: grpcfence.AroundHandler}); err == nil {
+	if _, err := grpcfence.New(grpcfence.Config{Mode: guard.AroundHandler}); err == nil {
 		t.Error("New(AroundHandler without a Store) succeeded, want an error")
 	}
 	if _, err := grpcfence.New(grpcfence.Config{Mode: 9}); err == nil {

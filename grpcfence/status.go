@@ -49,7 +49,7 @@ const (
 )
 
 // Error returns the gRPC status error for a fencing error, so a handler
-// can return Do's error (or its own guard's) as it is:
+// can return guard.Do's error (or its own guard's) as it is:
 //
 //   - a *fence.StaleTokenError (or any error matching fence.ErrStaleToken):
 //     codes.FailedPrecondition, the message naming the presented and the

@@ -7,33 +7,42 @@ import (
 	fence "github.com/fenced-dev/fenced"
 )
 
-// Memory is an in-memory fence.Guard: per-object watermarks in a map under
-// a mutex. Its watermarks are lost when the process exits, so it protects
-// only resources that live in the same process (and tests). Its zero value
-// is ready to use.
+// Memory is an in-memory fence.Guard and Store: per-object watermarks in a
+// map under one mutex. Its watermarks are lost when the process exits, so
+// it protects only resources that live in the same process (and tests).
+// Its zero value is ready to use.
 type Memory struct {
 	mu    sync.Mutex
 	marks map[string]fence.Token
 }
 
-var _ fence.Guard = (*Memory)(nil)
+var (
+	_ fence.Guard = (*Memory)(nil)
+	_ Store       = (*Memory)(nil)
+)
 
 // Check implements fence.Guard.
 func (m *Memory) Check(ctx context.Context, object string, t fence.Token) error {
-	return m.Do(object, t, func() error { return nil })
+	return m.Do(ctx, object, t, func(context.Context) error { return nil })
 }
 
-// Do checks t for object and, when accepted, runs apply while still holding
-// the guard's lock, so the check, the write and the raise of the watermark
-// are one atomic step. If apply fails the watermark is left unchanged.
-func (m *Memory) Do(object string, t fence.Token, apply func() error) error {
+// Do implements Store: it checks t for object and, when accepted, runs
+// apply with ctx while still holding the guard's lock, so the check, the
+// write and the raise of the watermark are one atomic step. If apply fails
+// the watermark is left unchanged and Do returns apply's error.
+//
+// The lock is one for all objects: calls of Do for different objects also
+// run one at a time, which matters when apply is long (a whole handler, in
+// AroundHandler mode). Do waits for the lock even when ctx is cancelled;
+// it hands ctx to apply, which should stop when ctx is done.
+func (m *Memory) Do(ctx context.Context, object string, t fence.Token, apply func(ctx context.Context) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	next, err := Decide(object, m.marks[object], t)
 	if err != nil {
 		return err
 	}
-	if err := apply(); err != nil {
+	if err := apply(ctx); err != nil {
 		return err
 	}
 	if m.marks == nil {

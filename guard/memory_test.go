@@ -53,7 +53,7 @@ func TestMemory_Check(t *testing.T) {
 func TestMemory_DoFailedApplyKeepsWatermark(t *testing.T) {
 	var g guard.Memory
 	g.Check(context.Background(), "obj", 3)
-	if err := g.Do("obj", 8, func() error { return errors.New("disk full") }); err == nil {
+	if err := g.Do(context.Background(), "obj", 8, func(context.Context) error { return errors.New("disk full") }); err == nil {
 		t.Fatal("Do returned nil for a failed apply")
 	}
 	if got := g.Watermark("obj"); got != 3 {

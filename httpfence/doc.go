@@ -29,14 +29,14 @@
 // the write and the raise of the watermark must be one atomic step on the
 // store. This package offers two ways to get there.
 //
-// InHandler (the default): the middleware validates the headers and puts
-// the object and token into the request's context; the handler makes its
-// write through Do, which runs it inside the Store's atomic step:
+// guard.InHandler (the default): the middleware validates the headers and
+// puts the object and token into the request's context; the handler makes
+// its write through guard.Do, which runs it inside the Store's atomic step:
 //
 //	var marks guard.Memory
-//	mw, _ := httpfence.New(httpfence.Config{Store: httpfence.MemoryStore(&marks)})
+//	mw, _ := httpfence.New(httpfence.Config{Store: &marks})
 //	mux.Handle("PUT /orders/{id}", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-//		err := httpfence.Do(r.Context(), func(ctx context.Context) error {
+//		err := guard.Do(r.Context(), func(ctx context.Context) error {
 //			return orders.Put(r.PathValue("id"), body) // the write, under the check
 //		})
 //		if err != nil {
@@ -48,19 +48,21 @@
 //		w.WriteHeader(http.StatusNoContent)
 //	})))
 //
-// A store that checks inside its own transaction or script (a PostgreSQL or
-// Redis guard) is adapted with StoreFunc, or the handler calls it directly
-// with the token of TokenFrom, making its write in that same transaction.
-// Either way the handler must write through the atomic step: a handler
-// that ignores Do and TokenFrom is not fenced.
+// The context, Do and the Store are package guard's, shared with grpcfence:
+// one write function serves an HTTP and a gRPC handler alike. A store that
+// checks inside its own transaction or script (a PostgreSQL or Redis
+// guard) is adapted with guard.StoreFunc, or the handler calls it directly
+// with the token of guard.TokenFrom, making its write in that same
+// transaction. Either way the handler must write through the atomic step:
+// a handler that ignores guard.Do and guard.TokenFrom is not fenced.
 //
-// AroundHandler: the middleware runs the whole handler inside the Store's
-// Do, raising the watermark only if the handler answered 2xx, so any
-// handler is fenced without changes. With MemoryStore that is a lock in
-// this process (guard.Memory has one lock for all objects, so fenced
-// requests are served one at a time): it protects a resource only this
-// process writes, the response is buffered, and the watermarks are lost on
-// restart. See AroundHandler.
+// guard.AroundHandler: the middleware runs the whole handler inside
+// guard.Do, raising the watermark only if the handler answered 2xx, so any
+// handler is fenced without changes. With a *guard.Memory store that is a
+// lock in this process (one lock for all objects, so fenced requests are
+// served one at a time): it protects a resource only this process writes,
+// the response is buffered, and the watermarks are lost on restart. See
+// guard.AroundHandler and Config.Mode.
 //
 // # Client
 //

@@ -70,9 +70,11 @@ type errorBody struct {
 //
 // Each response also carries X-Fencing-Error with the Reason and, for a
 // stale token, X-Resource-Id with the object. Handlers call it with the
-// error of Do or of their own guard:
+// error of guard.Do or of their own guard, and so do servers that check
+// tokens without the middleware (the fenced server's own kv API), so the
+// convention is written in one place:
 //
-//	if err := httpfence.Do(r.Context(), write); err != nil {
+//	if err := guard.Do(r.Context(), write); err != nil {
 //		if !httpfence.WriteError(w, err) {
 //			http.Error(w, "internal error", http.StatusInternalServerError)
 //		}

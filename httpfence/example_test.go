@@ -15,23 +15,23 @@ import (
 	"github.com/fenced-dev/fenced/httpfence"
 )
 
-// The handler makes its write through Do, so the token check, the write and
-// the raise of the watermark are one step; the client's Transport sends the
-// token and turns a 409 into a *fence.StaleTokenError.
-func ExampleDo() {
+// The handler makes its write through guard.Do, so the token check, the
+// write and the raise of the watermark are one step; the client's Transport
+// sends the token and turns a 409 into a *fence.StaleTokenError.
+func Example() {
 	var (
 		marks guard.Memory
 		mu    sync.Mutex
 		docs  = map[string]string{}
 	)
-	mw, err := httpfence.New(httpfence.Config{Store: httpfence.MemoryStore(&marks)})
+	mw, err := httpfence.New(httpfence.Config{Store: &marks})
 	if err != nil {
 		panic(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("PUT /docs/{id}", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		err := httpfence.Do(r.Context(), func(ctx context.Context) error {
+		err := guard.Do(r.Context(), func(ctx context.Context) error {
 			mu.Lock()
 			defer mu.Unlock()
 			docs[r.PathValue("id")] = string(body)
@@ -83,8 +83,8 @@ func ExampleDo() {
 func ExampleNew_aroundHandler() {
 	var marks guard.Memory
 	mw, err := httpfence.New(httpfence.Config{
-		Store: httpfence.MemoryStore(&marks),
-		Mode:  httpfence.AroundHandler,
+		Store: &marks,
+		Mode:  guard.AroundHandler,
 	})
 	if err != nil {
 		panic(err)
@@ -116,14 +116,14 @@ func ExampleNew_aroundHandler() {
 }
 
 // A handler whose store checks tokens in its own transaction or script
-// takes the object and token from TokenFrom and hands both to it; here a
-// guard.Memory stands in for a PostgreSQL or Redis guard.
-func ExampleTokenFrom() {
+// takes the object and token from guard.TokenFrom and hands both to it;
+// here a guard.Memory stands in for a PostgreSQL or Redis guard.
+func ExampleMiddleware_Handler_ownGuard() {
 	var g guard.Memory
 	mw, _ := httpfence.New(httpfence.Config{}) // no Store: the handler uses its own guard
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		object, t, _ := httpfence.TokenFrom(r.Context())
-		err := g.Do(object, t, func() error {
+		object, t, _ := guard.TokenFrom(r.Context())
+		err := g.Do(r.Context(), object, t, func(ctx context.Context) error {
 			return nil // the write, inside the guard's atomic step
 		})
 		if httpfence.WriteError(w, err) {

@@ -42,10 +42,10 @@ func (o *objects) read(object string) (string, fence.Token) {
 }
 
 // writeHandler appends the request body to the request's object; with
-// useDo through httpfence.Do, else directly (relying on AroundHandler).
+// useDo through guard.Do, else directly (relying on AroundHandler).
 func (o *objects) writeHandler(useDo bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		object, _, ok := httpfence.TokenFrom(r.Context())
+		object, _, ok := guard.TokenFrom(r.Context())
 		if !ok {
 			http.Error(w, "not fenced", http.StatusInternalServerError)
 			return
@@ -60,7 +60,7 @@ func (o *objects) writeHandler(useDo bool) http.Handler {
 			return nil
 		}
 		if useDo {
-			err = httpfence.Do(r.Context(), write)
+			err = guard.Do(r.Context(), write)
 		} else {
 			err = write(r.Context())
 		}
@@ -77,21 +77,21 @@ func (o *objects) writeHandler(useDo bool) http.Handler {
 // setup is one way to wire the middleware and the handler.
 type setup struct {
 	name  string
-	mode  httpfence.Mode
+	mode  guard.Mode
 	useDo bool
 }
 
 var setups = []setup{
-	{"InHandler+Do", httpfence.InHandler, true},
-	{"AroundHandler", httpfence.AroundHandler, false},
-	{"AroundHandler+Do", httpfence.AroundHandler, true},
+	{"InHandler+Do", guard.InHandler, true},
+	{"AroundHandler", guard.AroundHandler, false},
+	{"AroundHandler+Do", guard.AroundHandler, true},
 }
 
 // newServer starts an httptest server fencing o's write handler with cfg
 // (whose Store and Mode are filled in from o and s).
 func newServer(t *testing.T, o *objects, s setup, cfg httpfence.Config) *httptest.Server {
 	t.Helper()
-	cfg.Store = httpfence.MemoryStore(&o.marks)
+	cfg.Store = &o.marks
 	cfg.Mode = s.mode
 	mw, err := httpfence.New(cfg)
 	if err != nil {

@@ -12,52 +12,22 @@ import (
 	"github.com/fenced-dev/fenced/guard"
 )
 
-// Mode says where the atomic step of check, write and raise happens.
-type Mode int
-
-const (
-	// InHandler, the default: the middleware validates the request's
-	// token, object and issuer, rejects what is malformed, and passes the
-	// handler a context carrying them. The handler makes its write through
-	// Do (the Store's atomic step) or through its own guard with the token
-	// of TokenFrom. A handler that writes without either is not fenced.
-	InHandler Mode = iota
-	// AroundHandler: the middleware runs the whole handler inside the
-	// Store's Do: check, then the handler, then the raise of the watermark
-	// only if the handler answered 2xx. Requests for one object are served
-	// one at a time (with MemoryStore, all fenced requests are, as
-	// guard.Memory has one lock). With MemoryStore this protects a resource only when
-	// every write to it goes through this one process: the lock and the
-	// watermarks live in this process's memory, so a second replica (or a
-	// restart, which forgets the watermarks) is not fenced. The handler's
-	// response is buffered until the step is over (no streaming, no
-	// http.Flusher), and the handler must finish its write before it
-	// returns.
-	AroundHandler
-)
-
-// String returns the mode's name.
-func (m Mode) String() string {
-	switch m {
-	case InHandler:
-		return "InHandler"
-	case AroundHandler:
-		return "AroundHandler"
-	}
-	return fmt.Sprintf("Mode(%d)", int(m))
-}
-
 // Config configures the middleware. Its zero value is valid: InHandler
-// mode without a Store (handlers use their own guard via TokenFrom),
+// mode without a Store (handlers use their own guard via guard.TokenFrom),
 // writes fenced, GET, HEAD and OPTIONS not, the object taken from
 // X-Resource-Id or else the URL path.
 type Config struct {
-	// Store checks tokens and raises watermarks atomically with the write.
-	// Required in AroundHandler mode and for Do; nil is allowed in
-	// InHandler mode when handlers use their own guard.
-	Store Store
-	// Mode is InHandler (the default) or AroundHandler.
-	Mode Mode
+	// Store checks tokens and raises watermarks atomically with the write,
+	// for example a *guard.Memory. Required in AroundHandler mode and for
+	// guard.Do; nil is allowed in InHandler mode when handlers use their
+	// own guard.
+	Store guard.Store
+	// Mode is guard.InHandler (the default) or guard.AroundHandler. In
+	// AroundHandler mode a handler succeeds when it answers 2xx; its
+	// response is buffered until the store's step is over (no streaming,
+	// no http.Flusher), so a step that fails after the handler never sends
+	// its 2xx.
+	Mode guard.Mode
 	// Fenced reports whether a request must carry a token. Unfenced
 	// requests pass through untouched. Nil means DefaultFenced: every
 	// method except GET, HEAD and OPTIONS.
@@ -68,7 +38,7 @@ type Config struct {
 	// X-Resource-Id, when present, wins. Fencing protects against delayed
 	// holders, not against clients that lie: a client can name any object.
 	// A handler that knows which object it writes may compare it with
-	// TokenFrom's.
+	// guard.TokenFrom's.
 	Resolve func(r *http.Request) string
 	// Issuer pins the resource to one issuer (cluster id): when not empty,
 	// a request whose X-Fencing-Issuer differs or is missing is rejected
@@ -79,18 +49,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Validate reports a Config that New would refuse.
+// Validate reports a Config that New would refuse: an unknown Mode, or
+// AroundHandler without a Store (guard.Mode.Validate).
 func (c Config) Validate() error {
-	switch c.Mode {
-	case InHandler:
-	case AroundHandler:
-		if c.Store == nil {
-			return errors.New("httpfence: AroundHandler mode needs a Store; set Config.Store (for example MemoryStore(&guard.Memory{}))")
-		}
-	default:
-		return fmt.Errorf("httpfence: unknown mode %d; want InHandler or AroundHandler", int(c.Mode))
-	}
-	return nil
+	return c.Mode.Validate(c.Store)
 }
 
 // DefaultFenced reports whether r is fenced by default: every method except
@@ -130,10 +92,11 @@ func New(cfg Config) (*Middleware, error) {
 // Handler returns next behind the middleware. For a fenced request it
 // answers 400 for a missing or malformed token or object, 403 for an
 // issuer the resource is not pinned to, and, in AroundHandler mode (or when
-// the handler hands Do's error to WriteError), 409 for a stale token; see
+// the handler hands guard.Do's error to WriteError), 409 for a stale token; see
 // WriteError for the bodies. Otherwise it calls next with a context that
-// carries the object and token (TokenFrom, Do) and the presented issuer
-// (guard.IssuerFromContext).
+// carries the object and token (guard.TokenFrom, guard.Do) and the
+// presented issuer (guard.IssuerFromContext); in AroundHandler mode it
+// calls next inside guard.Do.
 func (m *Middleware) Handler(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !m.cfg.Fenced(r) {
@@ -163,13 +126,12 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			WriteError(w, err)
 			return
 		}
-		f := &serverFence{object: object, token: t, store: m.cfg.Store}
-		ctx = withServerFence(ctx, f)
-		if m.cfg.Mode == InHandler {
-			next.ServeHTTP(w, r.WithContext(ctx))
+		r = r.WithContext(guard.WithFence(ctx, object, t, m.cfg.Store))
+		if m.cfg.Mode == guard.InHandler {
+			next.ServeHTTP(w, r)
 			return
 		}
-		m.around(w, r.WithContext(ctx), f, next)
+		m.around(w, r, object, t, next)
 	})
 }
 
@@ -212,13 +174,11 @@ func token(r *http.Request) (fence.Token, error) {
 var errNotSuccess = errors.New("httpfence: handler did not succeed")
 
 // around runs next inside the Store's atomic step (AroundHandler).
-func (m *Middleware) around(w http.ResponseWriter, r *http.Request, f *serverFence, next http.Handler) {
+func (m *Middleware) around(w http.ResponseWriter, r *http.Request, object string, t fence.Token, next http.Handler) {
 	var buf *bufferedResponse
-	err := f.store.Do(r.Context(), f.object, f.token, func(ctx context.Context) error {
-		held := *f
-		held.held = true
+	err := guard.Do(r.Context(), func(ctx context.Context) error {
 		buf = &bufferedResponse{header: make(http.Header)}
-		next.ServeHTTP(buf, r.WithContext(withServerFence(ctx, &held)))
+		next.ServeHTTP(buf, r.WithContext(ctx))
 		if !buf.success() {
 			return errNotSuccess
 		}
@@ -228,11 +188,11 @@ func (m *Middleware) around(w http.ResponseWriter, r *http.Request, f *serverFen
 	case buf != nil && (err == nil || errors.Is(err, errNotSuccess)):
 		buf.writeTo(w)
 	case err == nil:
-		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store accepted the token without calling apply", "object", f.object, "token", f.token)
+		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store accepted the token without calling apply", "object", object, "token", t)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing store did not run the handler"})
 	case WriteError(w, err):
 	default:
-		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store failed", "object", f.object, "token", f.token, "handler_ran", buf != nil, "err", err)
+		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store failed", "object", object, "token", t, "handler_ran", buf != nil, "err", err)
 		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing store failed; the write was not applied or its outcome is unknown"})
 	}
 }

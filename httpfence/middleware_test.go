@@ -283,7 +283,7 @@ func TestMiddleware_FencedAndResolve(t *testing.T) {
 // raises the watermark.
 func TestMiddleware_AroundHandlerResponses(t *testing.T) {
 	var marks guard.Memory
-	mw, err := httpfence.New(httpfence.Config{Store: httpfence.MemoryStore(&marks), Mode: httpfence.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Store: &marks, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,13 +334,13 @@ func TestMiddleware_AroundHandlerResponses(t *testing.T) {
 // TestMiddleware_AroundHandlerStoreFails checks that a 2xx of the handler
 // is not sent when the store's step fails after it.
 func TestMiddleware_AroundHandlerStoreFails(t *testing.T) {
-	store := httpfence.StoreFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
+	store := guard.StoreFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
 		if err := apply(ctx); err != nil {
 			return err
 		}
 		return errors.New("commit: connection reset")
 	})
-	mw, err := httpfence.New(httpfence.Config{Store: store, Mode: httpfence.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Store: store, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -369,7 +369,7 @@ func TestMiddleware_AroundHandlerStoreFails(t *testing.T) {
 // sees the counter only under the store's lock.
 func TestMiddleware_AroundHandlerSerializes(t *testing.T) {
 	var marks guard.Memory
-	mw, err := httpfence.New(httpfence.Config{Store: httpfence.MemoryStore(&marks), Mode: httpfence.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Store: &marks, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,39 +423,40 @@ func TestMiddleware_AroundHandlerSerializes(t *testing.T) {
 	}
 }
 
-func TestDo_Errors(t *testing.T) {
-	if err := httpfence.Do(context.Background(), func(context.Context) error { return nil }); !errors.Is(err, httpfence.ErrNoFence) {
-		t.Errorf("Do outside a fenced request=%v, want ErrNoFence", err)
-	}
+// TestMiddleware_NoStore checks that guard.Do behind a middleware without
+// a Store reports guard.ErrNoStore.
+func TestMiddleware_NoStore(t *testing.T) {
 	mw, err := httpfence.New(httpfence.Config{}) // no Store
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got error
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = httpfence.Do(r.Context(), func(context.Context) error { return nil })
+		got = guard.Do(r.Context(), func(context.Context) error { return nil })
 	}))
 	req := httptest.NewRequest("POST", "/x", nil)
 	req.Header.Set("X-Fencing-Token", "1")
 	h.ServeHTTP(httptest.NewRecorder(), req)
-	if !errors.Is(got, httpfence.ErrNoStore) {
-		t.Errorf("Do without a Store=%v, want ErrNoStore", got)
+	if !errors.Is(got, guard.ErrNoStore) {
+		t.Errorf("guard.Do without a Store=%v, want guard.ErrNoStore", got)
 	}
 }
 
-func TestDo_ApplyErrorKeepsWatermark(t *testing.T) {
+// TestMiddleware_DoApplyErrorKeepsWatermark checks that guard.Do behind
+// the middleware returns apply's error unchanged and keeps the watermark.
+func TestMiddleware_DoApplyErrorKeepsWatermark(t *testing.T) {
 	var marks guard.Memory
-	mw, _ := httpfence.New(httpfence.Config{Store: httpfence.MemoryStore(&marks)})
+	mw, _ := httpfence.New(httpfence.Config{Store: &marks})
 	errDisk := errors.New("disk full")
 	var got error
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got = httpfence.Do(r.Context(), func(context.Context) error { return errDisk })
+		got = guard.Do(r.Context(), func(context.Context) error { return errDisk })
 	}))
 	req := httptest.NewRequest("POST", "/x", nil)
 	req.Header.Set("X-Fencing-Token", "4")
 	h.ServeHTTP(httptest.NewRecorder(), req)
 	if got != errDisk {
-		t.Errorf("Do=%v, want apply's error unchanged", got)
+		t.Errorf("guard.Do=%v, want apply's error unchanged", got)
 	}
 	if m := marks.Watermark("/x"); m != 0 {
 		t.Errorf("Watermark()=%d after a failed apply, want 0", m)
@@ -463,7 +464,7 @@ func TestDo_ApplyErrorKeepsWatermark(t *testing.T) {
 }
 
 func TestConfig_Validate(t *testing.T) {
-	if _, err := httpfence.New(httpfence.Config{Mode: httpfence.AroundHandler}); err == nil {
+	if _, err := httpfence.New(httpfence.Config{Mode: guard.AroundHandler}); err == nil {
 		t.Error("New(AroundHandler without a Store) succeeded, want an error")
 	}
 	if _, err := httpfence.New(httpfence.Config{Mode: 7}); err == nil {

@@ -8,44 +8,28 @@ import (
 	"net/http"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 )
-
-// clientFence is what WithToken and WithIssuer put into a context for the
-// Transport. It is kept apart from the server side's context (TokenFrom),
-// so a token received by a handler is never forwarded to another service
-// by accident.
-type clientFence struct {
-	object string
-	token  fence.Token
-	issuer string
-}
-
-type clientKey struct{}
-
-func clientFenceFrom(ctx context.Context) clientFence {
-	f, _ := ctx.Value(clientKey{}).(clientFence)
-	return f
-}
 
 // WithToken returns a context whose requests, sent through a Transport,
 // carry token t for object (X-Fencing-Token, X-Resource-Id). An empty
 // object sends no X-Resource-Id; the server then derives the object from
 // the request (by default its URL path). A later WithToken replaces an
 // earlier one; an issuer set by WithIssuer is kept.
+//
+// It is guard.WithOutgoingToken: the token is not tied to HTTP, and gRPC
+// calls made with the context through grpcfence's client interceptors
+// carry it too.
 func WithToken(ctx context.Context, object string, t fence.Token) context.Context {
-	f := clientFenceFrom(ctx)
-	f.object, f.token = object, t
-	return context.WithValue(ctx, clientKey{}, f)
+	return guard.WithOutgoingToken(ctx, object, t)
 }
 
 // WithIssuer returns a context whose fenced requests, sent through a
 // Transport, also carry X-Fencing-Issuer: the issuer (cluster id, the
 // Issuer of a fence.Grant) of the token, for resources pinned to one
-// issuer.
+// issuer. It is guard.WithOutgoingIssuer.
 func WithIssuer(ctx context.Context, issuer string) context.Context {
-	f := clientFenceFrom(ctx)
-	f.issuer = issuer
-	return context.WithValue(ctx, clientKey{}, f)
+	return guard.WithOutgoingIssuer(ctx, issuer)
 }
 
 // maxErrorBody bounds how much of a rejection's body the Transport reads.
@@ -89,14 +73,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if base == nil {
 		base = http.DefaultTransport
 	}
-	if f := clientFenceFrom(req.Context()); f.token != 0 {
+	if o, ok := guard.OutgoingFromContext(req.Context()); ok {
 		req = req.Clone(req.Context()) // a RoundTripper must not modify the caller's request
-		req.Header.Set(HeaderToken, f.token.String())
-		if f.object != "" {
-			req.Header.Set(HeaderResourceID, f.object)
+		req.Header.Set(HeaderToken, o.Token.String())
+		if o.Object != "" {
+			req.Header.Set(HeaderResourceID, o.Object)
 		}
-		if f.issuer != "" {
-			req.Header.Set(HeaderIssuer, f.issuer)
+		if o.Issuer != "" {
+			req.Header.Set(HeaderIssuer, o.Issuer)
 		}
 	}
 	resp, err := base.RoundTrip(req)

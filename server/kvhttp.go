@@ -11,14 +11,17 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/httpfence"
 )
 
 // kvHTTP serves the fenced kv as PUT/GET/DELETE /v1/kv/{key} with the HTTP
 // fencing convention of DESIGN.md §5: X-Fencing-Token on writes; missing or
 // invalid → 400 with a JSON error; stale → 409 with X-Required-Token and
-// {"error","presented","required"}. If-Match makes a write conditional on
-// the key's version (the ETag of GET); a mismatch is 412 with the current
-// version.
+// {"error","presented","required"}; a token of another cluster
+// (X-Fencing-Issuer) → 403. httpfence.WriteError writes these rejections,
+// X-Fencing-Error included, so httpfence.Transport maps them to fence
+// errors. If-Match makes a write conditional on the key's version (the ETag
+// of GET); a mismatch is 412 with the current version.
 func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
 	key := r.PathValue("key")
 	if err := fence.ValidateName(key); err != nil {
@@ -51,14 +54,9 @@ func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string) {
 	req := kvWriteRequest{key: key, issuer: r.Header.Get(headerIssuer), delete: r.Method == http.MethodDelete}
-	raw := r.Header.Get(headerToken)
-	if raw == "" {
-		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: missing %s header; send the token of your grant as a decimal number", fence.ErrInvalidToken, headerToken), nil)
-		return
-	}
-	tok, err := fence.ParseToken(raw)
+	tok, err := kvToken(r)
 	if err != nil {
-		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%s: %w", headerToken, err), nil)
+		httpfence.WriteError(w, err) // 400, X-Fencing-Error: invalid-token
 		return
 	}
 	req.token = tok
@@ -84,7 +82,6 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 		req.value = body
 	}
 	res, err := s.kvWrite(r.Context(), req)
-	var se *fence.StaleTokenError
 	var vm *fsm.VersionMismatchError
 	switch {
 	case err == nil:
@@ -93,19 +90,31 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 			w.Header().Set("ETag", etag(res.Version))
 		}
 		writeJSON(w, http.StatusOK, map[string]any{"version": strconv.FormatUint(res.Version, 10), "token": res.Token.String(), "deleted": res.Deleted})
-	case errors.As(err, &se):
-		w.Header().Set(headerRequiredToken, se.Required.String())
-		writeJSONError(w, http.StatusConflict, err, map[string]any{"presented": se.Presented.String(), "required": se.Required.String()})
+	case httpfence.WriteError(w, err):
+		// 409 for a stale token (X-Required-Token, X-Resource-Id: the key),
+		// 400 for an invalid or never issued token, 403 for another issuer.
 	case errors.As(err, &vm):
 		w.Header().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
 		writeJSONError(w, http.StatusPreconditionFailed, err, map[string]any{"version": strconv.FormatUint(vm.Current, 10)})
-	case errors.Is(err, fence.ErrIssuerMismatch):
-		writeJSONError(w, http.StatusForbidden, err, nil)
-	case errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken):
+	case errors.Is(err, fence.ErrInvalidArgument):
 		writeJSONError(w, http.StatusBadRequest, err, nil)
 	default:
 		writeJSONError(w, http.StatusServiceUnavailable, err, nil)
 	}
+}
+
+// kvToken parses a write's X-Fencing-Token. Its errors match
+// fence.ErrInvalidToken.
+func kvToken(r *http.Request) (fence.Token, error) {
+	raw := r.Header.Get(headerToken)
+	if raw == "" {
+		return 0, fmt.Errorf("%w: missing %s header; send the token of your grant as a decimal number", fence.ErrInvalidToken, headerToken)
+	}
+	tok, err := fence.ParseToken(raw)
+	if err != nil {
+		return 0, fmt.Errorf("%s: %w", headerToken, err)
+	}
+	return tok, nil
 }
 
 func etag(version uint64) string { return `"` + strconv.FormatUint(version, 10) + `"` }

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/httpfence"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -102,4 +105,58 @@ func TestKVHTTP_Convention(t *testing.T) {
 func jsonNumber(v uint64) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// The kv's fencing rejections carry X-Fencing-Error (httpfence.WriteError),
+// so httpfence.Transport turns them into fence errors; its other answers
+// stay responses.
+func TestKVHTTP_Transport(t *testing.T) {
+	a := newAPI(t)
+	ctx := context.Background()
+	lock := "lock-" + t.Name()
+	grant := func() fence.Token {
+		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: lock, TtlMs: 100}))
+		if err != nil || !resp.Msg.Granted {
+			t.Fatalf("acquire: %v %v", resp, err)
+		}
+		return fence.Token(resp.Msg.Grant.Token)
+	}
+	low := grant()
+	waitFor(t, "first grant expired", func() bool { return a.describe(t, lock).Holder == nil })
+	high := grant()
+	hc := &http.Client{Transport: &httpfence.Transport{}}
+	url := "http://" + a.addr + "/v1/kv/orders"
+	put := func(ctx context.Context, ifMatch string) (int, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, url, strings.NewReader("v"))
+		if ifMatch != "" {
+			req.Header.Set("If-Match", ifMatch)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	if st, err := put(httpfence.WithToken(ctx, "orders", high), ""); err != nil || st != http.StatusOK {
+		t.Fatalf("PUT: %d, %v; want 200", st, err)
+	}
+	_, err := put(httpfence.WithToken(ctx, "orders", low), "")
+	var se *fence.StaleTokenError
+	if !errors.As(err, &se) || *se != (fence.StaleTokenError{Object: "orders", Presented: low, Required: high}) {
+		t.Errorf("stale PUT: %v, want StaleTokenError{orders %d %d}", err, low, high)
+	}
+	if _, err := put(httpfence.WithToken(ctx, "orders", high+1000), ""); !errors.Is(err, fence.ErrInvalidToken) {
+		t.Errorf("PUT with a token never issued: %v, want fence.ErrInvalidToken", err)
+	}
+	if _, err := put(httpfence.WithIssuer(httpfence.WithToken(ctx, "orders", high), "another-cluster"), ""); !errors.Is(err, fence.ErrIssuerMismatch) {
+		t.Errorf("PUT with a token of another issuer: %v, want fence.ErrIssuerMismatch", err)
+	}
+	if st, err := put(httpfence.WithToken(ctx, "orders", high), `"7"`); err != nil || st != http.StatusPreconditionFailed {
+		t.Errorf("PUT with a wrong If-Match: %d, %v; want the 412 response", st, err)
+	}
+	if st, err := put(httpfence.WithToken(ctx, "orders", high), "W/x"); err != nil || st != http.StatusBadRequest {
+		t.Errorf("PUT with a malformed If-Match: %d, %v; want the 400 response, not a fencing error", st, err)
+	}
 }

@@ -19,7 +19,7 @@ type memoryTarget struct {
 }
 
 func (m *memoryTarget) Write(ctx context.Context, object string, t fence.Token, value string) error {
-	return m.g.Do(object, t, func() error {
+	return m.g.Do(ctx, object, t, func(context.Context) error {
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		if m.values[object] != "" {
