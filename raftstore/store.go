@@ -14,7 +14,10 @@ import (
 
 // Durability of the log. Every entry Apply acknowledges must survive kill -9
 // and power loss. What was checked in the sources (raft v1.8.0, raft-wal
-// v0.4.0, bbolt v1.3.6):
+// v0.4.1, bbolt v1.3.6). raft-wal v0.4.0 must not be used: after a
+// follower truncated its log tail (entries of a deposed leader), a restart
+// panicked with "sealed segment has no index block" (hashicorp/raft-wal#31,
+// fixed in v0.4.1); the fault harness hit it after a kill.
 //
 //   - raft-wal WAL.StoreLogs → segment.Writer.Append ends every batch with
 //     appendCommit → sync → flush (WriteAt) and then fsync of the segment
