@@ -1,0 +1,301 @@
+package check
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fenced-dev/fenced/client"
+)
+
+// Config configures a run of the harness.
+type Config struct {
+	// Binary is the fenced binary to run (servers and workers).
+	Binary string
+	// Nodes is the cluster size: 1, 3 or 5.
+	Nodes int
+	// Clients is the number of worker processes.
+	Clients int
+	// Locks is the number of contended locks (each protects one kv key).
+	Locks int
+	// Duration is how long the workload runs with faults.
+	Duration time.Duration
+	// Seed seeds the workers and the fault schedule.
+	Seed int64
+	// Faults are the enabled fault kinds.
+	Faults []string
+	// TTL is the workers' session and lease TTL.
+	TTL time.Duration
+	// Resource is "fenced" (the kv checks tokens) or "unfenced" (the kv
+	// accepts every write: the stale-write checker's negative control).
+	Resource string
+	// ResetTokens makes every new leader reset the token counter (the
+	// token-order checker's negative control).
+	ResetTokens bool
+	// OutDir receives the history, the summary and the report.
+	OutDir string
+	// LivenessBound is how soon after healing every live client must get a
+	// grant.
+	LivenessBound time.Duration
+	// Log receives progress; nil means stderr.
+	Log io.Writer
+}
+
+// Validate says what is wrong with c.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Nodes != 1 && c.Nodes != 3 && c.Nodes != 5 {
+		errs = append(errs, fmt.Errorf("--nodes %d: want 1, 3 or 5", c.Nodes))
+	}
+	if c.Clients < 1 || c.Clients > 64 {
+		errs = append(errs, fmt.Errorf("--clients %d: want 1 to 64", c.Clients))
+	}
+	if c.Locks < 1 || c.Locks > 100 {
+		errs = append(errs, fmt.Errorf("--locks %d: want 1 to 100", c.Locks))
+	}
+	if c.Duration < time.Second || c.Duration > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("--duration %v: want 1s to 24h", c.Duration))
+	}
+	if c.TTL < 200*time.Millisecond || c.TTL > time.Minute {
+		errs = append(errs, fmt.Errorf("--ttl %v: want 200ms to 1m", c.TTL))
+	}
+	if c.Resource != "fenced" && c.Resource != "unfenced" {
+		errs = append(errs, fmt.Errorf("--resource %q: want fenced or unfenced", c.Resource))
+	}
+	if c.OutDir == "" {
+		errs = append(errs, errors.New("--out: a directory for the history and report is needed"))
+	}
+	return errors.Join(errs...)
+}
+
+// workerProc is one running worker process.
+type workerProc struct {
+	id   string
+	cmd  *exec.Cmd
+	out  string
+	done chan struct{}
+}
+
+// holding reports whether the worker's last recorded operation shows it
+// holding a lock: an OK acquire, or a read or write after one.
+func (w *workerProc) holding() bool {
+	f, err := os.Open(w.out)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil || st.Size() == 0 {
+		return false
+	}
+	buf := make([]byte, min(st.Size(), 4096))
+	if _, err := f.ReadAt(buf, st.Size()-int64(len(buf))); err != nil {
+		return false
+	}
+	lines := strings.Split(strings.TrimSpace(string(buf)), "\n")
+	h, err := ReadHistory(strings.NewReader(lines[len(lines)-1]))
+	if err != nil || len(h) == 0 {
+		return false
+	}
+	last := h[0]
+	return (last.Kind == OpAcquire && last.Outcome == OK) || last.Kind == OpRead || last.Kind == OpWrite
+}
+
+func (w *workerProc) signal(sig syscall.Signal) {
+	if w.cmd.Process != nil {
+		w.cmd.Process.Signal(sig)
+	}
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Summary    Summary
+	Violations []Violation
+	History    History
+}
+
+// Run starts the cluster and the workers, injects faults for
+// cfg.Duration, heals, lets every client show it can still get a grant,
+// reads every key back, checks the history and writes the report.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	logw := cfg.Log
+	if logw == nil {
+		logw = os.Stderr
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(logw, "check: "+format+"\n", args...) }
+	if err := os.MkdirAll(cfg.OutDir, 0o755); err != nil {
+		return nil, err
+	}
+	work := filepath.Join(cfg.OutDir, "run")
+	os.RemoveAll(work)
+	if err := os.MkdirAll(work, 0o755); err != nil {
+		return nil, err
+	}
+	started := time.Now()
+	var knobs []string
+	if cfg.Resource == "unfenced" {
+		knobs = append(knobs, "--test-unfenced-kv")
+	}
+	if cfg.ResetTokens {
+		knobs = append(knobs, "--test-reset-tokens")
+	}
+	say("starting %d node(s) in %s", cfg.Nodes, work)
+	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs)
+	if err != nil {
+		return nil, err
+	}
+	defer c.close()
+
+	var mu sync.Mutex
+	var nemesisOps History
+	record := func(op Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
+
+	names := make([]string, cfg.Locks)
+	for i := range names {
+		names[i] = fmt.Sprintf("lock-%d", i)
+	}
+	var workers []*workerProc
+	for i := 0; i < cfg.Clients; i++ {
+		w, err := startWorker(cfg, work, fmt.Sprintf("p%d", i+1), c.endpoints(), names, uint64(cfg.Seed)+uint64(i))
+		if err != nil {
+			return nil, err
+		}
+		workers = append(workers, w)
+	}
+	stopWorkers := func() {
+		for _, w := range workers {
+			w.signal(syscall.SIGCONT)
+			w.signal(syscall.SIGTERM)
+		}
+		for _, w := range workers {
+			select {
+			case <-w.done:
+			case <-time.After(10 * time.Second):
+				w.signal(syscall.SIGKILL)
+				<-w.done
+			}
+		}
+	}
+	defer stopWorkers()
+
+	nem, err := newNemesis(c, uint64(cfg.Seed), cfg.Faults, cfg.TTL, func() []*workerProc { return workers }, record)
+	if err != nil {
+		return nil, err
+	}
+	defer nem.admin.Close()
+	say("workload: %d clients on %d locks for %v, faults %s, seed %d", cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
+	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	nem.run(fctx)
+	cancel()
+
+	say("healing every fault")
+	if err := nem.healAll(ctx); err != nil {
+		say("%v", err)
+	}
+	healedAt := time.Now().UnixNano()
+	record(Op{Process: "nemesis", Kind: OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
+	// Let every client show it gets a grant again.
+	sleepCtx(ctx, cfg.LivenessBound)
+	stopWorkers()
+
+	say("reading every key back")
+	final := finalReads(ctx, c, names)
+
+	h := append(History(nil), nemesisOps...)
+	h = append(h, final...)
+	for _, w := range workers {
+		wh, err := ReadHistoryFile(w.out)
+		if err != nil {
+			return nil, fmt.Errorf("read %s's history: %w", w.id, err)
+		}
+		h = append(h, wh...)
+	}
+	for _, nd := range c.nodes {
+		nh, err := ReadHistoryFile(nd.eventLog)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read %s's events: %w", nd.id, err)
+		}
+		for i := range nh {
+			nh[i].Process = nd.id
+			nh[i].Complete = nh[i].Invoke
+		}
+		h = append(h, nh...)
+	}
+	h = h.Sorted()
+
+	var live []string
+	for _, w := range workers {
+		live = append(live, w.id)
+	}
+	say("checking %d operations", len(h))
+	violations := CheckAll(h, CheckOptions{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
+	sum := Summarize(h, violations)
+	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
+	sum.Started, sum.Ended = started, time.Now()
+	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness"}
+	if err := WriteReport(cfg.OutDir, h, violations, sum); err != nil {
+		return nil, err
+	}
+	return &Result{Summary: sum, Violations: violations, History: h}, nil
+}
+
+// startWorker starts one worker process writing its history to a file.
+func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uint64) (*workerProc, error) {
+	out := filepath.Join(dir, id+".jsonl")
+	logf, err := os.Create(filepath.Join(dir, id+".log"))
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(cfg.Binary, "check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
+		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, fmt.Errorf("start worker %s: %w", id, err)
+	}
+	w := &workerProc{id: id, cmd: cmd, out: out, done: make(chan struct{})}
+	go func() { cmd.Wait(); logf.Close(); close(w.done) }()
+	return w, nil
+}
+
+// finalReads reads every key once all faults are healed (process "final").
+func finalReads(ctx context.Context, c *cluster, keys []string) History {
+	cl, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	if err != nil {
+		return nil
+	}
+	defer cl.Close()
+	sort.Strings(keys)
+	var h History
+	for _, key := range keys {
+		op := Op{Process: "final", Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		e, err := cl.KVGet(rctx, key)
+		cancel()
+		switch {
+		case errors.Is(err, client.ErrKeyNotFound):
+			op.Outcome, op.Token = NotFound, uint64(e.Token)
+		case err != nil:
+			op.Outcome, op.Error = Unknown, err.Error()
+		default:
+			op.Outcome, op.Value, op.Version, op.Token = OK, string(e.Value), e.Version, uint64(e.Token)
+		}
+		op.Complete = time.Now().UnixNano()
+		h = append(h, op)
+	}
+	return h
+}

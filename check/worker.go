@@ -1,0 +1,215 @@
+package check
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+)
+
+// WorkerConfig configures one client worker process.
+type WorkerConfig struct {
+	// ID names the process in the history (p1, p2...).
+	ID string
+	// Endpoints are the servers (the harness's API proxies).
+	Endpoints []string
+	// Names are the contended locks; each lock protects the kv key of the
+	// same name.
+	Names []string
+	// TTL is the session and lease TTL.
+	TTL time.Duration
+	// Seed seeds the worker's choices.
+	Seed uint64
+	// Out receives the history as JSON lines, one per completed operation.
+	Out io.Writer
+}
+
+// requestTimeout bounds one request of a worker.
+const requestTimeout = time.Second
+
+// recorder writes completed operations as JSON lines, each flushed at
+// once so that a paused or killed worker loses nothing it completed.
+type recorder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	id  string
+}
+
+func (r *recorder) record(op Op) {
+	op.Process = r.id
+	if op.Complete == 0 {
+		op.Complete = time.Now().UnixNano()
+	}
+	r.mu.Lock()
+	r.enc.Encode(op)
+	r.mu.Unlock()
+}
+
+// outcomeOf classifies an error: nil is OK; a definite refusal is Fail; a
+// stale token is Stale; anything that may have taken effect is Unknown.
+func outcomeOf(err error) string {
+	switch {
+	case err == nil:
+		return OK
+	case errors.Is(err, fence.ErrStaleToken):
+		return Stale
+	case errors.Is(err, fence.ErrNotGranted), errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken):
+		return Fail
+	}
+	return Unknown
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// RunWorker runs the workload of one client process until ctx ends: it
+// repeatedly takes one of the contended locks (waiting in the queue with a
+// session, or as a one-shot lease it then lets expire), reads and writes
+// the lock's kv key under the token, and releases or lets the grant
+// expire. It writes with its token without first checking that it still
+// holds the lock: the naive holder whose late writes fencing must stop.
+func RunWorker(ctx context.Context, cfg WorkerConfig) error {
+	c, err := client.New(cfg.Endpoints, client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
+		client.WithRequestTimeout(requestTimeout))
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	rec := &recorder{enc: json.NewEncoder(cfg.Out), id: cfg.ID}
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
+	for n := 0; ctx.Err() == nil; n++ {
+		name := cfg.Names[rng.IntN(len(cfg.Names))]
+		if rng.IntN(10) < 7 {
+			sessionRound(ctx, c, rec, rng, cfg, name, n)
+		} else {
+			leaseRound(ctx, c, rec, rng, cfg, name, n)
+		}
+	}
+	return nil
+}
+
+// sessionRound takes name with a session (waiting in the queue), works
+// under it and releases it.
+func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, err := c.NewSession(sctx, client.WithTTL(cfg.TTL))
+	if err != nil {
+		sleepCtx(ctx, 50*time.Millisecond)
+		return
+	}
+	defer func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		s.Close(cctx)
+		ccancel()
+	}()
+	m := client.NewMutex(s, name)
+	op := Op{Kind: OpAcquire, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
+	lctx, lcancel := context.WithTimeout(sctx, 3*time.Second)
+	err = m.Lock(lctx)
+	lcancel()
+	op.Outcome, op.Error = outcomeOf(err), errText(err)
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The wait ran out; the SDK took the waiter out of the queue and
+		// released a grant that may have raced it: maybe granted, briefly.
+		op.Outcome = Unknown
+	}
+	if err == nil {
+		op.Token = uint64(m.Token())
+	}
+	rec.record(op)
+	if err != nil {
+		return
+	}
+	work(ctx, c, rec, rng, name, m.Token(), n)
+	rel := Op{Kind: OpRelease, Name: name, Session: s.ID(), Token: uint64(m.Token()), Invoke: time.Now().UnixNano()}
+	uctx, ucancel := context.WithTimeout(ctx, 3*time.Second)
+	err = m.Unlock(uctx)
+	ucancel()
+	rel.Outcome, rel.Error = outcomeOf(err), errText(err)
+	rec.record(rel)
+}
+
+// leaseRound tries name once as a one-shot lease, works under it and lets
+// it expire without releasing.
+func leaseRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+	op := Op{Kind: OpAcquire, Name: name, Invoke: time.Now().UnixNano()}
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	l, err := c.Acquire(actx, name, cfg.TTL)
+	cancel()
+	op.Outcome, op.Error = outcomeOf(err), errText(err)
+	if err == nil {
+		op.Token, op.Session = uint64(l.Token()), l.Grant().Session
+	}
+	rec.record(op)
+	if err != nil {
+		sleepCtx(ctx, time.Duration(20+rng.IntN(100))*time.Millisecond)
+		return
+	}
+	work(ctx, c, rec, rng, name, l.Token(), n)
+	exp := Op{Kind: OpExpire, Name: name, Session: l.Grant().Session, Token: uint64(l.Token()), Invoke: time.Now().UnixNano()}
+	select {
+	case <-l.Context().Done():
+	case <-ctx.Done():
+	}
+	exp.Outcome = OK
+	rec.record(exp)
+}
+
+// work reads and writes the lock's key a few times under the token,
+// holding the lock for a while (up to about half the TTL).
+func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, key string, t fence.Token, n int) {
+	for i := 0; i < 2+rng.IntN(4) && ctx.Err() == nil; i++ {
+		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		read := Op{Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		e, err := c.KVGet(rctx, key)
+		cancel()
+		read.Outcome, read.Error = outcomeOf(err), errText(err)
+		switch {
+		case errors.Is(err, client.ErrKeyNotFound):
+			read.Outcome, read.Error, read.Token = NotFound, "", uint64(e.Token)
+		case err == nil:
+			read.Value, read.Version, read.Token = string(e.Value), e.Version, uint64(e.Token)
+		}
+		rec.record(read)
+
+		value := fmt.Sprintf("%s-%d-%d", rec.id, n, i)
+		write := Op{Kind: OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
+		// One request timeout: a write that timed out is not retried, so a
+		// write is applied at most once and its version is the one it got.
+		wctx, wcancel := context.WithTimeout(ctx, requestTimeout)
+		v, err := c.KVPut(wctx, key, []byte(value), t)
+		wcancel()
+		write.Outcome, write.Error = outcomeOf(err), errText(err)
+		var se *fence.StaleTokenError
+		if errors.As(err, &se) {
+			write.Required, write.Error = uint64(se.Required), ""
+		}
+		if err == nil {
+			write.Version = v
+		}
+		rec.record(write)
+		sleepCtx(ctx, time.Duration(20+rng.IntN(100))*time.Millisecond)
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
