@@ -282,7 +282,7 @@ func finalReads(ctx context.Context, c *cluster, keys []string) History {
 	sort.Strings(keys)
 	var h History
 	for _, key := range keys {
-		op := Op{Process: "final", Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		op := Op{Process: FinalProcess, Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		e, err := cl.KVGet(rctx, key)
 		cancel()

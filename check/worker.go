@@ -187,9 +187,9 @@ func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, 
 
 		value := fmt.Sprintf("%s-%d-%d", rec.id, n, i)
 		write := Op{Kind: OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
-		// One request timeout: a write that timed out is not retried, so a
-		// write is applied at most once and its version is the one it got.
-		wctx, wcancel := context.WithTimeout(ctx, requestTimeout)
+		// The SDK retries a write with the same request id; the server
+		// applies it once and answers the retry with the original version.
+		wctx, wcancel := context.WithTimeout(ctx, 2*requestTimeout)
 		v, err := c.KVPut(wctx, key, []byte(value), t)
 		wcancel()
 		write.Outcome, write.Error = outcomeOf(err), errText(err)

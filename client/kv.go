@@ -72,19 +72,18 @@ func kvOpts(opts []KVOption) kvOptions {
 // watermark is rejected with a *fence.StaleTokenError (errors.As) carrying
 // the required token; a failed IfVersion with a *VersionMismatchError.
 //
-// A put that fails on the network is retried with the same token and value
-// until ctx ends. If the first attempt was applied but its reply lost, the
-// retry writes the same value again (an equal token is accepted) and the
-// version moves on by one more; with IfVersion the retry may report a
-// version mismatch for a write that was in fact applied.
+// A put that fails on the network is retried, with the same request id,
+// until ctx ends; the server applies it once and answers a retry with the
+// original result (it remembers the newest 4096 kv writes).
 func (c *Client) KVPut(ctx context.Context, key string, value []byte, t fence.Token, opts ...KVOption) (uint64, error) {
 	o := kvOpts(opts)
 	if err := validateKV(key, t); err != nil {
 		return 0, err
 	}
 	var version uint64
+	id := newRequestID()
 	err := c.retry(ctx, "kv put", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer}))
+		r, err := ep.kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id}))
 		if err != nil {
 			return kvError(key, t, o.ifVersion, err)
 		}
@@ -103,8 +102,9 @@ func (c *Client) KVDelete(ctx context.Context, key string, t fence.Token, opts .
 		return false, err
 	}
 	var deleted bool
+	id := newRequestID()
 	err := c.retry(ctx, "kv delete", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.kv.Delete(ctx, connect.NewRequest(&fencedv1.KVDeleteRequest{Key: key, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer}))
+		r, err := ep.kv.Delete(ctx, connect.NewRequest(&fencedv1.KVDeleteRequest{Key: key, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id}))
 		if err != nil {
 			return kvError(key, t, o.ifVersion, err)
 		}

@@ -73,6 +73,14 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	if !tok.Valid() {
 		return Result{Err: fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, uint64(tok), uint64(fence.MaxToken))}
 	}
+	if len(w.GetRequestId()) > maxRequestIDLen {
+		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(w.GetRequestId()), maxRequestIDLen)}
+	}
+	if id := w.GetRequestId(); id != "" {
+		if res, ok := m.kvReplies.get(id); ok {
+			return Result{KV: res}
+		}
+	}
 	if tok > m.lastToken {
 		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.lastToken)}
 	}
@@ -101,7 +109,11 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 		e.value, e.exists = append([]byte(nil), w.GetValue()...), true
 	}
 	m.kv[key] = e
-	return Result{KV: KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}}
+	res := KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}
+	if id := w.GetRequestId(); id != "" {
+		m.kvReplies.put(id, res)
+	}
+	return Result{KV: res}
 }
 
 // KV returns a key of the fenced kv.
@@ -127,8 +139,45 @@ func (m *Machine) kvSnapshot() []*statev1.KVEntry {
 	return out
 }
 
+func (m *Machine) kvRepliesSnapshot() []*statev1.KVReply {
+	out := make([]*statev1.KVReply, len(m.kvReplies.order))
+	for i, id := range m.kvReplies.order {
+		r := m.kvReplies.byID[id]
+		out[i] = &statev1.KVReply{RequestId: id, Version: r.Version, Token: uint64(r.Token), Deleted: r.Deleted}
+	}
+	return out
+}
+
 func (m *Machine) kvRestore(entries []*statev1.KVEntry) {
 	for _, e := range entries {
 		m.kv[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
+	}
+}
+
+// kvReplyWindow is how many kv write results with a request id the state
+// machine remembers for retries.
+const kvReplyWindow = 4096
+
+// kvReplies remembers the results of recent kv writes by request id, so a
+// retried write is applied once. Eviction is oldest first, deterministic.
+type kvReplies struct {
+	byID  map[string]KVResult
+	order []string
+}
+
+func (r *kvReplies) get(id string) (KVResult, bool) {
+	res, ok := r.byID[id]
+	return res, ok
+}
+
+func (r *kvReplies) put(id string, res KVResult) {
+	if r.byID == nil {
+		r.byID = make(map[string]KVResult)
+	}
+	r.byID[id] = res
+	r.order = append(r.order, id)
+	if len(r.order) > kvReplyWindow {
+		delete(r.byID, r.order[0])
+		r.order = r.order[1:]
 	}
 }

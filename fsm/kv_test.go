@@ -119,3 +119,19 @@ func TestKV_BadInputChangesNothing(t *testing.T) {
 		})
 	}
 }
+
+// A retried kv write (same request id) is applied once and answered with
+// the original result, even after other writes.
+func TestKV_RetriedWriteAppliedOnce(t *testing.T) {
+	m := fsm.New(nil)
+	m.Apply(initCommand(100))
+	first := kvWrite(m, &statev1.KVWrite{Key: "k", Token: 5, Value: []byte("a"), RequestId: "req-1"})
+	kvWrite(m, &statev1.KVWrite{Key: "k", Token: 6, Value: []byte("b")})
+	retry := kvWrite(m, &statev1.KVWrite{Key: "k", Token: 5, Value: []byte("a"), RequestId: "req-1"})
+	if retry.Err != nil || retry.KV != first.KV {
+		t.Fatalf("retry=%+v, want the original %+v", retry, first)
+	}
+	if e := m.KV("k"); e.Version != 2 || string(e.Value) != "b" {
+		t.Fatalf("KV after the retry=%+v, want version 2 value b: the retry must not apply again", e)
+	}
+}

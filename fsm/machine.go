@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	locks       map[string]*lock
 	kv          map[string]*kvEntry
+	kvReplies   kvReplies
 	nodes       map[string]string // node id -> API address
 	obs         Observer
 }
@@ -39,6 +40,7 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.locks = make(map[string]*lock)
 	m.kv = make(map[string]*kvEntry)
+	m.kvReplies = kvReplies{}
 	m.nodes = make(map[string]string)
 }
 

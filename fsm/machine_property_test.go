@@ -107,7 +107,7 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 		}
 	case 10:
 		c.Op = &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: name, Token: rapid.Uint64Range(0, 30).Draw(t, "token"),
-			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete")}}
+			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete"), RequestId: rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "kvreq")}}
 	case 8:
 		c.Op = &statev1.Command_Release{Release: &statev1.Release{Session: session, Seq: seq, Name: name}}
 	default:

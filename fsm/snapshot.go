@@ -48,6 +48,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	}
 	st.Kv = m.kvSnapshot()
 	st.Nodes = m.nodesSnapshot()
+	st.KvReplies = m.kvRepliesSnapshot()
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
@@ -105,6 +106,9 @@ func (m *Machine) restore(st *statev1.State) error {
 		m.locks[l.name] = l
 	}
 	m.kvRestore(st.GetKv())
+	for _, r := range st.GetKvReplies() {
+		m.kvReplies.put(r.GetRequestId(), KVResult{Version: r.GetVersion(), Token: fence.Token(r.GetToken()), Deleted: r.GetDeleted()})
+	}
 	for _, n := range st.GetNodes() {
 		m.nodes[n.GetId()] = n.GetApiAddr()
 	}

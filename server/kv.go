@@ -31,6 +31,7 @@ type kvWriteRequest struct {
 	ifVersion *uint64
 	issuer    string
 	delete    bool
+	requestID string
 }
 
 // kvWrite validates, checks the issuer and proposes a kv write. Refusals
@@ -54,7 +55,10 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 			return fsm.KVResult{}, fmt.Errorf("%w: token issued by %q, this cluster is %q", fence.ErrIssuerMismatch, r.issuer, issuer)
 		}
 	}
-	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, Unfenced: s.cfg.Test.UnfencedKV}
+	if err := validateRequestID(r.requestID); err != nil {
+		return fsm.KVResult{}, err
+	}
+	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, Unfenced: s.cfg.Test.UnfencedKV, RequestId: r.requestID}
 	if r.ifVersion != nil {
 		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
 	}
@@ -106,7 +110,7 @@ var _ fencedv1connect.KVServiceHandler = (*kvService)(nil)
 // Put implements KVServiceHandler.
 func (h *kvService) Put(ctx context.Context, req *connect.Request[fencedv1.KVPutRequest]) (*connect.Response[fencedv1.KVPutResponse], error) {
 	m := req.Msg
-	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, value: m.Value, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer})
+	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, value: m.Value, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, requestID: m.RequestId})
 	if err != nil {
 		return nil, kvError(err)
 	}
@@ -116,7 +120,7 @@ func (h *kvService) Put(ctx context.Context, req *connect.Request[fencedv1.KVPut
 // Delete implements KVServiceHandler.
 func (h *kvService) Delete(ctx context.Context, req *connect.Request[fencedv1.KVDeleteRequest]) (*connect.Response[fencedv1.KVDeleteResponse], error) {
 	m := req.Msg
-	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, delete: true})
+	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, delete: true, requestID: m.RequestId})
 	if err != nil {
 		return nil, kvError(err)
 	}

@@ -53,7 +53,8 @@ func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string) {
-	req := kvWriteRequest{key: key, issuer: r.Header.Get(headerIssuer), delete: r.Method == http.MethodDelete}
+	req := kvWriteRequest{key: key, issuer: r.Header.Get(headerIssuer), delete: r.Method == http.MethodDelete,
+		requestID: r.Header.Get("Idempotency-Key")}
 	tok, err := kvToken(r)
 	if err != nil {
 		httpfence.WriteError(w, err) // 400, X-Fencing-Error: invalid-token

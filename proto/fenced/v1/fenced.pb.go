@@ -92,7 +92,10 @@ type KVPutRequest struct {
 	// version (0: the key must not exist).
 	IfVersion *uint64 `protobuf:"varint,4,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
 	// issuer, when set, must be this cluster's issuer.
-	Issuer        string `protobuf:"bytes,5,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Issuer string `protobuf:"bytes,5,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// request_id makes a retried write return the original result instead of
+	// being applied again; up to 64 bytes, unique per intended write.
+	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -158,6 +161,13 @@ func (x *KVPutRequest) GetIfVersion() uint64 {
 func (x *KVPutRequest) GetIssuer() string {
 	if x != nil {
 		return x.Issuer
+	}
+	return ""
+}
+
+func (x *KVPutRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -330,11 +340,13 @@ func (x *KVGetResponse) GetToken() uint64 {
 }
 
 type KVDeleteRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
-	IfVersion     *uint64                `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
-	Issuer        string                 `protobuf:"bytes,4,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Key       string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Token     uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	IfVersion *uint64                `protobuf:"varint,3,opt,name=if_version,json=ifVersion,proto3,oneof" json:"if_version,omitempty"`
+	Issuer    string                 `protobuf:"bytes,4,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// request_id de-duplicates retries, as for Put.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -393,6 +405,13 @@ func (x *KVDeleteRequest) GetIfVersion() uint64 {
 func (x *KVDeleteRequest) GetIssuer() string {
 	if x != nil {
 		return x.Issuer
+	}
+	return ""
+}
+
+func (x *KVDeleteRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -2318,14 +2337,16 @@ var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\n" +
-	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\x97\x01\n" +
+	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\xb6\x01\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\"\n" +
 	"\n" +
 	"if_version\x18\x04 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12\x16\n" +
-	"\x06issuer\x18\x05 \x01(\tR\x06issuerB\r\n" +
+	"\x06issuer\x18\x05 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestIdB\r\n" +
 	"\v_if_version\"?\n" +
 	"\rKVPutResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\x04R\aversion\x12\x14\n" +
@@ -2336,13 +2357,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x05found\x18\x01 \x01(\bR\x05found\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x18\n" +
 	"\aversion\x18\x03 \x01(\x04R\aversion\x12\x14\n" +
-	"\x05token\x18\x04 \x01(\x04R\x05token\"\x84\x01\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\"\xa3\x01\n" +
 	"\x0fKVDeleteRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\"\n" +
 	"\n" +
 	"if_version\x18\x03 \x01(\x04H\x00R\tifVersion\x88\x01\x01\x12\x16\n" +
-	"\x06issuer\x18\x04 \x01(\tR\x06issuerB\r\n" +
+	"\x06issuer\x18\x04 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestIdB\r\n" +
 	"\v_if_version\"B\n" +
 	"\x10KVDeleteResponse\x12\x18\n" +
 	"\adeleted\x18\x01 \x01(\bR\adeleted\x12\x14\n" +

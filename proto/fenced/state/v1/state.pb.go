@@ -721,7 +721,10 @@ type KVWrite struct {
 	IfVersion    uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
 	// unfenced skips the token check: a test-only fault for the fault
 	// harness's negative control. Never set in production.
-	Unfenced      bool `protobuf:"varint,7,opt,name=unfenced,proto3" json:"unfenced,omitempty"`
+	Unfenced bool `protobuf:"varint,7,opt,name=unfenced,proto3" json:"unfenced,omitempty"`
+	// request_id de-duplicates a retried write: the original result is
+	// returned and nothing is applied again.
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -803,6 +806,13 @@ func (x *KVWrite) GetUnfenced() bool {
 		return x.Unfenced
 	}
 	return false
+}
+
+func (x *KVWrite) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // TestResetTokens sets the token counter back to 0: a test-only fault that
@@ -899,15 +909,18 @@ func (x *RegisterNode) GetApiAddr() string {
 
 // State is a snapshot of the whole state machine.
 type State struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Issuer        string                 `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
-	LastToken     uint64                 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
-	LastSession   uint64                 `protobuf:"varint,3,opt,name=last_session,json=lastSession,proto3" json:"last_session,omitempty"`
-	LeaderTerm    uint64                 `protobuf:"varint,4,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
-	Sessions      []*Session             `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	Locks         []*Lock                `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
-	Kv            []*KVEntry             `protobuf:"bytes,7,rep,name=kv,proto3" json:"kv,omitempty"`
-	Nodes         []*RegisterNode        `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Issuer      string                 `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	LastToken   uint64                 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	LastSession uint64                 `protobuf:"varint,3,opt,name=last_session,json=lastSession,proto3" json:"last_session,omitempty"`
+	LeaderTerm  uint64                 `protobuf:"varint,4,opt,name=leader_term,json=leaderTerm,proto3" json:"leader_term,omitempty"`
+	Sessions    []*Session             `protobuf:"bytes,5,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Locks       []*Lock                `protobuf:"bytes,6,rep,name=locks,proto3" json:"locks,omitempty"`
+	Kv          []*KVEntry             `protobuf:"bytes,7,rep,name=kv,proto3" json:"kv,omitempty"`
+	Nodes       []*RegisterNode        `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// kv_replies are the remembered results of kv writes with a request id,
+	// oldest first.
+	KvReplies     []*KVReply `protobuf:"bytes,9,rep,name=kv_replies,json=kvReplies,proto3" json:"kv_replies,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -998,6 +1011,81 @@ func (x *State) GetNodes() []*RegisterNode {
 	return nil
 }
 
+func (x *State) GetKvReplies() []*KVReply {
+	if x != nil {
+		return x.KvReplies
+	}
+	return nil
+}
+
+type KVReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Version       uint64                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	Deleted       bool                   `protobuf:"varint,4,opt,name=deleted,proto3" json:"deleted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVReply) Reset() {
+	*x = KVReply{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVReply) ProtoMessage() {}
+
+func (x *KVReply) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
+func (*KVReply) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *KVReply) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *KVReply) GetVersion() uint64 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *KVReply) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *KVReply) GetDeleted() bool {
+	if x != nil {
+		return x.Deleted
+	}
+	return false
+}
+
 // KVEntry is one key of the fenced kv; a deleted key keeps its watermark
 // (token) with exists false.
 type KVEntry struct {
@@ -1013,7 +1101,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1113,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1126,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1089,7 +1177,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1189,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1202,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1167,7 +1255,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1267,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1280,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1250,7 +1338,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1262,7 +1350,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1275,7 +1363,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Lock) GetName() string {
@@ -1323,7 +1411,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1335,7 +1423,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1348,7 +1436,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1417,7 +1505,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xc0\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xdf\x01\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1426,11 +1514,13 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x0ehas_if_version\x18\x05 \x01(\bR\fhasIfVersion\x12\x1d\n" +
 	"\n" +
 	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1a\n" +
-	"\bunfenced\x18\a \x01(\bR\bunfenced\"\x11\n" +
+	"\bunfenced\x18\a \x01(\bR\bunfenced\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\"\x11\n" +
 	"\x0fTestResetTokens\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc4\x02\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1441,7 +1531,15 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bsessions\x18\x05 \x03(\v2\x18.fenced.state.v1.SessionR\bsessions\x12+\n" +
 	"\x05locks\x18\x06 \x03(\v2\x15.fenced.state.v1.LockR\x05locks\x12(\n" +
 	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\x123\n" +
-	"\x05nodes\x18\b \x03(\v2\x1d.fenced.state.v1.RegisterNodeR\x05nodes\"y\n" +
+	"\x05nodes\x18\b \x03(\v2\x1d.fenced.state.v1.RegisterNodeR\x05nodes\x127\n" +
+	"\n" +
+	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\"r\n" +
+	"\aKVReply\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\x04R\aversion\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x18\n" +
+	"\adeleted\x18\x04 \x01(\bR\adeleted\"y\n" +
 	"\aKVEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1484,7 +1582,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),         // 0: fenced.state.v1.Command
 	(*Init)(nil),            // 1: fenced.state.v1.Init
@@ -1499,11 +1597,12 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*TestResetTokens)(nil), // 10: fenced.state.v1.TestResetTokens
 	(*RegisterNode)(nil),    // 11: fenced.state.v1.RegisterNode
 	(*State)(nil),           // 12: fenced.state.v1.State
-	(*KVEntry)(nil),         // 13: fenced.state.v1.KVEntry
-	(*Session)(nil),         // 14: fenced.state.v1.Session
-	(*Reply)(nil),           // 15: fenced.state.v1.Reply
-	(*Lock)(nil),            // 16: fenced.state.v1.Lock
-	(*Waiter)(nil),          // 17: fenced.state.v1.Waiter
+	(*KVReply)(nil),         // 13: fenced.state.v1.KVReply
+	(*KVEntry)(nil),         // 14: fenced.state.v1.KVEntry
+	(*Session)(nil),         // 15: fenced.state.v1.Session
+	(*Reply)(nil),           // 16: fenced.state.v1.Reply
+	(*Lock)(nil),            // 17: fenced.state.v1.Lock
+	(*Waiter)(nil),          // 18: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1517,17 +1616,18 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	9,  // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
 	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	10, // 10: fenced.state.v1.Command.test_reset_tokens:type_name -> fenced.state.v1.TestResetTokens
-	14, // 11: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	16, // 12: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	13, // 13: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	15, // 11: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	17, // 12: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	14, // 13: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
 	11, // 14: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	15, // 15: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	17, // 16: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	17, // [17:17] is the sub-list for method output_type
-	17, // [17:17] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	13, // 15: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	16, // 16: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	18, // 17: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1554,7 +1654,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
