@@ -63,6 +63,19 @@ func (f *clientFlags) client() (*client.Client, error) {
 	return c, nil
 }
 
+// withClient connects, runs fn with a context bounded by --timeout, and
+// closes the client. fn's error is returned as it is.
+func (f *clientFlags) withClient(ctx context.Context, fn func(ctx context.Context, c *client.Client) error) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := f.context(ctx, 0)
+	defer cancel()
+	return fn(ctx, c)
+}
+
 // classify gives an error from the SDK its exit code: invalid arguments
 // are usage errors (2), everything else is 1.
 func classify(err error) error {

@@ -83,14 +83,9 @@ func clusterCommand(use, short string, args cobra.PositionalArgs, run clientRun)
 		Short: short,
 		Args:  args,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx, cancel := f.context(cmd.Context(), 0)
-			defer cancel()
-			return classify(run(ctx, cmd, c, &f, args))
+			return classify(f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+				return run(ctx, cmd, c, &f, args)
+			}))
 		},
 	}
 	f.register(cmd)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -113,14 +114,11 @@ func newKVPutCommand() *cobra.Command {
 					return err
 				}
 			}
-			c, err := f.client()
-			if err != nil {
+			var version uint64
+			err = f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
+				version, err = c.KVPut(ctx, args[0], value, tok, opts...)
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := f.context(cmd.Context(), 0)
-			defer cancel()
-			version, err := c.KVPut(ctx, args[0], value, tok, opts...)
+			})
 			if err != nil {
 				return kvExit(err)
 			}
@@ -143,14 +141,11 @@ func newKVGetCommand() *cobra.Command {
 		Short: "Print a key's value (with --json: value, version and token)",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
+			var e client.KVEntry
+			err := f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
+				e, err = c.KVGet(ctx, args[0])
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := f.context(cmd.Context(), 0)
-			defer cancel()
-			e, err := c.KVGet(ctx, args[0])
+			})
 			if err != nil {
 				return kvExit(err)
 			}
@@ -178,14 +173,11 @@ func newKVDelCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			c, err := f.client()
-			if err != nil {
+			var deleted bool
+			err = f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
+				deleted, err = c.KVDelete(ctx, args[0], tok, opts...)
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := f.context(cmd.Context(), 0)
-			defer cancel()
-			deleted, err := c.KVDelete(ctx, args[0], tok, opts...)
+			})
 			if err != nil {
 				return kvExit(err)
 			}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -24,14 +25,11 @@ nothing changed). Exit status 0, except 1 for not_owned.`,
 			if err != nil || id == 0 {
 				return usageError("--session %q: want the session id printed by acquire (a positive integer)", session)
 			}
-			c, err := cf.client()
-			if err != nil {
+			var res client.ReleaseResult
+			err = cf.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
+				res, err = c.Release(ctx, args[0], id)
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.context(cmd.Context(), 0)
-			defer cancel()
-			res, err := c.Release(ctx, args[0], id)
+			})
 			if err != nil {
 				return classify(err)
 			}

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
+	"github.com/fenced-dev/fenced/client"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -27,14 +29,11 @@ func newStatusCommand() *cobra.Command {
 			if len(args) == 1 {
 				name = args[0]
 			}
-			c, err := cf.client()
-			if err != nil {
+			var st *fencedv1.StatusResponse
+			err := cf.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
+				st, err = c.Status(ctx, name)
 				return err
-			}
-			defer c.Close()
-			ctx, cancel := cf.context(cmd.Context(), 0)
-			defer cancel()
-			st, err := c.Status(ctx, name)
+			})
 			if err != nil {
 				return classify(err)
 			}
