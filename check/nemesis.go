@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -94,6 +95,10 @@ func (n *nemesis) run(ctx context.Context) {
 			return
 		}
 		fault := n.faults[n.rng.IntN(len(n.faults))]
+		if n.rng.IntN(3) == 0 && slices.Contains(n.faults, FaultPauseClient) {
+			// The stale writer is what fencing is for: make it common.
+			fault = FaultPauseClient
+		}
 		hold := time.Duration(1000+n.rng.IntN(2500)) * time.Millisecond
 		n.inject(ctx, fault, hold)
 	}
