@@ -2,7 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
+
 	"encoding/json"
+	fence "github.com/fenced-dev/fenced"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -79,7 +82,7 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		if s.node.IsLeader() {
 			if isRead(r) {
 				ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-				err := s.node.VerifyLeader(ctx)
+				err := s.readIndex(ctx)
 				cancel()
 				if err != nil {
 					unavailable(w, "linearizable read: "+err.Error())
@@ -127,4 +130,28 @@ func unavailable(w http.ResponseWriter, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	w.Write(body)
+}
+
+// readIndex makes a read on the leader linearizable (Raft's read-index): the
+// leader must have finished taking over (every entry of earlier terms
+// applied), confirm with a quorum that it still leads, and then wait until
+// its state machine has applied everything committed at that point. A read
+// served before that could miss a write already acknowledged, for
+// instance by the previous leader.
+func (s *Server) readIndex(ctx context.Context) error {
+	if s.serving.Load() == 0 {
+		return fmt.Errorf("%w: node %s is still taking over as leader; retry", fence.ErrNotLeader, s.cfg.Raft.NodeID)
+	}
+	if err := s.node.VerifyLeader(ctx); err != nil {
+		return err
+	}
+	commit := s.node.Raft().CommitIndex()
+	for s.sm.appliedIndex() < commit {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for apply of index %d: %w", commit, ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+	return nil
 }
