@@ -45,28 +45,38 @@ type cluster struct {
 	initial  string
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
+// proxyHost is the loopback address the proxies listen on. The nodes use
+// 127.0.0.1: a proxy's ephemeral port can then never take a port picked
+// for a node that has not bound it yet.
+const proxyHost = "127.0.0.3:0"
+
+// freeAddrs returns n distinct free loopback addresses, holding each until
+// all are picked so none is handed out twice.
+func freeAddrs(n int) ([]string, error) {
+	var addrs []string
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
 	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
+	return addrs, nil
 }
+
+func newProxy(target string) (*faultproxy.Proxy, error) { return faultproxy.Listen(proxyHost, target) }
 
 // startCluster starts n nodes under dir and waits until they serve.
 func startCluster(ctx context.Context, bin, dir string, n int, knobs []string) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, knobs: knobs, links: map[[2]int]*faultproxy.Proxy{}}
 	var initial []string
+	addrs, err := freeAddrs(2 * n)
+	if err != nil {
+		return nil, err
+	}
 	for i := 0; i < n; i++ {
-		api, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
-		peer, err := freeAddr()
-		if err != nil {
-			return nil, err
-		}
+		api, peer := addrs[2*i], addrs[2*i+1]
 		nd := &node{id: fmt.Sprintf("n%d", i+1), api: api, peer: peer, dataDir: filepath.Join(dir, fmt.Sprintf("n%d", i+1))}
 		nd.eventLog = filepath.Join(dir, nd.id+".events.jsonl")
 		nd.logPath = filepath.Join(dir, nd.id+".log")
@@ -80,7 +90,7 @@ func startCluster(ctx context.Context, bin, dir string, n int, knobs []string) (
 			if i == j {
 				continue
 			}
-			p, err := faultproxy.New(peer.peer)
+			p, err := newProxy(peer.peer)
 			if err != nil {
 				c.close()
 				return nil, err
@@ -89,7 +99,7 @@ func startCluster(ctx context.Context, bin, dir string, n int, knobs []string) (
 			via = append(via, peer.peer+"="+p.Addr())
 		}
 		nd.env = []string{"FENCED_TEST_DIAL_VIA=" + strings.Join(via, ",")}
-		p, err := faultproxy.New(nd.api)
+		p, err := newProxy(nd.api)
 		if err != nil {
 			c.close()
 			return nil, err

@@ -21,8 +21,9 @@ func StartClusterWithLinks(t testing.TB, n int, extra ...string) ([]*Server, *Li
 	t.Helper()
 	servers := make([]*Server, n)
 	var initial []string
+	addrs := FreeAddrs(t, 2*n)
 	for i := range servers {
-		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: FreeAddr(t), PeerAddr: FreeAddr(t), DataDir: t.TempDir(), t: t}
+		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: addrs[2*i], PeerAddr: addrs[2*i+1], DataDir: t.TempDir(), t: t}
 		initial = append(initial, servers[i].NodeID+"="+servers[i].PeerAddr)
 	}
 	links := &Links{servers: servers, proxy: map[[2]int]*faultproxy.Proxy{}}
@@ -32,7 +33,9 @@ func StartClusterWithLinks(t testing.TB, n int, extra ...string) ([]*Server, *Li
 			if i == j {
 				continue
 			}
-			p, err := faultproxy.New(peer.PeerAddr)
+			// Proxies on their own loopback address: their ephemeral ports
+			// cannot take a port picked for a node.
+			p, err := faultproxy.Listen("127.0.0.3:0", peer.PeerAddr)
 			if err != nil {
 				t.Fatalf("proxy %s->%s: %v", s.NodeID, peer.NodeID, err)
 			}

@@ -62,6 +62,22 @@ func FreeAddr(t testing.TB) string {
 	return ln.Addr().String()
 }
 
+// FreeAddrs returns n distinct free loopback addresses, holding each until
+// all are picked so none is handed out twice.
+func FreeAddrs(t testing.TB, n int) []string {
+	t.Helper()
+	var addrs []string
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("pick a free port: %v", err)
+		}
+		defer ln.Close()
+		addrs = append(addrs, ln.Addr().String())
+	}
+	return addrs
+}
+
 // Server is a `fenced serve` child process.
 type Server struct {
 	NodeID   string
@@ -83,7 +99,8 @@ type Server struct {
 // killed when the test ends.
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
-	s := &Server{Addr: FreeAddr(t), PeerAddr: FreeAddr(t), DataDir: t.TempDir(), Args: args, t: t}
+	addrs := FreeAddrs(t, 2)
+	s := &Server{Addr: addrs[0], PeerAddr: addrs[1], DataDir: t.TempDir(), Args: args, t: t}
 	s.Start()
 	t.Cleanup(func() { s.Kill() })
 	return s
@@ -198,8 +215,9 @@ func StartCluster(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
 	servers := make([]*Server, n)
 	var initial []string
+	addrs := FreeAddrs(t, 2*n)
 	for i := range servers {
-		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: FreeAddr(t), PeerAddr: FreeAddr(t), DataDir: t.TempDir(), t: t}
+		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: addrs[2*i], PeerAddr: addrs[2*i+1], DataDir: t.TempDir(), t: t}
 		initial = append(initial, servers[i].NodeID+"="+servers[i].PeerAddr)
 	}
 	for _, s := range servers {
