@@ -168,11 +168,10 @@ func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) 
 		err := n.c.start(i, true)
 		n.note(fault, n.c.nodes[i].id, "healed", errText(err))
 	case FaultPartition:
-		target, set := n.partition(ctx)
+		target := n.partition(ctx)
 		n.note(fault, target, "start", "")
 		sleepCtx(ctx, hold)
 		n.c.heal()
-		_ = set
 		n.note(fault, target, "healed", "")
 	case FaultTransfer:
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -201,7 +200,7 @@ func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) 
 }
 
 // partition cuts the links of a random kind of partition and names it.
-func (n *nemesis) partition(ctx context.Context) (string, map[int]bool) {
+func (n *nemesis) partition(ctx context.Context) string {
 	nodes := len(n.c.nodes)
 	set := map[int]bool{}
 	switch n.rng.IntN(3) {
@@ -212,18 +211,18 @@ func (n *nemesis) partition(ctx context.Context) (string, map[int]bool) {
 		}
 		set[l] = true
 		n.c.isolate(set)
-		return "isolate " + n.c.nodes[l].id, set
+		return "isolate " + n.c.nodes[l].id
 	case 1: // a random minority
 		for _, i := range n.rng.Perm(nodes)[:(nodes-1)/2] {
 			set[i] = true
 		}
 		n.c.isolate(set)
-		return "minority " + n.names(set), set
+		return "minority " + n.names(set)
 	default: // one-way: a node's messages to another are dropped
 		i := n.rng.IntN(nodes)
 		j := (i + 1 + n.rng.IntN(nodes-1)) % nodes
 		n.c.oneWay(i, j)
-		return fmt.Sprintf("one-way %s->%s", n.c.nodes[i].id, n.c.nodes[j].id), set
+		return fmt.Sprintf("one-way %s->%s", n.c.nodes[i].id, n.c.nodes[j].id)
 	}
 }
 

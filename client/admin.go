@@ -6,6 +6,7 @@ import (
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -79,8 +80,8 @@ func (c *Client) Verify(ctx context.Context, name string, t fence.Token) (bool, 
 	if err := fence.ValidateName(name); err != nil {
 		return false, fence.Grant{}, fmt.Errorf("client: %w", err)
 	}
-	if !t.Valid() {
-		return false, fence.Grant{}, fmt.Errorf("client: %w: token %d; want 1 to %d", fence.ErrInvalidToken, uint64(t), uint64(fence.MaxToken))
+	if err := guard.ValidateToken(t); err != nil {
+		return false, fence.Grant{}, fmt.Errorf("client: %w", err)
 	}
 	var out *fencedv1.VerifyResponse
 	err := c.retry(ctx, "verify", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {

@@ -9,6 +9,7 @@ import (
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -141,8 +142,8 @@ func validateKV(key string, t fence.Token) error {
 	if err := fence.ValidateName(key); err != nil {
 		return fmt.Errorf("client: key: %w", err)
 	}
-	if !t.Valid() {
-		return fmt.Errorf("client: %w: token %d; want 1 to %d", fence.ErrInvalidToken, uint64(t), uint64(fence.MaxToken))
+	if err := guard.ValidateToken(t); err != nil {
+		return fmt.Errorf("client: %w", err)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
@@ -70,8 +71,8 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	if len(w.GetValue()) > MaxValueBytes {
 		return Result{Err: fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(w.GetValue()), MaxValueBytes)}
 	}
-	if !tok.Valid() {
-		return Result{Err: fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, uint64(tok), uint64(fence.MaxToken))}
+	if err := guard.ValidateToken(tok); err != nil {
+		return Result{Err: err}
 	}
 	if len(w.GetRequestId()) > maxRequestIDLen {
 		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(w.GetRequestId()), maxRequestIDLen)}

@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -45,8 +46,8 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 	if len(r.value) > fsm.MaxValueBytes {
 		return fsm.KVResult{}, fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(r.value), fsm.MaxValueBytes)
 	}
-	if !r.token.Valid() {
-		return fsm.KVResult{}, fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, uint64(r.token), uint64(fence.MaxToken))
+	if err := guard.ValidateToken(r.token); err != nil {
+		return fsm.KVResult{}, err
 	}
 	if r.issuer != "" {
 		var issuer string

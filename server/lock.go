@@ -9,6 +9,7 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -147,8 +148,8 @@ func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
-	if !fence.Token(m.Token).Valid() {
-		return nil, toConnect(fmt.Errorf("%w: token %d is out of range; want 1 to %d", fence.ErrInvalidToken, m.Token, uint64(fence.MaxToken)))
+	if err := guard.ValidateToken(fence.Token(m.Token)); err != nil {
+		return nil, toConnect(err)
 	}
 	var info fsm.LockInfo
 	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(m.Name) })

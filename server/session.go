@@ -52,7 +52,9 @@ const renewVerifyTimeout = 2 * time.Second
 // confirmed only after the leader has confirmed its leadership with a
 // quorum *after* the request arrived: any later leader takes over after
 // that point and restarts the session's full TTL from its takeover, so the
-// client, which measures from before it sent the request, gives up first.
+// client, which measures from before it sent the request, gives up first
+// (when the two clocks run at about the same rate; this is a liveness
+// signal for the holder, not a safety guarantee).
 // A deposed leader that has not noticed yet (it was paused, or cut off)
 // fails the check and confirms nothing.
 func (s *Server) renew(ctx context.Context, req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveResponse, error) {

@@ -26,8 +26,9 @@ FENCED_TOKEN, FENCED_LOCK and FENCED_ISSUER in its environment. When CMD
 exits the lock is released and fenced exits with CMD's status.
 
 When the lock can no longer be trusted (renewals unconfirmed until the
-session's local validity ran out, which is before the server can have
-expired it, or the server says the session is gone), fenced sends SIGTERM
+session's local validity ran out, which, with clocks running at about
+the same rate, is before the server can have expired it; or the server
+says the session is gone), fenced sends SIGTERM
 to CMD's process group, SIGKILL after --grace, says on stderr which lock
 and token were lost, and exits 4. CMD should send FENCED_TOKEN with every
 protected write: a paused CMD cannot be stopped in time, the token check at
