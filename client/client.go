@@ -65,6 +65,7 @@ type endpoint struct {
 	locks    fencedv1connect.LockServiceClient
 	kv       fencedv1connect.KVServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
+	pipe     *pipeline // Acquire, Release and KV Put go through it
 }
 
 // An Option configures a Client.
@@ -142,14 +143,16 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		if err != nil {
 			return nil, err
 		}
-		c.endpoints = append(c.endpoints, &endpoint{
+		e := &endpoint{
 			addr:     ep,
 			url:      base,
 			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
 			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
-		})
+		}
+		e.pipe = &pipeline{c: c, ep: e}
+		c.endpoints = append(c.endpoints, e)
 	}
 	c.ctx, c.cancel = context.WithCancelCause(context.Background())
 	c.keeper = newKeeper(c)

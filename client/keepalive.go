@@ -38,6 +38,14 @@ type keeper struct {
 	nonce    uint64
 	backoff  time.Duration // before reopening a stream that failed
 	started  bool
+	// slack is how early a renewal may be sent so that renewals falling
+	// due close together go out together: the schedule is looked at no
+	// more often than every slack, however many sessions there are.
+	slack time.Duration
+	// wakeAt is when run looks at the schedule next (zero: not before it
+	// is poked). A new session pokes run only if it is due before then,
+	// so opening many sessions does not rescan the schedule for each.
+	wakeAt time.Time
 }
 
 // pendingRenewal is a renewal sent and not yet answered.
@@ -79,7 +87,12 @@ func (k *keeper) add(s *Session) error {
 		k.started = true
 	}
 	k.sessions[s.id] = s
-	k.poke()
+	if sl := renewalSlack(s.ttl); k.slack == 0 || sl < k.slack {
+		k.slack = sl
+	}
+	if k.wakeAt.IsZero() || s.renewDue().Before(k.wakeAt) {
+		k.poke()
+	}
 	return nil
 }
 
@@ -89,8 +102,13 @@ func (k *keeper) remove(s *Session) {
 	if k.sessions[s.id] == s {
 		delete(k.sessions, s.id)
 	}
+	empty := len(k.sessions) == 0
 	k.mu.Unlock()
-	k.poke()
+	// With sessions left, the schedule simply skips s from now on; with
+	// none, run lets the stream go.
+	if empty {
+		k.poke()
+	}
 }
 
 // all returns the sessions being kept alive.
@@ -154,6 +172,7 @@ func (k *keeper) run() {
 		case len(k.sessions) > 0:
 			next = reopenAt
 		}
+		k.wakeAt = next
 		k.mu.Unlock()
 
 		if timer != nil {
@@ -178,6 +197,10 @@ func (k *keeper) run() {
 
 var errIdle = errors.New("no sessions to keep alive")
 
+// maxRenewalsPerMessage bounds the renewals sent in one message, keeping it
+// far below the server's message size limit (each is under 30 bytes).
+const maxRenewalsPerMessage = 1000
+
 // scheduleLocked queues the renewals that are due on st and returns when
 // the loop must look again: the next renewal due or the next answer
 // overdue.
@@ -197,7 +220,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 		if s.kaRetryAt.After(due) {
 			due = s.kaRetryAt
 		}
-		if now.Before(due) {
+		if now.Add(k.slack).Before(due) {
 			earliest(due)
 			continue
 		}
@@ -261,6 +284,13 @@ func (k *keeper) maxBackoffLocked() time.Duration {
 	return max(b, 10*time.Millisecond)
 }
 
+// renewalSlack is how early a renewal of a session with this TTL may be
+// sent: a thirtieth of the TTL (a tenth of the renewal interval), between
+// 1ms and 50ms.
+func renewalSlack(ttl time.Duration) time.Duration {
+	return min(max(ttl/30, time.Millisecond), 50*time.Millisecond)
+}
+
 // answerTimeout is how long a renewal of s may go unanswered before the
 // keeper gives up on the stream it was sent on: a sixth of the TTL (half a
 // renewal interval), at least 100ms (or ttl/3 for tiny TTLs) and at most
@@ -276,40 +306,56 @@ func retryDelay(s *Session) time.Duration {
 	return min(max(s.ttl/10, 10*time.Millisecond), time.Second)
 }
 
-// answer handles the server's answer to a renewal.
-func (k *keeper) answer(st *kaStream, resp *fencedv1.KeepAliveResponse) {
+// answer handles the server's answers to renewals, those of one message
+// together.
+func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 	now := k.c.clock.Now()
+	type outcome struct {
+		p    pendingRenewal
+		resp *fencedv1.KeepAliveResponse
+	}
+	outcomes := make([]outcome, 0, len(resps))
 	k.mu.Lock()
-	p, ok := k.pending[resp.GetNonce()]
-	if !ok || p.st != st || p.s.id != resp.GetSession() {
-		k.mu.Unlock()
-		return
-	}
-	delete(k.pending, resp.GetNonce())
-	if p.s.kaNonce == resp.GetNonce() {
-		p.s.kaNonce = 0
-	}
-	failed := resp.GetError() != "" && !resp.GetGone()
-	if failed {
-		p.s.kaRetryAt = now.Add(retryDelay(p.s))
-	} else {
-		k.backoff = 0
+	for _, resp := range resps {
+		p, ok := k.pending[resp.GetNonce()]
+		if !ok || p.st != st || p.s.id != resp.GetSession() {
+			continue
+		}
+		delete(k.pending, resp.GetNonce())
+		if p.s.kaNonce == resp.GetNonce() {
+			p.s.kaNonce = 0
+		}
+		if resp.GetError() != "" && !resp.GetGone() {
+			p.s.kaRetryAt = now.Add(retryDelay(p.s))
+		} else {
+			k.backoff = 0
+		}
+		outcomes = append(outcomes, outcome{p, resp})
 	}
 	k.mu.Unlock()
 
-	s := p.s
-	switch {
-	case resp.GetGone():
-		s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
-	case failed:
-		k.c.log.Info("fenced: renewal failed", "session", s.id, "endpoint", st.addr, "err", resp.GetError())
-		if isNotLeader(resp.GetError()) {
-			st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
+	reschedule := false
+	for _, o := range outcomes {
+		s, resp := o.p.s, o.resp
+		reschedule = reschedule || resp.GetGone() || resp.GetError() != ""
+		switch {
+		case resp.GetGone():
+			s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
+		case resp.GetError() != "":
+			k.c.log.Info("fenced: renewal failed", "session", s.id, "endpoint", st.addr, "err", resp.GetError())
+			if isNotLeader(resp.GetError()) {
+				st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
+			}
+		default:
+			s.renewed(o.p.sent, time.Duration(resp.GetTtlMs())*time.Millisecond)
 		}
-	default:
-		s.renewed(p.sent, time.Duration(resp.GetTtlMs())*time.Millisecond)
 	}
-	k.poke()
+	// A confirmed renewal needs no new look at the schedule: run wakes at
+	// the renewal's answer deadline anyway, which comes before the
+	// session's next renewal is due. Failures are retried sooner.
+	if reschedule {
+		k.poke()
+	}
 }
 
 // kaStream is one KeepAlive stream: a goroutine that sends the queued
@@ -397,7 +443,13 @@ func (st *kaStream) sendLoop() {
 		q := st.queue
 		st.queue = nil
 		st.k.mu.Unlock()
-		for _, req := range q {
+		// Many renewals go in one message: the first carries the others
+		// in its "more".
+		for len(q) > 0 {
+			n := min(len(q), maxRenewalsPerMessage)
+			req := q[0]
+			req.More = q[1:n]
+			q = q[n:]
 			if err := st.stream.Send(req); err != nil {
 				st.fail(fmt.Errorf("send: %w", err))
 				return
@@ -414,6 +466,8 @@ func (st *kaStream) recvLoop() {
 			st.fail(fmt.Errorf("receive: %w", err))
 			return
 		}
-		st.k.answer(st, resp)
+		more := resp.More
+		resp.More = nil
+		st.k.answer(st, append([]*fencedv1.KeepAliveResponse{resp}, more...))
 	}
 }

@@ -84,11 +84,11 @@ func (c *Client) KVPut(ctx context.Context, key string, value []byte, t fence.To
 	var version uint64
 	id := newRequestID()
 	err := c.retry(ctx, "kv put", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id}))
+		r, err := ep.kvPut(ctx, &fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id})
 		if err != nil {
 			return kvError(key, t, o.ifVersion, err)
 		}
-		version = r.Msg.GetVersion()
+		version = r.GetVersion()
 		return nil
 	})
 	return version, err

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
@@ -66,14 +64,12 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	defer cancel()
 	var resp *fencedv1.AcquireResponse
 	err := c.retry(vctx, "acquire", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{
+		r, err := ep.acquire(ctx, &fencedv1.AcquireRequest{
 			Name:      name,
 			TtlMs:     ttl.Milliseconds(),
 			RequestId: reqID,
-		}))
-		if err == nil {
-			resp = r.Msg
-		}
+		})
+		resp = r
 		return err
 	})
 	switch {

@@ -7,8 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
@@ -118,15 +116,13 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 		}
 		var resp *fencedv1.AcquireResponse
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			r, err := ep.locks.Acquire(actx, connect.NewRequest(&fencedv1.AcquireRequest{
+			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
 				Name:    m.name,
 				Session: s.id,
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
-			}))
-			if err == nil {
-				resp = r.Msg
-			}
+			})
+			resp = r
 			return err
 		})
 		switch {
@@ -219,9 +215,9 @@ func (m *Mutex) release(ctx context.Context) (fencedv1.ReleaseResult, error) {
 func releaseLock(ctx context.Context, c *Client, name string, session, seq uint64) (fencedv1.ReleaseResult, error) {
 	var res fencedv1.ReleaseResult
 	err := c.retry(ctx, "release", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.locks.Release(ctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq}))
+		r, err := ep.release(ctx, &fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq})
 		if err == nil {
-			res = r.Msg.GetResult()
+			res = r.GetResult()
 		}
 		return err
 	})

@@ -5,13 +5,16 @@ import (
 	"fmt"
 
 	"encoding/json"
-	fence "github.com/fenced-dev/fenced"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+
+	fence "github.com/fenced-dev/fenced"
 
 	"github.com/fenced-dev/fenced/fsm"
 )
@@ -60,6 +63,9 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		DialContext:     (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
 		Protocols:       new(http.Protocols),
 		IdleConnTimeout: time.Minute,
+		// A leader that stopped answering (paused, cut off) is noticed
+		// by pings, not only when TCP gives up.
+		HTTP2: &http.HTTP2Config{SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second},
 	}
 	transport.Protocols.SetUnencryptedHTTP2(true)
 	proxy := &httputil.ReverseProxy{
@@ -70,6 +76,12 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		},
 		Transport:     transport,
 		FlushInterval: -1,
+		ModifyResponse: func(res *http.Response) error {
+			if b, ok := res.Request.Context().Value(upstreamBodyKey{}).(*upstreamBody); ok {
+				b.set(res.Body)
+			}
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			unavailable(w, "forward to the leader: "+err.Error())
 		},
@@ -102,8 +114,72 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 			return
 		}
 		s.metrics.forwarded.Inc()
-		proxy.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), leaderURLKey{}, target)))
+		ctx, cancel := context.WithCancel(r.Context())
+		defer cancel()
+		body := &upstreamBody{}
+		go s.cancelOnLeaderChange(ctx, func() {
+			cancel()
+			// Cancelling the context does not always end a read of a
+			// streamed response in progress; closing the body does.
+			body.close()
+		})
+		ctx = context.WithValue(context.WithValue(ctx, leaderURLKey{}, target), upstreamBodyKey{}, body)
+		proxy.ServeHTTP(w, r.WithContext(ctx))
 	})
+}
+
+// upstreamBodyKey carries a forwarded call's *upstreamBody in its context.
+type upstreamBodyKey struct{}
+
+// upstreamBody is the leader's response body of a forwarded call, closed
+// to abort the call.
+type upstreamBody struct {
+	mu     sync.Mutex
+	body   io.Closer
+	closed bool
+}
+
+func (b *upstreamBody) set(body io.Closer) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.body = body
+	if b.closed {
+		_ = body.Close()
+	}
+}
+
+func (b *upstreamBody) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	if b.body != nil {
+		_ = b.body.Close()
+	}
+}
+
+// leaderCheckInterval is how often a forwarded call checks that the leader
+// it was forwarded to is still this node's leader.
+const leaderCheckInterval = 100 * time.Millisecond
+
+// cancelOnLeaderChange cancels a forwarded call once this node no longer
+// sees the leader it forwarded the call to (the leader died, was cut off
+// or stepped down), so that a long-lived stream through this node breaks
+// and its client retries elsewhere instead of waiting on a silent stream.
+func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel func()) {
+	leader, _ := s.node.Leader()
+	tick := time.NewTicker(leaderCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if id, _ := s.node.Leader(); id != leader {
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 type leaderURLKey struct{}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -26,10 +27,16 @@ type lease struct {
 // earliest when the creating or renewing request arrived, which is after the
 // client sent it, so a client measuring from its send time (DESIGN.md §4)
 // sees its validity end first.
+//
+// Deadlines are kept in a min-heap so that finding the due sessions costs
+// nothing while none is due, however many sessions there are. A renewal
+// only moves a lease's deadline; its heap entry keeps the old one and is
+// moved when it comes up (once per TTL at most), so renewals stay O(1).
 type leases struct {
 	clock fence.Clock
 	mu    sync.Mutex
 	table map[uint64]*lease
+	queue deadlineHeap // one entry per lease in table, at or before its deadline
 }
 
 func newLeases(clock fence.Clock) *leases {
@@ -39,11 +46,18 @@ func newLeases(clock fence.Clock) *leases {
 // start tracks a new session from now.
 func (l *leases) start(id uint64, ttl time.Duration) {
 	l.mu.Lock()
-	l.table[id] = &lease{ttl: ttl, deadline: l.clock.Now().Add(ttl)}
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	deadline := l.clock.Now().Add(ttl)
+	_, queued := l.table[id]
+	l.table[id] = &lease{ttl: ttl, deadline: deadline}
+	if !queued {
+		// A lease started again keeps its entry, which is before the new
+		// deadline (deadlines are always some now+ttl, and now only grows).
+		heap.Push(&l.queue, deadlineEntry{id: id, at: deadline})
+	}
 }
 
-// end stops tracking a session.
+// end stops tracking a session. Its heap entry is dropped when it comes up.
 func (l *leases) end(id uint64) {
 	l.mu.Lock()
 	delete(l.table, id)
@@ -67,7 +81,7 @@ func (l *leases) renew(id uint64) (time.Duration, bool) {
 }
 
 // restartAll gives every session its full TTL from now, as a new leader
-// must: deadlines only move later.
+// must: deadlines only move later, so the heap entries stay valid.
 func (l *leases) restartAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -87,15 +101,22 @@ func (l *leases) due() []uint64 {
 	defer l.mu.Unlock()
 	now := l.clock.Now()
 	var ids []uint64
-	for id, ls := range l.table {
-		if now.Before(ls.deadline) {
-			continue
+	for len(l.queue) > 0 && !now.Before(l.queue[0].at) {
+		e := heap.Pop(&l.queue).(deadlineEntry)
+		ls := l.table[e.id]
+		switch {
+		case ls == nil:
+			// Ended; drop the entry.
+		case now.Before(ls.deadline):
+			// Renewed since the entry was queued.
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.deadline})
+		case !ls.expiring.IsZero() && now.Sub(ls.expiring) < retryExpiryAfter:
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.expiring.Add(retryExpiryAfter)})
+		default:
+			ls.expiring = now
+			ids = append(ids, e.id)
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(retryExpiryAfter)})
 		}
-		if !ls.expiring.IsZero() && now.Sub(ls.expiring) < retryExpiryAfter {
-			continue
-		}
-		ls.expiring = now
-		ids = append(ids, id)
 	}
 	return ids
 }
@@ -105,4 +126,24 @@ func (l *leases) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.table)
+}
+
+// deadlineEntry is a lease's place in the deadline heap.
+type deadlineEntry struct {
+	id uint64
+	at time.Time
+}
+
+// deadlineHeap is a container/heap of entries, earliest first.
+type deadlineHeap []deadlineEntry
+
+func (h deadlineHeap) Len() int           { return len(h) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
+func (h *deadlineHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -48,65 +49,134 @@ func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request
 // renewVerifyTimeout bounds the quorum check behind a renewal.
 const renewVerifyTimeout = 2 * time.Second
 
-// renew renews one session's lease on this leader. The renewal is
-// confirmed only after the leader has confirmed its leadership with a
-// quorum *after* the request arrived: any later leader takes over after
-// that point and restarts the session's full TTL from its takeover, so the
-// client, which measures from before it sent the request, gives up first
-// (when the two clocks run at about the same rate; this is a liveness
-// signal for the holder, not a safety guarantee).
+// renew renews sessions' leases on this leader, one answer per request
+// in order. The renewals are confirmed only after the leader has
+// confirmed its leadership with a quorum *after* the requests arrived: any
+// later leader takes over after that point and restarts each session's
+// full TTL from its takeover, so the client, which measures from before it
+// sent the request, gives up first (when the two clocks run at about the
+// same rate; this is a liveness signal for the holder, not a safety
+// guarantee). One check confirms every renewal that arrived before it
+// started, which is how a stream carrying many sessions costs one quorum
+// round per batch rather than per session.
+//
 // A deposed leader that has not noticed yet (it was paused, or cut off)
 // fails the check and confirms nothing.
-func (s *Server) renew(ctx context.Context, req *fencedv1.KeepAliveRequest) (*fencedv1.KeepAliveResponse, error) {
+func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
-	resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
-	ttl, ok := s.leases.renew(req.Session)
-	if !ok {
-		s.metrics.staleSession.Inc()
-		resp.Gone = true
-		resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.Session)
-		return resp, nil
+	resps := make([]*fencedv1.KeepAliveResponse, len(reqs))
+	renewed := false
+	for i, req := range reqs {
+		resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
+		resps[i] = resp
+		ttl, ok := s.leases.renew(req.Session)
+		if !ok {
+			s.metrics.staleSession.Inc()
+			resp.Gone = true
+			resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.Session)
+			continue
+		}
+		resp.TtlMs = ttl.Milliseconds()
+		renewed = true
 	}
-	vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
-	defer cancel()
-	if err := s.node.VerifyLeader(vctx); err != nil {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("renewal not confirmed: %w", err))
+	if renewed {
+		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
+		defer cancel()
+		if err := s.node.VerifyLeader(vctx); err != nil {
+			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("renewal not confirmed: %w", err))
+		}
 	}
-	resp.TtlMs = ttl.Milliseconds()
-	return resp, nil
+	return resps, nil
 }
 
-// KeepAlive implements SessionServiceHandler. The stream ends with
-// Unavailable when this node stops being the leader, so the client moves
-// to another endpoint.
+// KeepAlive implements SessionServiceHandler. One goroutine receives the
+// renewals; this one renews all those received so far (one leadership
+// check for all of them) and answers them in one message, while the next
+// ones queue. The stream ends with Unavailable when this node stops being
+// the leader, so the client moves to another endpoint.
 func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var (
+		mu      sync.Mutex
+		queued  []*fencedv1.KeepAliveRequest
+		recvErr error
+		ended   bool
+		ready   = make(chan struct{}, 1)
+	)
+	go func() {
+		defer func() {
+			select {
+			case ready <- struct{}{}:
+			default:
+			}
+		}()
+		for {
+			req, err := stream.Receive()
+			mu.Lock()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					recvErr = err
+				}
+				ended = true
+				mu.Unlock()
+				return
+			}
+			queued = append(queued, req)
+			queued = append(queued, req.More...)
+			req.More = nil
+			mu.Unlock()
+			select {
+			case ready <- struct{}{}:
+			default:
+			}
+		}
+	}()
 	for {
-		req, err := stream.Receive()
-		if errors.Is(err, io.EOF) {
+		select {
+		case <-ready:
+		case <-ctx.Done():
 			return nil
 		}
-		if err != nil {
-			return err
+		mu.Lock()
+		batch, done, err := queued, ended, recvErr
+		queued = nil
+		mu.Unlock()
+		for len(batch) > 0 {
+			n := min(len(batch), maxRenewalsPerAnswer)
+			resps, err := h.s.renew(ctx, batch[:n])
+			if err != nil {
+				return err
+			}
+			batch = batch[n:]
+			out := resps[0]
+			out.More = resps[1:]
+			if err := stream.Send(out); err != nil {
+				return err
+			}
 		}
-		resp, err := h.s.renew(ctx, req)
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
+		if done {
 			return err
 		}
 	}
 }
+
+// maxRenewalsPerAnswer bounds the answers packed into one message, to keep
+// it well below any message size limit (each answer is under 40 bytes).
+const maxRenewalsPerAnswer = 1000
 
 // KeepAliveOnce implements SessionServiceHandler.
 func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request[fencedv1.KeepAliveRequest]) (*connect.Response[fencedv1.KeepAliveResponse], error) {
-	resp, err := h.s.renew(ctx, req.Msg)
+	if len(req.Msg.More) > 0 {
+		return nil, toConnect(fmt.Errorf("%w: KeepAliveOnce renews one session; send more on the KeepAlive stream", fence.ErrInvalidArgument))
+	}
+	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg})
 	if err != nil {
 		return nil, err
 	}
-	return connect.NewResponse(resp), nil
+	return connect.NewResponse(resps[0]), nil
 }
 
 // CloseSession implements SessionServiceHandler.

@@ -41,15 +41,21 @@ func (f *clientFlags) context(ctx context.Context, extra time.Duration) (context
 	return context.WithTimeout(ctx, f.timeout+extra)
 }
 
-// client connects to the endpoints. Its logs are discarded: the commands
-// report errors themselves.
-func (f *clientFlags) client() (*client.Client, error) {
+// endpointList returns the addresses in --endpoints.
+func (f *clientFlags) endpointList() []string {
 	var eps []string
 	for _, ep := range strings.Split(f.endpoints, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
 			eps = append(eps, ep)
 		}
 	}
+	return eps
+}
+
+// client connects to the endpoints. Its logs are discarded: the commands
+// report errors themselves.
+func (f *clientFlags) client() (*client.Client, error) {
+	eps := f.endpointList()
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
 	}

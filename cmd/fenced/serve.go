@@ -19,7 +19,7 @@ func newServeCommand() *cobra.Command {
 	var tokenFloor uint64
 	var logLevel, initialCluster string
 	var join bool
-	var eventLog string
+	var eventLog, pprofAddr string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -68,6 +68,11 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
+			if pprofAddr != "" {
+				if err := servePprof(pprofAddr); err != nil {
+					return usageError("--pprof: %v", err)
+				}
+			}
 			return serve(cmd.Context(), cfg)
 		},
 	}
@@ -95,6 +100,7 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	for _, name := range []string{"test-event-log", "test-clock-rate", "test-unfenced-kv", "test-reset-tokens"} {
 		f.MarkHidden(name)
 	}
+	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
 }

@@ -80,6 +80,398 @@ func (ReleaseResult) EnumDescriptor() ([]byte, []int) {
 	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
 }
 
+type PipelineCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id names the call in its answer; unique among this stream's calls in
+	// flight.
+	Id uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*PipelineCall_Acquire
+	//	*PipelineCall_Release
+	//	*PipelineCall_KvPut
+	Call          isPipelineCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineCall) Reset() {
+	*x = PipelineCall{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineCall) ProtoMessage() {}
+
+func (x *PipelineCall) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineCall.ProtoReflect.Descriptor instead.
+func (*PipelineCall) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *PipelineCall) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PipelineCall) GetCall() isPipelineCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *PipelineCall) GetAcquire() *AcquireRequest {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *PipelineCall) GetRelease() *ReleaseRequest {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *PipelineCall) GetKvPut() *KVPutRequest {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_KvPut); ok {
+			return x.KvPut
+		}
+	}
+	return nil
+}
+
+type isPipelineCall_Call interface {
+	isPipelineCall_Call()
+}
+
+type PipelineCall_Acquire struct {
+	Acquire *AcquireRequest `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type PipelineCall_Release struct {
+	Release *ReleaseRequest `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type PipelineCall_KvPut struct {
+	KvPut *KVPutRequest `protobuf:"bytes,4,opt,name=kv_put,json=kvPut,proto3,oneof"`
+}
+
+func (*PipelineCall_Acquire) isPipelineCall_Call() {}
+
+func (*PipelineCall_Release) isPipelineCall_Call() {}
+
+func (*PipelineCall_KvPut) isPipelineCall_Call() {}
+
+type PipelineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Calls []*PipelineCall        `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	// cancel names calls in flight the client no longer waits for; each
+	// ends as a unary call does when its client goes away.
+	Cancel        []uint64 `protobuf:"varint,2,rep,packed,name=cancel,proto3" json:"cancel,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineRequest) Reset() {
+	*x = PipelineRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineRequest) ProtoMessage() {}
+
+func (x *PipelineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineRequest.ProtoReflect.Descriptor instead.
+func (*PipelineRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *PipelineRequest) GetCalls() []*PipelineCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+func (x *PipelineRequest) GetCancel() []uint64 {
+	if x != nil {
+		return x.Cancel
+	}
+	return nil
+}
+
+// PipelineError is a failed call: the code and message its unary call
+// would have failed with, and the response headers it would have carried
+// (such as X-Required-Token).
+type PipelineError struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// code is the Connect/gRPC status code number.
+	Code          uint32            `protobuf:"varint,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message       string            `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Meta          map[string]string `protobuf:"bytes,3,rep,name=meta,proto3" json:"meta,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineError) Reset() {
+	*x = PipelineError{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineError) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineError) ProtoMessage() {}
+
+func (x *PipelineError) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineError.ProtoReflect.Descriptor instead.
+func (*PipelineError) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PipelineError) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *PipelineError) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *PipelineError) GetMeta() map[string]string {
+	if x != nil {
+		return x.Meta
+	}
+	return nil
+}
+
+type PipelineResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*PipelineResult_Acquire
+	//	*PipelineResult_Release
+	//	*PipelineResult_KvPut
+	//	*PipelineResult_Error
+	Result        isPipelineResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineResult) Reset() {
+	*x = PipelineResult{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineResult) ProtoMessage() {}
+
+func (x *PipelineResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineResult.ProtoReflect.Descriptor instead.
+func (*PipelineResult) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *PipelineResult) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *PipelineResult) GetResult() isPipelineResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *PipelineResult) GetAcquire() *AcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *PipelineResult) GetRelease() *ReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+func (x *PipelineResult) GetKvPut() *KVPutResponse {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_KvPut); ok {
+			return x.KvPut
+		}
+	}
+	return nil
+}
+
+func (x *PipelineResult) GetError() *PipelineError {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_Error); ok {
+			return x.Error
+		}
+	}
+	return nil
+}
+
+type isPipelineResult_Result interface {
+	isPipelineResult_Result()
+}
+
+type PipelineResult_Acquire struct {
+	Acquire *AcquireResponse `protobuf:"bytes,2,opt,name=acquire,proto3,oneof"`
+}
+
+type PipelineResult_Release struct {
+	Release *ReleaseResponse `protobuf:"bytes,3,opt,name=release,proto3,oneof"`
+}
+
+type PipelineResult_KvPut struct {
+	KvPut *KVPutResponse `protobuf:"bytes,4,opt,name=kv_put,json=kvPut,proto3,oneof"`
+}
+
+type PipelineResult_Error struct {
+	Error *PipelineError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
+}
+
+func (*PipelineResult_Acquire) isPipelineResult_Result() {}
+
+func (*PipelineResult_Release) isPipelineResult_Result() {}
+
+func (*PipelineResult_KvPut) isPipelineResult_Result() {}
+
+func (*PipelineResult_Error) isPipelineResult_Result() {}
+
+type PipelineResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Results       []*PipelineResult      `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PipelineResponse) Reset() {
+	*x = PipelineResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PipelineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PipelineResponse) ProtoMessage() {}
+
+func (x *PipelineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PipelineResponse.ProtoReflect.Descriptor instead.
+func (*PipelineResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PipelineResponse) GetResults() []*PipelineResult {
+	if x != nil {
+		return x.Results
+	}
+	return nil
+}
+
 type KVPutRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// key is 1 to 512 bytes of UTF-8 without control characters.
@@ -102,7 +494,7 @@ type KVPutRequest struct {
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -114,7 +506,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -127,7 +519,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -184,7 +576,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -196,7 +588,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -209,7 +601,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *KVPutResponse) GetVersion() uint64 {
@@ -235,7 +627,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -247,7 +639,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -260,7 +652,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -283,7 +675,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -295,7 +687,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -308,7 +700,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KVGetResponse) GetFound() bool {
@@ -353,7 +745,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -365,7 +757,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -378,7 +770,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -427,7 +819,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -439,7 +831,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -452,7 +844,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KVDeleteResponse) GetDeleted() bool {
@@ -488,7 +880,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +892,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +905,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Member) GetId() string {
@@ -573,7 +965,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +977,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +990,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
 }
 
 type ClusterStatusResponse struct {
@@ -616,7 +1008,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -628,7 +1020,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -641,7 +1033,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() string {
@@ -703,7 +1095,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1107,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1120,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -753,7 +1145,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +1157,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +1170,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
 }
 
 type RemoveMemberRequest struct {
@@ -790,7 +1182,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -802,7 +1194,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -815,7 +1207,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -833,7 +1225,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -845,7 +1237,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -858,7 +1250,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
 }
 
 type TransferLeaderRequest struct {
@@ -870,7 +1262,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +1274,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +1287,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -914,7 +1306,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1318,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1331,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransferLeaderResponse) GetLeader() string {
@@ -959,7 +1351,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1363,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1376,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RegisterNodeRequest) GetId() string {
@@ -1009,7 +1401,7 @@ type RegisterNodeResponse struct {
 
 func (x *RegisterNodeResponse) Reset() {
 	*x = RegisterNodeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1413,7 @@ func (x *RegisterNodeResponse) String() string {
 func (*RegisterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1426,7 @@ func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
 }
 
 // Grant is a lock granted to a session.
@@ -1058,7 +1450,7 @@ type Grant struct {
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1070,7 +1462,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1083,7 +1475,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Grant) GetName() string {
@@ -1141,7 +1533,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1153,7 +1545,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1166,7 +1558,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CreateSessionRequest) GetTtlMs() int64 {
@@ -1194,7 +1586,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1206,7 +1598,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1219,7 +1611,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *CreateSessionResponse) GetSession() uint64 {
@@ -1247,14 +1639,17 @@ type KeepAliveRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
 	// nonce is echoed in the response so a client can match it to its send time.
-	Nonce         uint64 `protobuf:"varint,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce uint64 `protobuf:"varint,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// more renews further sessions in the same message; each is answered as
+	// if sent alone.
+	More          []*KeepAliveRequest `protobuf:"bytes,3,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1661,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1674,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *KeepAliveRequest) GetSession() uint64 {
@@ -1296,6 +1691,13 @@ func (x *KeepAliveRequest) GetNonce() uint64 {
 	return 0
 }
 
+func (x *KeepAliveRequest) GetMore() []*KeepAliveRequest {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
 type KeepAliveResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1306,14 +1708,16 @@ type KeepAliveResponse struct {
 	// gone is true when the session no longer exists (expired or closed).
 	Gone bool `protobuf:"varint,4,opt,name=gone,proto3" json:"gone,omitempty"`
 	// error says why a renewal failed when it did (for example, "not the leader").
-	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	// more answers further renewals in the same message.
+	More          []*KeepAliveResponse `protobuf:"bytes,6,rep,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1729,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1742,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *KeepAliveResponse) GetSession() uint64 {
@@ -1376,6 +1780,13 @@ func (x *KeepAliveResponse) GetError() string {
 	return ""
 }
 
+func (x *KeepAliveResponse) GetMore() []*KeepAliveResponse {
+	if x != nil {
+		return x.More
+	}
+	return nil
+}
+
 type CloseSessionRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1385,7 +1796,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1397,7 +1808,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1410,7 +1821,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CloseSessionRequest) GetSession() uint64 {
@@ -1430,7 +1841,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1853,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1866,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CloseSessionResponse) GetClosed() bool {
@@ -1487,7 +1898,7 @@ type AcquireRequest struct {
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1499,7 +1910,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1512,7 +1923,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -1570,7 +1981,7 @@ type AcquireResponse struct {
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1582,7 +1993,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1595,7 +2006,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -1630,7 +2041,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1642,7 +2053,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1655,7 +2066,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -1688,7 +2099,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1700,7 +2111,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1713,7 +2124,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ReleaseResponse) GetResult() ReleaseResult {
@@ -1733,7 +2144,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1745,7 +2156,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1758,7 +2169,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{28}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *VerifyRequest) GetName() string {
@@ -1787,7 +2198,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +2210,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +2223,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{29}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *VerifyResponse) GetCurrent() bool {
@@ -1838,7 +2249,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1850,7 +2261,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1863,7 +2274,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{30}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1886,7 +2297,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2309,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2322,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{31}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *LockInfo) GetName() string {
@@ -1944,7 +2355,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1956,7 +2367,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1969,7 +2380,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -1988,7 +2399,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2411,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2424,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DescribeResponse) GetLock() *LockInfo {
@@ -2034,7 +2445,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2046,7 +2457,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2059,7 +2470,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2085,7 +2496,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2097,7 +2508,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2110,7 +2521,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -2132,7 +2543,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2555,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2568,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *SessionInfo) GetSession() uint64 {
@@ -2198,7 +2609,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2210,7 +2621,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2223,7 +2634,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -2249,7 +2660,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2261,7 +2672,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2274,7 +2685,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -2337,7 +2748,32 @@ var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\n" +
-	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\xb6\x01\n" +
+	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\xc6\x01\n" +
+	"\fPipelineCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
+	"\aacquire\x18\x02 \x01(\v2\x19.fenced.v1.AcquireRequestH\x00R\aacquire\x125\n" +
+	"\arelease\x18\x03 \x01(\v2\x19.fenced.v1.ReleaseRequestH\x00R\arelease\x120\n" +
+	"\x06kv_put\x18\x04 \x01(\v2\x17.fenced.v1.KVPutRequestH\x00R\x05kvPutB\x06\n" +
+	"\x04call\"X\n" +
+	"\x0fPipelineRequest\x12-\n" +
+	"\x05calls\x18\x01 \x03(\v2\x17.fenced.v1.PipelineCallR\x05calls\x12\x16\n" +
+	"\x06cancel\x18\x02 \x03(\x04R\x06cancel\"\xae\x01\n" +
+	"\rPipelineError\x12\x12\n" +
+	"\x04code\x18\x01 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x126\n" +
+	"\x04meta\x18\x03 \x03(\v2\".fenced.v1.PipelineError.MetaEntryR\x04meta\x1a7\n" +
+	"\tMetaEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x01\n" +
+	"\x0ePipelineResult\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
+	"\aacquire\x18\x02 \x01(\v2\x1a.fenced.v1.AcquireResponseH\x00R\aacquire\x126\n" +
+	"\arelease\x18\x03 \x01(\v2\x1a.fenced.v1.ReleaseResponseH\x00R\arelease\x121\n" +
+	"\x06kv_put\x18\x04 \x01(\v2\x18.fenced.v1.KVPutResponseH\x00R\x05kvPut\x120\n" +
+	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05errorB\b\n" +
+	"\x06result\"G\n" +
+	"\x10PipelineResponse\x123\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\"\xb6\x01\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -2417,16 +2853,18 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x15CreateSessionResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x16\n" +
-	"\x06issuer\x18\x03 \x01(\tR\x06issuer\"B\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\"s\n" +
 	"\x10KeepAliveRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
-	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\"\x84\x01\n" +
+	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\x12/\n" +
+	"\x04more\x18\x03 \x03(\v2\x1b.fenced.v1.KeepAliveRequestR\x04more\"\xb6\x01\n" +
 	"\x11KeepAliveResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x12\n" +
 	"\x04gone\x18\x04 \x01(\bR\x04gone\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"/\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x120\n" +
+	"\x04more\x18\x06 \x03(\v2\x1c.fenced.v1.KeepAliveResponseR\x04more\"/\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\".\n" +
 	"\x14CloseSessionResponse\x12\x16\n" +
@@ -2496,14 +2934,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\rCreateSession\x12\x1f.fenced.v1.CreateSessionRequest\x1a .fenced.v1.CreateSessionResponse\x12J\n" +
 	"\tKeepAlive\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse(\x010\x01\x12J\n" +
 	"\rKeepAliveOnce\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse\x12O\n" +
-	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\x8d\x03\n" +
+	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\xd6\x03\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.fenced.v1.AcquireRequest\x1a\x1a.fenced.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.fenced.v1.ReleaseRequest\x1a\x1a.fenced.v1.ReleaseResponse\x12=\n" +
 	"\x06Verify\x12\x18.fenced.v1.VerifyRequest\x1a\x19.fenced.v1.VerifyResponse\x12C\n" +
 	"\bDescribe\x12\x1a.fenced.v1.DescribeRequest\x1a\x1b.fenced.v1.DescribeResponse\x127\n" +
 	"\x04List\x12\x16.fenced.v1.ListRequest\x1a\x17.fenced.v1.ListResponse\x12=\n" +
-	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse2\xc2\x01\n" +
+	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse\x12G\n" +
+	"\bPipeline\x12\x1a.fenced.v1.PipelineRequest\x1a\x1b.fenced.v1.PipelineResponse(\x010\x012\xc2\x01\n" +
 	"\tKVService\x128\n" +
 	"\x03Put\x12\x17.fenced.v1.KVPutRequest\x1a\x18.fenced.v1.KVPutResponse\x128\n" +
 	"\x03Get\x12\x17.fenced.v1.KVGetRequest\x1a\x18.fenced.v1.KVGetResponse\x12A\n" +
@@ -2528,101 +2967,121 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_fenced_v1_fenced_proto_goTypes = []any{
 	(ReleaseResult)(0),             // 0: fenced.v1.ReleaseResult
-	(*KVPutRequest)(nil),           // 1: fenced.v1.KVPutRequest
-	(*KVPutResponse)(nil),          // 2: fenced.v1.KVPutResponse
-	(*KVGetRequest)(nil),           // 3: fenced.v1.KVGetRequest
-	(*KVGetResponse)(nil),          // 4: fenced.v1.KVGetResponse
-	(*KVDeleteRequest)(nil),        // 5: fenced.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),       // 6: fenced.v1.KVDeleteResponse
-	(*Member)(nil),                 // 7: fenced.v1.Member
-	(*ClusterStatusRequest)(nil),   // 8: fenced.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),  // 9: fenced.v1.ClusterStatusResponse
-	(*AddMemberRequest)(nil),       // 10: fenced.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),      // 11: fenced.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),    // 12: fenced.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 13: fenced.v1.RemoveMemberResponse
-	(*TransferLeaderRequest)(nil),  // 14: fenced.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 15: fenced.v1.TransferLeaderResponse
-	(*RegisterNodeRequest)(nil),    // 16: fenced.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),   // 17: fenced.v1.RegisterNodeResponse
-	(*Grant)(nil),                  // 18: fenced.v1.Grant
-	(*CreateSessionRequest)(nil),   // 19: fenced.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 20: fenced.v1.CreateSessionResponse
-	(*KeepAliveRequest)(nil),       // 21: fenced.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 22: fenced.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 23: fenced.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 24: fenced.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),         // 25: fenced.v1.AcquireRequest
-	(*AcquireResponse)(nil),        // 26: fenced.v1.AcquireResponse
-	(*ReleaseRequest)(nil),         // 27: fenced.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 28: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),          // 29: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 30: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                 // 31: fenced.v1.Waiter
-	(*LockInfo)(nil),               // 32: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),        // 33: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 34: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),            // 35: fenced.v1.ListRequest
-	(*ListResponse)(nil),           // 36: fenced.v1.ListResponse
-	(*SessionInfo)(nil),            // 37: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),          // 38: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),         // 39: fenced.v1.StatusResponse
+	(*PipelineCall)(nil),           // 1: fenced.v1.PipelineCall
+	(*PipelineRequest)(nil),        // 2: fenced.v1.PipelineRequest
+	(*PipelineError)(nil),          // 3: fenced.v1.PipelineError
+	(*PipelineResult)(nil),         // 4: fenced.v1.PipelineResult
+	(*PipelineResponse)(nil),       // 5: fenced.v1.PipelineResponse
+	(*KVPutRequest)(nil),           // 6: fenced.v1.KVPutRequest
+	(*KVPutResponse)(nil),          // 7: fenced.v1.KVPutResponse
+	(*KVGetRequest)(nil),           // 8: fenced.v1.KVGetRequest
+	(*KVGetResponse)(nil),          // 9: fenced.v1.KVGetResponse
+	(*KVDeleteRequest)(nil),        // 10: fenced.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),       // 11: fenced.v1.KVDeleteResponse
+	(*Member)(nil),                 // 12: fenced.v1.Member
+	(*ClusterStatusRequest)(nil),   // 13: fenced.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),  // 14: fenced.v1.ClusterStatusResponse
+	(*AddMemberRequest)(nil),       // 15: fenced.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),      // 16: fenced.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),    // 17: fenced.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 18: fenced.v1.RemoveMemberResponse
+	(*TransferLeaderRequest)(nil),  // 19: fenced.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 20: fenced.v1.TransferLeaderResponse
+	(*RegisterNodeRequest)(nil),    // 21: fenced.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),   // 22: fenced.v1.RegisterNodeResponse
+	(*Grant)(nil),                  // 23: fenced.v1.Grant
+	(*CreateSessionRequest)(nil),   // 24: fenced.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 25: fenced.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),       // 26: fenced.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 27: fenced.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 28: fenced.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 29: fenced.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),         // 30: fenced.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 31: fenced.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 32: fenced.v1.ReleaseRequest
+	(*ReleaseResponse)(nil),        // 33: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),          // 34: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 35: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                 // 36: fenced.v1.Waiter
+	(*LockInfo)(nil),               // 37: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),        // 38: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 39: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),            // 40: fenced.v1.ListRequest
+	(*ListResponse)(nil),           // 41: fenced.v1.ListResponse
+	(*SessionInfo)(nil),            // 42: fenced.v1.SessionInfo
+	(*StatusRequest)(nil),          // 43: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 44: fenced.v1.StatusResponse
+	nil,                            // 45: fenced.v1.PipelineError.MetaEntry
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
-	7,  // 0: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
-	18, // 1: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	0,  // 2: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	18, // 3: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	18, // 4: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	31, // 5: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	32, // 6: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	32, // 7: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	37, // 8: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	32, // 9: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	19, // 10: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	21, // 11: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	21, // 12: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	23, // 13: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	25, // 14: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	27, // 15: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	29, // 16: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	33, // 17: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	35, // 18: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	38, // 19: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	1,  // 20: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	3,  // 21: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	5,  // 22: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	8,  // 23: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	10, // 24: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	12, // 25: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	14, // 26: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	16, // 27: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	20, // 28: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	22, // 29: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	22, // 30: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	24, // 31: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	26, // 32: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	28, // 33: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	30, // 34: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	34, // 35: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	36, // 36: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	39, // 37: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	2,  // 38: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	4,  // 39: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	6,  // 40: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	9,  // 41: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	11, // 42: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	13, // 43: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	15, // 44: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	17, // 45: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	28, // [28:46] is the sub-list for method output_type
-	10, // [10:28] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	30, // 0: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
+	32, // 1: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
+	6,  // 2: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
+	1,  // 3: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
+	45, // 4: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	31, // 5: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
+	33, // 6: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
+	7,  // 7: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
+	3,  // 8: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
+	4,  // 9: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
+	12, // 10: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
+	26, // 11: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
+	27, // 12: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
+	23, // 13: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	0,  // 14: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	23, // 15: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	23, // 16: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	36, // 17: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	37, // 18: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	37, // 19: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	42, // 20: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	37, // 21: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	24, // 22: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	26, // 23: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	26, // 24: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	28, // 25: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	30, // 26: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	32, // 27: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	34, // 28: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	38, // 29: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	40, // 30: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	43, // 31: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	2,  // 32: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	6,  // 33: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	8,  // 34: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	10, // 35: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	13, // 36: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	15, // 37: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	17, // 38: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	19, // 39: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	21, // 40: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	25, // 41: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	27, // 42: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	27, // 43: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	29, // 44: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	31, // 45: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	33, // 46: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	35, // 47: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	39, // 48: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	41, // 49: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	44, // 50: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	5,  // 51: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	7,  // 52: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	9,  // 53: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	11, // 54: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	14, // 55: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	16, // 56: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	18, // 57: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	20, // 58: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	22, // 59: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	41, // [41:60] is the sub-list for method output_type
+	22, // [22:41] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -2630,15 +3089,26 @@ func file_fenced_v1_fenced_proto_init() {
 	if File_fenced_v1_fenced_proto != nil {
 		return
 	}
-	file_fenced_v1_fenced_proto_msgTypes[0].OneofWrappers = []any{}
-	file_fenced_v1_fenced_proto_msgTypes[4].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[0].OneofWrappers = []any{
+		(*PipelineCall_Acquire)(nil),
+		(*PipelineCall_Release)(nil),
+		(*PipelineCall_KvPut)(nil),
+	}
+	file_fenced_v1_fenced_proto_msgTypes[3].OneofWrappers = []any{
+		(*PipelineResult_Acquire)(nil),
+		(*PipelineResult_Release)(nil),
+		(*PipelineResult_KvPut)(nil),
+		(*PipelineResult_Error)(nil),
+	}
+	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[9].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -67,6 +67,8 @@ const (
 	LockServiceListProcedure = "/fenced.v1.LockService/List"
 	// LockServiceStatusProcedure is the fully-qualified name of the LockService's Status RPC.
 	LockServiceStatusProcedure = "/fenced.v1.LockService/Status"
+	// LockServicePipelineProcedure is the fully-qualified name of the LockService's Pipeline RPC.
+	LockServicePipelineProcedure = "/fenced.v1.LockService/Pipeline"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
 	KVServicePutProcedure = "/fenced.v1.KVService/Put"
 	// KVServiceGetProcedure is the fully-qualified name of the KVService's Get RPC.
@@ -94,7 +96,10 @@ type SessionServiceClient interface {
 	// CreateSession starts a session with a TTL between 100ms and 24h.
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
 	// KeepAlive renews sessions over one long-lived stream: each request
-	// renews one session and is answered by one response with the same nonce.
+	// renews one session (and those in its "more"), and is answered with one
+	// response per session, each with its request's nonce. The server
+	// answers the renewals received while it confirmed earlier ones
+	// together, in one message, after one leadership check.
 	KeepAlive(context.Context) *connect.BidiStreamForClient[v1.KeepAliveRequest, v1.KeepAliveResponse]
 	// KeepAliveOnce renews one session in a unary call, for clients without
 	// streams (curl, scripts).
@@ -174,7 +179,10 @@ type SessionServiceHandler interface {
 	// CreateSession starts a session with a TTL between 100ms and 24h.
 	CreateSession(context.Context, *connect.Request[v1.CreateSessionRequest]) (*connect.Response[v1.CreateSessionResponse], error)
 	// KeepAlive renews sessions over one long-lived stream: each request
-	// renews one session and is answered by one response with the same nonce.
+	// renews one session (and those in its "more"), and is answered with one
+	// response per session, each with its request's nonce. The server
+	// answers the renewals received while it confirmed earlier ones
+	// together, in one message, after one leadership check.
 	KeepAlive(context.Context, *connect.BidiStream[v1.KeepAliveRequest, v1.KeepAliveResponse]) error
 	// KeepAliveOnce renews one session in a unary call, for clients without
 	// streams (curl, scripts).
@@ -264,6 +272,17 @@ type LockServiceClient interface {
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	// Status returns the server's view: issuer, last token, sessions, locks.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	// Pipeline carries many Acquire, Release and KV Put calls over one
+	// long-lived stream: a client sends calls without waiting for earlier
+	// ones, and the server answers each as soon as it completes (not in
+	// order), packing the answers ready at the same moment into one
+	// message. Each call does exactly what the unary call of the same name
+	// does, with the same validation, de-duplication and errors; a call
+	// cancelled by the client, or cut off by the stream's end, behaves like
+	// a unary call whose client went away. The SDK sends its lock and kv
+	// traffic this way: one stream costs far less per call than one HTTP/2
+	// request each.
+	Pipeline(context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse]
 }
 
 // NewLockServiceClient constructs a client for the fenced.v1.LockService service. By default, it
@@ -313,6 +332,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("Status")),
 			connect.WithClientOptions(opts...),
 		),
+		pipeline: connect.NewClient[v1.PipelineRequest, v1.PipelineResponse](
+			httpClient,
+			baseURL+LockServicePipelineProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Pipeline")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -324,6 +349,7 @@ type lockServiceClient struct {
 	describe *connect.Client[v1.DescribeRequest, v1.DescribeResponse]
 	list     *connect.Client[v1.ListRequest, v1.ListResponse]
 	status   *connect.Client[v1.StatusRequest, v1.StatusResponse]
+	pipeline *connect.Client[v1.PipelineRequest, v1.PipelineResponse]
 }
 
 // Acquire calls fenced.v1.LockService.Acquire.
@@ -356,6 +382,11 @@ func (c *lockServiceClient) Status(ctx context.Context, req *connect.Request[v1.
 	return c.status.CallUnary(ctx, req)
 }
 
+// Pipeline calls fenced.v1.LockService.Pipeline.
+func (c *lockServiceClient) Pipeline(ctx context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse] {
+	return c.pipeline.CallBidiStream(ctx)
+}
+
 // LockServiceHandler is an implementation of the fenced.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire grants a lock to a session, or queues the session (FIFO) and
@@ -371,6 +402,17 @@ type LockServiceHandler interface {
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
 	// Status returns the server's view: issuer, last token, sessions, locks.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	// Pipeline carries many Acquire, Release and KV Put calls over one
+	// long-lived stream: a client sends calls without waiting for earlier
+	// ones, and the server answers each as soon as it completes (not in
+	// order), packing the answers ready at the same moment into one
+	// message. Each call does exactly what the unary call of the same name
+	// does, with the same validation, de-duplication and errors; a call
+	// cancelled by the client, or cut off by the stream's end, behaves like
+	// a unary call whose client went away. The SDK sends its lock and kv
+	// traffic this way: one stream costs far less per call than one HTTP/2
+	// request each.
+	Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -416,6 +458,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("Status")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServicePipelineHandler := connect.NewBidiStreamHandler(
+		LockServicePipelineProcedure,
+		svc.Pipeline,
+		connect.WithSchema(lockServiceMethods.ByName("Pipeline")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fenced.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -430,6 +478,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceListHandler.ServeHTTP(w, r)
 		case LockServiceStatusProcedure:
 			lockServiceStatusHandler.ServeHTTP(w, r)
+		case LockServicePipelineProcedure:
+			lockServicePipelineHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -461,6 +511,10 @@ func (UnimplementedLockServiceHandler) List(context.Context, *connect.Request[v1
 
 func (UnimplementedLockServiceHandler) Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Status is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Pipeline is not implemented"))
 }
 
 // KVServiceClient is a client for the fenced.v1.KVService service.

@@ -1,0 +1,88 @@
+package bench_test
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenced-dev/fenced/bench"
+	"github.com/fenced-dev/fenced/internal/testserver"
+)
+
+func TestOptions_Validate(t *testing.T) {
+	ok := bench.Options{Workload: bench.WorkloadLock, Clients: 4, Duration: time.Second}
+	if err := ok.Validate(); err != nil {
+		t.Fatalf("valid options refused: %v", err)
+	}
+	for _, tc := range []struct {
+		change func(*bench.Options)
+		want   string
+	}{
+		{func(o *bench.Options) { o.Workload = "spin" }, "unknown workload"},
+		{func(o *bench.Options) { o.Clients = 0 }, "clients 0 out of range"},
+		{func(o *bench.Options) { o.Clients = 10001 }, "clients 10001 out of range"},
+		{func(o *bench.Options) { o.Workload, o.Sessions = bench.WorkloadSessions, 0 }, "sessions 0 out of range"},
+		{func(o *bench.Options) { o.Duration = 0 }, "duration 0s out of range"},
+		{func(o *bench.Options) { o.Warmup = -time.Second }, "warm-up -1s out of range"},
+		{func(o *bench.Options) { o.TTL = -time.Second }, "ttl -1s out of range"},
+		{func(o *bench.Options) { o.ValueSize = 2 << 20 }, "value size 2097152 out of range"},
+		{func(o *bench.Options) { o.ServerPIDs = []int{0} }, "server pid 0 is not a process id"},
+	} {
+		o := ok
+		tc.change(&o)
+		err := o.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want an error mentioning %q", o, err, tc.want)
+		}
+		if _, err := bench.Run(context.Background(), nil, o); err == nil {
+			t.Errorf("Run accepted invalid options %+v", o)
+		}
+	}
+}
+
+func TestListenerPID_FindsThisProcess(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	pid, err := bench.ListenerPID(ln.Addr().String())
+	if err != nil || pid != os.Getpid() {
+		t.Fatalf("ListenerPID(%s) = %d, %v; want this process %d", ln.Addr(), pid, err, os.Getpid())
+	}
+	ln.Close()
+	if _, err := bench.ListenerPID(ln.Addr().String()); err == nil {
+		t.Fatalf("ListenerPID found a process on closed %s", ln.Addr())
+	}
+	if _, err := bench.ListenerPID("192.0.2.1:80"); err == nil {
+		t.Fatal("ListenerPID accepted an address not on this machine")
+	}
+}
+
+// TestRun_Handoff runs the contended workload in process: every client
+// takes the same lock, so each grant must carry a token above the one
+// before it.
+func TestRun_Handoff(t *testing.T) {
+	srv := testserver.Start(t)
+	sys, err := bench.NewFenced([]string{srv.Addr()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	r, err := bench.Run(context.Background(), sys, bench.Options{
+		Workload: bench.WorkloadHandoff, Clients: 4, Duration: time.Second, Warmup: 100 * time.Millisecond,
+		ServerPIDs: []int{os.Getpid()},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 {
+		t.Fatalf("handoff result %+v: want cycles, no errors, no token order violations", r)
+	}
+	if r.Server == nil || r.Server.CPUPercent <= 0 || r.Server.RSSMiB <= 0 {
+		t.Fatalf("server usage %+v: want CPU and RSS of this process", r.Server)
+	}
+}

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fenced-dev/fenced/bench"
+)
+
+// benchCase is one row group of the comparison: a workload at one size,
+// run against some targets.
+type benchCase struct {
+	// ID names the case in flags, progress lines and the raw results.
+	ID string `json:"id"`
+	// Title describes it in the report.
+	Title    string         `json:"title"`
+	Workload bench.Workload `json:"workload"`
+	// Clients run cycles concurrently, or open holders concurrently
+	// (sessions).
+	Clients int `json:"clients"`
+	// Sessions is the number of holders kept alive (sessions only).
+	Sessions int `json:"sessions,omitempty"`
+	// Targets are the systems this case runs against, in report order.
+	Targets []string `json:"targets"`
+	// VsEtcd and VsRedis name the targets the report's ratios divide by;
+	// empty for none.
+	VsEtcd  string `json:"vs_etcd,omitempty"`
+	VsRedis string `json:"vs_redis,omitempty"`
+}
+
+// sessionOpeners is how many holders the sessions workload opens at a
+// time.
+const sessionOpeners = 64
+
+var singleNode = []string{"fenced", "etcd", "zookeeper", "redis"}
+
+// matrix is the whole comparison, in the order each run goes through it.
+var matrix = []benchCase{
+	{ID: "lock-16", Title: "lock, 16 clients, 1 node", Workload: bench.WorkloadLock, Clients: 16, Targets: singleNode, VsEtcd: "etcd"},
+	{ID: "lock-64", Title: "lock, 64 clients, 1 node", Workload: bench.WorkloadLock, Clients: 64, Targets: singleNode, VsEtcd: "etcd"},
+	{ID: "lock-64-3n", Title: "lock, 64 clients, 3 nodes", Workload: bench.WorkloadLock, Clients: 64, Targets: []string{"fenced-3", "etcd-3"}, VsEtcd: "etcd-3"},
+	{ID: "handoff-16", Title: "handoff, 16 clients on one lock, 1 node", Workload: bench.WorkloadHandoff, Clients: 16, Targets: singleNode, VsEtcd: "etcd", VsRedis: "redis"},
+	{ID: "sessions-10k", Title: "sessions, 10,000 holders, 1 node", Workload: bench.WorkloadSessions, Clients: sessionOpeners, Sessions: 10000, Targets: singleNode, VsEtcd: "etcd"},
+	{ID: "sessions-100k", Title: "sessions, 100,000 holders, 1 node", Workload: bench.WorkloadSessions, Clients: sessionOpeners, Sessions: 100000, Targets: []string{"fenced"}},
+	{ID: "fenced-write-64", Title: "fenced-write, 64 clients, 1 node", Workload: bench.WorkloadFencedWrite, Clients: 64, Targets: []string{"fenced"}},
+}
+
+// selectMatrix returns the cases (and their targets) that the --workloads
+// and --systems filters keep; an empty filter keeps everything. A
+// workload filter entry matches a case ID or a workload name.
+func selectMatrix(workloads, systems string) ([]benchCase, error) {
+	wl, sy := splitList(workloads), splitList(systems)
+	for _, s := range sy {
+		if _, ok := targetByName(s); !ok {
+			return nil, fmt.Errorf("--systems: unknown system %q; want some of %s", s, targetNames())
+		}
+	}
+	var known []string
+	for _, c := range matrix {
+		known = append(known, c.ID)
+	}
+	for _, w := range wl {
+		if !slices.Contains(known, w) && !slices.Contains(bench.Workloads, bench.Workload(w)) {
+			return nil, fmt.Errorf("--workloads: unknown %q; want workload names %v or case ids %s", w, bench.Workloads, strings.Join(known, ","))
+		}
+	}
+	var out []benchCase
+	for _, c := range matrix {
+		if len(wl) > 0 && !slices.Contains(wl, c.ID) && !slices.Contains(wl, string(c.Workload)) {
+			continue
+		}
+		var ts []string
+		for _, t := range c.Targets {
+			if len(sy) == 0 || slices.Contains(sy, t) {
+				ts = append(ts, t)
+			}
+		}
+		if len(ts) > 0 {
+			c.Targets = ts
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--workloads %q and --systems %q leave nothing to run", workloads, systems)
+	}
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func targetNames() string {
+	var names []string
+	for _, t := range targets {
+		names = append(names, t.Name)
+	}
+	return strings.Join(names, ",")
+}

@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// summary is the median over runs of each figure of one case on one
+// target. Each figure's median is taken on its own, so one row's figures
+// may come from different runs.
+type summary struct {
+	Case   string
+	Target string
+	// Runs is the number of measurements that produced figures; Failed
+	// those that did not.
+	Runs, Failed int
+	CyclesPerS   float64
+	P50Ms        float64
+	P99Ms        float64
+	CycleP99Ms   float64
+	CPUPercent   float64
+	RSSMiB       float64
+	BytesPerSess float64
+	// Errors and TokenOrderViolations are summed over runs.
+	Errors               int64
+	TokenOrderViolations int64
+	// FirstError is the first failure or failed call seen.
+	FirstError string
+}
+
+// summaryKey identifies a summary.
+type summaryKey struct{ Case, Target string }
+
+// summarize groups measurements by case and target and takes medians.
+func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
+	out := map[summaryKey]summary{}
+	for _, c := range cases {
+		for _, t := range c.Targets {
+			s := summary{Case: c.ID, Target: t}
+			var cyc, p50, p99, cp99, cpu, rss, bps []float64
+			for _, m := range ms {
+				if m.Case != c.ID || m.Target != t {
+					continue
+				}
+				if m.Error != "" && s.FirstError == "" {
+					s.FirstError = firstLine(m.Error)
+				}
+				if m.Result == nil || m.Error != "" {
+					s.Failed++
+					continue
+				}
+				r := m.Result
+				s.Runs++
+				s.Errors += r.Errors
+				s.TokenOrderViolations += r.TokenOrderViolations
+				if r.FirstError != "" && s.FirstError == "" {
+					s.FirstError = r.FirstError
+				}
+				cyc, p50, p99, cp99 = append(cyc, r.CyclesPerS), append(p50, r.P50Ms), append(p99, r.P99Ms), append(cp99, r.CycleP99Ms)
+				if r.Server != nil {
+					cpu, rss = append(cpu, r.Server.CPUPercent), append(rss, r.Server.RSSMiB)
+					if r.Server.BytesPerSession != 0 {
+						bps = append(bps, r.Server.BytesPerSession)
+					}
+				}
+			}
+			s.CyclesPerS, s.P50Ms, s.P99Ms, s.CycleP99Ms = median(cyc), median(p50), median(p99), median(cp99)
+			s.CPUPercent, s.RSSMiB, s.BytesPerSess = median(cpu), median(rss), median(bps)
+			out[summaryKey{c.ID, t}] = s
+		}
+	}
+	return out
+}
+
+// median of xs (the mean of the middle two for an even count); 0 for
+// none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// rawResults is the JSON file of every measurement.
+type rawResults struct {
+	Generated    time.Time     `json:"generated"`
+	Settings     settings      `json:"settings"`
+	Environment  environment   `json:"environment"`
+	Cases        []benchCase   `json:"cases"`
+	Measurements []measurement `json:"measurements"`
+}
+
+// writeJSON writes v, indented, to path (creating its directory).
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFile(path, append(b, '\n'))
+}
+
+// writeFile writes b to path, creating its directory.
+func writeFile(path string, b []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// runCycles runs the lock, handoff and fenced-write workloads: every
+// client repeats acquire → (write →) release until the measurement ends.
+func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
+	lockers, err := openLockers(ctx, sys, o.Clients, min(o.Clients, 64), o.TTL)
+	if err != nil {
+		return Result{}, err
+	}
+	defer closeLockers(lockers)
+	if o.Workload == WorkloadFencedWrite {
+		if _, ok := lockers[0].(FencedWriter); !ok {
+			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
+		}
+	}
+
+	id := runID()
+	value := make([]byte, o.ValueSize)
+	for i := range value {
+		value[i] = 'a' + byte(i%26)
+	}
+	var (
+		measuring atomic.Bool
+		errs      errorCount
+		order     tokenOrder
+		mu        sync.Mutex
+		acquire   latencies
+		cycle     latencies
+		wg        sync.WaitGroup
+	)
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for i, l := range lockers {
+		name := fmt.Sprintf("bench/%s/%s/%d", o.Workload, id, i)
+		if o.Workload == WorkloadHandoff {
+			name = fmt.Sprintf("bench/%s/%s", o.Workload, id)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var myAcquire, myCycle latencies
+			for runCtx.Err() == nil {
+				counted := measuring.Load()
+				start := time.Now()
+				token, err := l.Lock(runCtx, name)
+				if err != nil {
+					if runCtx.Err() == nil {
+						errs.add(fmt.Errorf("lock %s: %w", name, err))
+						pause(runCtx, 10*time.Millisecond)
+					}
+					continue
+				}
+				acquired := time.Since(start)
+				if o.Workload == WorkloadHandoff {
+					order.observe(token)
+				}
+				if o.Workload == WorkloadFencedWrite {
+					if err := l.(FencedWriter).FencedWrite(runCtx, name, value, token); err != nil && runCtx.Err() == nil {
+						errs.add(fmt.Errorf("write %s with token %d: %w", name, token, err))
+					}
+				}
+				// The release is not cut short by the end of the run:
+				// the next run must find the lock free.
+				if err := l.Unlock(context.WithoutCancel(runCtx), name); err != nil {
+					errs.add(fmt.Errorf("unlock %s: %w", name, err))
+					pause(runCtx, 10*time.Millisecond)
+					continue
+				}
+				if counted && measuring.Load() {
+					myAcquire = append(myAcquire, acquired)
+					myCycle = append(myCycle, time.Since(start))
+				}
+			}
+			mu.Lock()
+			acquire = append(acquire, myAcquire...)
+			cycle = append(cycle, myCycle...)
+			mu.Unlock()
+		}()
+	}
+
+	pause(ctx, o.Warmup)
+	usage := startUsage(o.ServerPIDs)
+	measuring.Store(true)
+	start := time.Now()
+	pause(ctx, o.Duration)
+	measuring.Store(false)
+	elapsed := time.Since(start)
+	server := usage.stop(elapsed)
+	stop()
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
+
+	acquire.sort()
+	cycle.sort()
+	r := Result{
+		System:               sys.Name(),
+		Workload:             o.Workload,
+		Clients:              o.Clients,
+		DurationS:            elapsed.Seconds(),
+		Cycles:               int64(len(cycle)),
+		CyclesPerS:           float64(len(cycle)) / elapsed.Seconds(),
+		P50Ms:                acquire.percentile(0.50),
+		P90Ms:                acquire.percentile(0.90),
+		P99Ms:                acquire.percentile(0.99),
+		MaxMs:                acquire.percentile(1),
+		CycleP50Ms:           cycle.percentile(0.50),
+		CycleP99Ms:           cycle.percentile(0.99),
+		TokenOrderViolations: order.violations.Load(),
+		Server:               server,
+	}
+	errs.fill(&r)
+	if r.Cycles == 0 {
+		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
+	}
+	return r, nil
+}
+
+// tokenOrder checks that the tokens of successive holders of one lock
+// increase, in the order the holders saw their grants.
+type tokenOrder struct {
+	mu         sync.Mutex
+	last       uint64
+	violations atomic.Int64
+}
+
+func (t *tokenOrder) observe(token uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if token <= t.last {
+		t.violations.Add(1)
+	}
+	t.last = token
+}
+
+// pause waits for d or until ctx ends.
+func pause(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

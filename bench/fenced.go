@@ -1,0 +1,103 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/client"
+)
+
+// Fenced is the System for a fenced cluster, used as its SDK recommends:
+// one client.Client (one HTTP/2 connection, one keep-alive stream for all
+// sessions) shared by every locker, unless more connections are asked for.
+type Fenced struct {
+	clients []*client.Client
+}
+
+// NewFenced returns the System for the fenced cluster at endpoints
+// (host:port of its members), spreading lockers over connections clients
+// (1 is what an application would use).
+func NewFenced(endpoints []string, connections int) (*Fenced, error) {
+	if connections < 1 || connections > 1024 {
+		return nil, fmt.Errorf("bench: %w: connections %d out of range; want 1–1024", fence.ErrInvalidArgument, connections)
+	}
+	f := &Fenced{}
+	for range connections {
+		c, err := client.New(endpoints)
+		if err != nil {
+			_ = f.Close()
+			return nil, err
+		}
+		f.clients = append(f.clients, c)
+	}
+	return f, nil
+}
+
+// Name implements System.
+func (f *Fenced) Name() string { return "fenced" }
+
+// NewLocker implements System: one session, renewed by the shared client.
+func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Locker, error) {
+	c := f.clients[id%len(f.clients)]
+	s, err := c.NewSession(ctx, client.WithTTL(ttl))
+	if err != nil {
+		return nil, err
+	}
+	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}}, nil
+}
+
+// Close implements System.
+func (f *Fenced) Close() error {
+	var errs []error
+	for _, c := range f.clients {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fencedLocker is one session and a Mutex per lock name it has used.
+type fencedLocker struct {
+	c       *client.Client
+	s       *client.Session
+	mu      sync.Mutex
+	mutexes map[string]*client.Mutex
+}
+
+func (l *fencedLocker) mutex(name string) *client.Mutex {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.mutexes[name]
+	if !ok {
+		m = client.NewMutex(l.s, name)
+		l.mutexes[name] = m
+	}
+	return m
+}
+
+func (l *fencedLocker) Lock(ctx context.Context, name string) (uint64, error) {
+	m := l.mutex(name)
+	if err := m.Lock(ctx); err != nil {
+		return 0, err
+	}
+	return uint64(m.Token()), nil
+}
+
+func (l *fencedLocker) Unlock(ctx context.Context, name string) error {
+	return l.mutex(name).Unlock(ctx)
+}
+
+// FencedWrite writes to the cluster's own fenced key-value store.
+func (l *fencedLocker) FencedWrite(ctx context.Context, key string, value []byte, token uint64) error {
+	_, err := l.c.KVPut(ctx, key, value, fence.Token(token))
+	return err
+}
+
+func (l *fencedLocker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return l.s.Close(ctx)
+}

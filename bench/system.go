@@ -1,0 +1,44 @@
+package bench
+
+import (
+	"context"
+	"time"
+)
+
+// System is a lock service under test. Implementations exist for fenced
+// (Fenced) and, in the separate bench/compare module, for etcd, ZooKeeper
+// and Redis, so that every system runs through the same workload code.
+type System interface {
+	// Name names the system in results, e.g. "fenced" or "etcd".
+	Name() string
+	// NewLocker opens one holder: a session (lease, ephemeral node, ...)
+	// whose liveness the system keeps up for the locker's whole life, the
+	// way the system's documentation recommends (for example one shared
+	// connection per process and many sessions over it, when the system
+	// supports that). id numbers the lockers of one run from 0. ttl is
+	// how long the session may go unrenewed before the server ends it.
+	NewLocker(ctx context.Context, id int, ttl time.Duration) (Locker, error)
+	// Close releases what the System itself holds (shared connections).
+	Close() error
+}
+
+// Locker is one holder with its own session. Its methods are called from
+// one goroutine at a time.
+type Locker interface {
+	// Lock blocks until this holder holds the lock name and returns the
+	// fencing token of the grant (for systems without one, the number
+	// the recipe uses as a token: etcd's revision, ZooKeeper's zxid or
+	// sequence, a Redis INCR counter).
+	Lock(ctx context.Context, name string) (uint64, error)
+	// Unlock releases the lock name, which this holder holds.
+	Unlock(ctx context.Context, name string) error
+	// Close ends the session, releasing whatever it still holds.
+	Close() error
+}
+
+// FencedWriter is implemented by lockers that can write to a resource
+// guarded by fencing tokens: the write succeeds only if no higher token
+// has been presented for key. The fenced-write workload needs it.
+type FencedWriter interface {
+	FencedWrite(ctx context.Context, key string, value []byte, token uint64) error
+}

@@ -1,0 +1,242 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+// pipeline sends an endpoint's Acquire, Release and KV Put calls over one
+// LockService.Pipeline stream, opened on first use and again after it
+// fails. Calls from any number of goroutines share the stream: each is
+// sent without waiting for the others, the calls queued while a message
+// was being sent go out together in the next one, and each answer is
+// matched to its call by id. One stream costs the client and the server
+// far less per call than an HTTP/2 request each.
+//
+// A call behaves as its unary form: it fails with a *connect.Error of the
+// same code and message (Unavailable when the stream broke before the
+// answer came), so the SDK's retry loop treats both alike.
+type pipeline struct {
+	c  *Client
+	ep *endpoint
+
+	mu sync.Mutex
+	st *pipeStream // nil until opened, and after it failed
+}
+
+// pipeStream is one open Pipeline stream.
+type pipeStream struct {
+	p      *pipeline
+	stream *connect.BidiStreamForClient[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	cancel context.CancelFunc
+	signal chan struct{} // capacity 1: calls or cancels to send
+	done   chan struct{} // closed when the stream failed
+	err    error         // why, once done is closed
+	once   sync.Once
+	// lastRecv is when the last message arrived (UnixNano).
+	lastRecv atomic.Int64
+
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]chan *fencedv1.PipelineResult
+	calls   []*fencedv1.PipelineCall
+	cancels []uint64
+}
+
+// call sends one call and waits for its answer, the stream's failure or
+// the end of ctx. A call whose ctx ends is cancelled on the server, as a
+// unary call is when its client goes away.
+func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fencedv1.PipelineResult, error) {
+	st, err := p.stream()
+	if err != nil {
+		return nil, err
+	}
+	answer := make(chan *fencedv1.PipelineResult, 1)
+	sent := time.Now()
+	st.mu.Lock()
+	st.nextID++
+	id := st.nextID
+	call.Id = id
+	st.waiting[id] = answer
+	st.calls = append(st.calls, call)
+	st.mu.Unlock()
+	st.poke()
+
+	select {
+	case r := <-answer:
+		if e := r.GetError(); e != nil {
+			return nil, pipelineError(e)
+		}
+		return r, nil
+	case <-st.done:
+		return nil, connect.NewError(connect.CodeUnavailable, st.err)
+	case <-ctx.Done():
+		st.mu.Lock()
+		if _, ok := st.waiting[id]; ok {
+			delete(st.waiting, id)
+			st.cancels = append(st.cancels, id)
+		}
+		st.mu.Unlock()
+		st.poke()
+		code := connect.CodeCanceled
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			code = connect.CodeDeadlineExceeded
+			// Nothing at all came back while this call waited: the
+			// connection may be silently dead (a partition does not
+			// reset it). Let the next call open a new stream.
+			if st.lastRecv.Load() < sent.UnixNano() {
+				st.fail(fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond)))
+			}
+		}
+		return nil, connect.NewError(code, ctx.Err())
+	}
+}
+
+// stream returns the open stream, opening one when there is none.
+func (p *pipeline) stream() (*pipeStream, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.st != nil {
+		return p.st, nil
+	}
+	if err := p.c.closed(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(p.c.ctx)
+	st := &pipeStream{
+		p:       p,
+		stream:  p.ep.locks.Pipeline(ctx),
+		cancel:  cancel,
+		signal:  make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		waiting: make(map[uint64]chan *fencedv1.PipelineResult),
+	}
+	ok := p.c.goRun(st.sendLoop)
+	ok = ok && p.c.goRun(st.recvLoop)
+	ok = ok && p.c.goRun(func() {
+		// Once the stream fails or the Client closes, abort the HTTP/2
+		// stream, which ends a Receive in progress and cancels on the
+		// server every call still in flight (the transport does not always
+		// do so on its own when the request's context ends).
+		<-ctx.Done()
+		_ = st.stream.CloseResponse()
+	})
+	if !ok {
+		st.fail(ErrClosed)
+		return nil, ErrClosed
+	}
+	p.st = st
+	return st, nil
+}
+
+func (st *pipeStream) poke() {
+	select {
+	case st.signal <- struct{}{}:
+	default:
+	}
+}
+
+// fail ends the stream with err, once; calls waiting on it fail with
+// Unavailable and the next call opens a new stream.
+func (st *pipeStream) fail(err error) {
+	st.once.Do(func() {
+		st.err = err
+		close(st.done)
+		st.cancel()
+		st.p.mu.Lock()
+		if st.p.st == st {
+			st.p.st = nil
+		}
+		st.p.mu.Unlock()
+	})
+}
+
+// sendLoop sends the queued calls and cancellations, all those queued
+// since the last send in one message.
+func (st *pipeStream) sendLoop() {
+	defer st.stream.CloseRequest()
+	for {
+		select {
+		case <-st.signal:
+		case <-st.done:
+			return
+		}
+		st.mu.Lock()
+		req := &fencedv1.PipelineRequest{Calls: st.calls, Cancel: st.cancels}
+		st.calls, st.cancels = nil, nil
+		st.mu.Unlock()
+		if len(req.Calls) == 0 && len(req.Cancel) == 0 {
+			continue
+		}
+		if err := st.stream.Send(req); err != nil {
+			st.fail(fmt.Errorf("pipeline send: %w", err))
+			return
+		}
+	}
+}
+
+// recvLoop hands each answer to the call waiting for it.
+func (st *pipeStream) recvLoop() {
+	defer st.stream.CloseResponse()
+	for {
+		resp, err := st.stream.Receive()
+		if err != nil {
+			st.fail(fmt.Errorf("pipeline receive: %w", err))
+			return
+		}
+		st.lastRecv.Store(time.Now().UnixNano())
+		st.mu.Lock()
+		for _, r := range resp.GetResults() {
+			if answer, ok := st.waiting[r.GetId()]; ok {
+				delete(st.waiting, r.GetId())
+				answer <- r
+			}
+		}
+		st.mu.Unlock()
+	}
+}
+
+// pipelineError rebuilds the *connect.Error a unary call would have
+// returned.
+func pipelineError(e *fencedv1.PipelineError) error {
+	ce := connect.NewError(connect.Code(e.GetCode()), errors.New(e.GetMessage()))
+	for k, v := range e.GetMeta() {
+		ce.Meta().Set(k, v)
+	}
+	return ce
+}
+
+// acquire sends an Acquire through the endpoint's pipeline.
+func (ep *endpoint) acquire(ctx context.Context, req *fencedv1.AcquireRequest) (*fencedv1.AcquireResponse, error) {
+	r, err := ep.pipe.call(ctx, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Acquire{Acquire: req}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetAcquire(), nil
+}
+
+// release sends a Release through the endpoint's pipeline.
+func (ep *endpoint) release(ctx context.Context, req *fencedv1.ReleaseRequest) (*fencedv1.ReleaseResponse, error) {
+	r, err := ep.pipe.call(ctx, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Release{Release: req}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetRelease(), nil
+}
+
+// kvPut sends a KV Put through the endpoint's pipeline.
+func (ep *endpoint) kvPut(ctx context.Context, req *fencedv1.KVPutRequest) (*fencedv1.KVPutResponse, error) {
+	r, err := ep.pipe.call(ctx, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_KvPut{KvPut: req}})
+	if err != nil {
+		return nil, err
+	}
+	return r.GetKvPut(), nil
+}

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime/pprof"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fenced-dev/fenced/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	var (
+		cf          clientFlags
+		workload    string
+		o           bench.Options
+		connections int
+		serverPIDs  []int
+		cpuProfile  string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure lock throughput and latency against a cluster",
+		Long: `Run a workload against the cluster at --endpoints and print its throughput
+and latency percentiles (with --json, one JSON object).
+
+Workloads:
+  lock          every client takes and releases its own lock (uncontended
+                acquire → token → release cycles)
+  handoff       every client takes and releases the same lock: each cycle
+                hands the lock to the next waiter in FIFO order
+  sessions      opens --sessions holders, each holding its own lock, keeps
+                them alive for --duration and reports the server's CPU and
+                RSS (bytes per session from the RSS growth)
+  fenced-write  acquire → fenced kv put with the token → release
+
+Latencies are measured on this machine's monotonic clock after --warmup.
+When the endpoints are on this machine, the server processes are found
+through /proc and their CPU and RSS during the measurement are reported
+(or name them with --server-pid). Client and server sharing the same cores
+compete for them: compare figures only within one run on one machine.
+
+The lock names used start with bench/; run it against a cluster that
+serves other users only if a little extra load is acceptable.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o.Workload = bench.Workload(workload)
+			o.ServerPIDs = serverPIDs
+			if err := o.Validate(); err != nil {
+				return withExit(exitUsage, err)
+			}
+			eps := cf.endpointList()
+			if len(eps) == 0 {
+				return usageError("--endpoints is empty; want host:port[,host:port...]")
+			}
+			if len(o.ServerPIDs) == 0 {
+				o.ServerPIDs = localServerPIDs(eps)
+			}
+			if cpuProfile != "" {
+				stop, err := startCPUProfile(cpuProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			sys, err := bench.NewFenced(eps, connections)
+			if err != nil {
+				return classify(err)
+			}
+			defer sys.Close()
+			r, err := bench.Run(cmd.Context(), sys, o)
+			if err != nil {
+				return err
+			}
+			if cf.json {
+				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
+					return err
+				}
+			} else {
+				printBench(cmd.OutOrStdout(), r)
+			}
+			switch {
+			case r.TokenOrderViolations > 0:
+				return fmt.Errorf("%d grants came with a token not above the previous holder's: a safety bug, please report it", r.TokenOrderViolations)
+			case r.Errors > 0:
+				return fmt.Errorf("%d calls failed; the first: %s", r.Errors, r.FirstError)
+			}
+			return nil
+		},
+	}
+	cf.register(cmd)
+	f := cmd.Flags()
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions or fenced-write")
+	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
+	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")
+	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to measure")
+	f.DurationVar(&o.Warmup, "warmup", time.Second, "how long to run before measuring")
+	f.DurationVar(&o.TTL, "ttl", bench.DefaultTTL, "session TTL of every client")
+	f.IntVar(&o.ValueSize, "value-size", 128, "bytes per write in fenced-write")
+	f.IntVar(&connections, "connections", 1, "client connections the clients share (an application uses 1)")
+	f.IntSliceVar(&serverPIDs, "server-pid", nil, "server process ids to sample (default: found from local --endpoints)")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write this client's CPU profile to FILE (go tool pprof)")
+	return cmd
+}
+
+// startCPUProfile starts writing a CPU profile of this process to path
+// and returns the function that stops it.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
+}
+
+// localServerPIDs returns the processes listening on those endpoints that
+// are on this machine; endpoints elsewhere are skipped.
+func localServerPIDs(endpoints []string) []int {
+	var pids []int
+	for _, ep := range endpoints {
+		ep = strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://")
+		if pid, err := bench.ListenerPID(strings.TrimSuffix(ep, "/")); err == nil {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// printBench prints r for people.
+func printBench(w io.Writer, r bench.Result) {
+	switch r.Workload {
+	case bench.WorkloadSessions:
+		fmt.Fprintf(w, "fenced bench %s: %d holders opened by %d clients, held for %.1fs\n", r.Workload, r.Sessions, r.Clients, r.DurationS)
+		fmt.Fprintf(w, "  opened     %d holders at %.0f/s\n", r.Cycles, r.CyclesPerS)
+	default:
+		fmt.Fprintf(w, "fenced bench %s: %d clients, %.1fs measured\n", r.Workload, r.Clients, r.DurationS)
+		fmt.Fprintf(w, "  cycles     %d (%.0f/s)\n", r.Cycles, r.CyclesPerS)
+	}
+	fmt.Fprintf(w, "  acquire    p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs)
+	if r.Workload != bench.WorkloadSessions {
+		fmt.Fprintf(w, "  cycle      p50 %.2fms  p99 %.2fms\n", r.CycleP50Ms, r.CycleP99Ms)
+	}
+	fmt.Fprintf(w, "  errors     %d\n", r.Errors)
+	if s := r.Server; s != nil {
+		fmt.Fprintf(w, "  server     cpu %.0f%%  rss %.1f MiB (pids %v)", s.CPUPercent, s.RSSMiB, s.PIDs)
+		if s.BytesPerSession != 0 {
+			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
+		}
+		fmt.Fprintln(w)
+	}
+}

@@ -1,0 +1,170 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+)
+
+// pipe is a Pipeline stream with a receive helper.
+type pipe struct {
+	t      *testing.T
+	stream *connect.BidiStreamForClient[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+}
+
+func (a *api) pipeline(t *testing.T) *pipe {
+	stream := a.locks.Pipeline(context.Background())
+	t.Cleanup(func() { stream.CloseRequest(); stream.CloseResponse() })
+	return &pipe{t: t, stream: stream}
+}
+
+func (p *pipe) send(req *fencedv1.PipelineRequest) {
+	p.t.Helper()
+	if err := p.stream.Send(req); err != nil {
+		p.t.Fatalf("pipeline send: %v", err)
+	}
+}
+
+// results receives until n results arrived and returns them by id.
+func (p *pipe) results(n int) map[uint64]*fencedv1.PipelineResult {
+	p.t.Helper()
+	got := map[uint64]*fencedv1.PipelineResult{}
+	for len(got) < n {
+		resp, err := p.stream.Receive()
+		if err != nil {
+			p.t.Fatalf("pipeline receive after %d of %d results: %v", len(got), n, err)
+		}
+		for _, r := range resp.Results {
+			got[r.Id] = r
+		}
+	}
+	return got
+}
+
+func acquireCall(id uint64, name string, session, seq uint64, waitMs int64) *fencedv1.PipelineCall {
+	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: name, Session: session, Seq: seq, WaitMs: waitMs}}}
+}
+
+// Calls sent together are answered each by id, with the results and
+// errors their unary calls would give.
+func TestPipeline_AnswersEachCallAsItsUnaryCall(t *testing.T) {
+	a := newAPI(t)
+	s1, s2 := a.session(t, 30000), a.session(t, 30000)
+	p := a.pipeline(t)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		acquireCall(1, "a", s1, 1, 0),
+		acquireCall(2, "b", s2, 1, 0),
+		acquireCall(3, "", s1, 2, 0),      // invalid name
+		acquireCall(4, "c", 987654, 1, 0), // unknown session
+		{Id: 5},                           // no call at all
+	}})
+	got := p.results(5)
+	if !got[1].GetAcquire().GetGranted() || !got[2].GetAcquire().GetGranted() {
+		t.Fatalf("acquires of free locks: %v %v", got[1], got[2])
+	}
+	if got[2].GetAcquire().GetGrant().GetToken() == got[1].GetAcquire().GetGrant().GetToken() {
+		t.Fatal("two grants share a token")
+	}
+	for id, code := range map[uint64]connect.Code{3: connect.CodeInvalidArgument, 4: connect.CodeNotFound, 5: connect.CodeInvalidArgument} {
+		if e := got[id].GetError(); e == nil || connect.Code(e.Code) != code || e.Message == "" {
+			t.Errorf("call %d: %v, want error %v with a message", id, got[id], code)
+		}
+	}
+
+	// A retried (session, seq) returns the original grant, as unary does.
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(6, "a", s1, 1, 0)}})
+	if r := p.results(1)[6]; r.GetAcquire().GetGrant().GetToken() != got[1].GetAcquire().GetGrant().GetToken() {
+		t.Fatalf("retried acquire: %v, want the original grant", r)
+	}
+	// Release through the pipeline.
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{{Id: 7, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: "a", Session: s1, Seq: 3}}}}})
+	if r := p.results(1)[7]; r.GetRelease().GetResult() != fencedv1.ReleaseResult_RELEASE_RESULT_RELEASED {
+		t.Fatalf("release: %v", r)
+	}
+}
+
+// A queued acquire the client cancels leaves the queue, as a unary call
+// whose client went away does; a second call with an id in flight is
+// refused.
+func TestPipeline_CancelLeavesQueueAndIDsMustBeUnique(t *testing.T) {
+	a := newAPI(t)
+	holder, waiter := a.session(t, 30000), a.session(t, 30000)
+	if r, err := a.acquire(t, "q", holder, 1, 0); err != nil || !r.Granted {
+		t.Fatalf("first acquire: %v %v", r, err)
+	}
+	p := a.pipeline(t)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "q", waiter, 1, 60000)}})
+	waitFor(t, "the waiter to queue", func() bool { return len(a.describe(t, "q").Waiters) == 1 })
+
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "q", waiter, 2, 0)}})
+	if e := p.results(1)[1].GetError(); e == nil || connect.Code(e.Code) != connect.CodeInvalidArgument || !strings.Contains(e.Message, "already in flight") {
+		t.Fatalf("duplicate id: %v, want invalid argument", e)
+	}
+
+	p.send(&fencedv1.PipelineRequest{Cancel: []uint64{1}})
+	// The answer to a cancelled call is whatever its unary call returns
+	// when its client goes away; it must not be a grant.
+	if r := p.results(1)[1]; r.GetAcquire().GetGranted() {
+		t.Fatalf("cancelled wait answered %v, want no grant", r)
+	}
+	waitFor(t, "the waiter to leave the queue", func() bool { return len(a.describe(t, "q").Waiters) == 0 })
+}
+
+// Ending the stream cancels the calls in flight on it.
+func TestPipeline_StreamEndCancelsWaits(t *testing.T) {
+	a := newAPI(t)
+	holder, waiter := a.session(t, 30000), a.session(t, 30000)
+	a.acquire(t, "e", holder, 1, 0)
+	stream := a.locks.Pipeline(context.Background())
+	if err := stream.Send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "e", waiter, 1, 60000)}}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the waiter to queue", func() bool { return len(a.describe(t, "e").Waiters) == 1 })
+	stream.CloseRequest()
+	stream.CloseResponse()
+	waitFor(t, "the waiter to leave the queue", func() bool { return len(a.describe(t, "e").Waiters) == 0 })
+}
+
+// Many renewals in one KeepAlive message are each answered.
+func TestKeepAlive_ManyRenewalsInOneMessage(t *testing.T) {
+	a := newAPI(t)
+	var reqs []*fencedv1.KeepAliveRequest
+	want := map[uint64]uint64{} // nonce -> session
+	for i := range 50 {
+		s := a.session(t, 5000)
+		reqs = append(reqs, &fencedv1.KeepAliveRequest{Session: s, Nonce: uint64(100 + i)})
+		want[uint64(100+i)] = s
+	}
+	reqs = append(reqs, &fencedv1.KeepAliveRequest{Session: 424242, Nonce: 7}) // unknown
+	stream := a.sessions.KeepAlive(context.Background())
+	defer stream.CloseResponse()
+	first := reqs[0]
+	first.More = reqs[1:]
+	if err := stream.Send(first); err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]*fencedv1.KeepAliveResponse{}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(got) < len(reqs) && time.Now().Before(deadline) {
+		resp, err := stream.Receive()
+		if err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+		for _, r := range append([]*fencedv1.KeepAliveResponse{resp}, resp.More...) {
+			got[r.Nonce] = r
+		}
+	}
+	stream.CloseRequest()
+	for nonce, s := range want {
+		if r := got[nonce]; r == nil || r.Session != s || r.Gone || r.TtlMs != 5000 {
+			t.Fatalf("renewal of session %d (nonce %d): %v", s, nonce, r)
+		}
+	}
+	if r := got[7]; r == nil || !r.Gone {
+		t.Fatalf("renewal of an unknown session: %v, want gone", r)
+	}
+}
