@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -169,6 +170,9 @@ func (st *pipeStream) sendLoop() {
 		case <-st.done:
 			return
 		}
+		// Let the goroutines about to queue calls do so first: calls
+		// come in bursts, and one message for the burst costs one write.
+		runtime.Gosched()
 		st.mu.Lock()
 		req := &fencedv1.PipelineRequest{Calls: st.calls, Cancel: st.cancels}
 		st.calls, st.cancels = nil, nil

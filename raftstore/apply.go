@@ -21,8 +21,9 @@ import (
 // once with an error wrapping fence.ErrNotLeader that names the leader, if
 // known. Followers reject writes; they do not forward them to the leader.
 //
-// The context bounds the whole call. Its deadline is also the time raft may
-// take to accept the command into its queue. What the error says about the
+// The context bounds the whole call. Commands queue in a buffer in front
+// of raft's leader loop, so a busy leader batches the commands that arrive
+// while it writes the previous batch. What the error says about the
 // command:
 //
 //   - wraps fence.ErrNotLeader, or ErrShutdown alone, or the context ended

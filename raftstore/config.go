@@ -278,5 +278,10 @@ func (c Config) raftConfig() *raft.Config {
 	rc.TrailingLogs = c.TrailingLogs
 	// fenced exports its own metrics; raft's go-metrics are not wired up.
 	rc.NoLegacyTelemetry = true
+	// Proposals queue in a buffer (of MaxAppendEntries) instead of each
+	// proposer waiting for the leader loop to take it: the loop, busy
+	// writing one batch, finds the next one waiting. Apply's own enqueue
+	// timeout no longer bounds the wait then; Node.Apply's context does.
+	rc.BatchApplyCh = true
 	return rc
 }

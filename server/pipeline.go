@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -185,6 +186,9 @@ func (p *pipeline) write(ctx context.Context, stream *connect.BidiStream[fencedv
 		case <-ctx.Done():
 			return nil
 		}
+		// Answers come in bursts (a Raft batch completes many calls at
+		// once): let the burst queue up, then send it as one message.
+		runtime.Gosched()
 		p.mu.Lock()
 		batch, closed := p.answers, p.closed
 		p.answers = nil

@@ -23,7 +23,7 @@ type stateMachine struct {
 	beforeApply func(index uint64)
 }
 
-var _ raft.FSM = (*stateMachine)(nil)
+var _ raft.BatchingFSM = (*stateMachine)(nil)
 
 func newStateMachine(obs fsm.Observer) *stateMachine {
 	return &stateMachine{m: fsm.New(obs)}
@@ -31,12 +31,30 @@ func newStateMachine(obs fsm.Observer) *stateMachine {
 
 // Apply implements raft.FSM. It returns an fsm.Result.
 func (s *stateMachine) Apply(l *raft.Log) any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applyLocked(l)
+}
+
+// ApplyBatch implements raft.BatchingFSM: the entries Raft hands over
+// together are applied in order under one lock, each exactly as Apply
+// would apply it.
+func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
+	out := make([]any, len(logs))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, l := range logs {
+		out[i] = s.applyLocked(l)
+	}
+	return out
+}
+
+// applyLocked applies one entry; s.mu is held.
+func (s *stateMachine) applyLocked(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
 	cmd, err := fsm.Decode(l.Data)
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.applied = l.Index
 	if s.beforeApply != nil {
 		s.beforeApply(l.Index)
