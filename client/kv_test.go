@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,52 @@ func TestKV_StaleWriterAndVersions(t *testing.T) {
 	}
 	if _, err := c.KVGet(ctx, "orders"); !errors.Is(err, client.ErrKeyNotFound) {
 		t.Fatalf("get after delete: %v", err)
+	}
+}
+
+// Values up to the 1 MiB limit go through the SDK (whose kv puts share the
+// pipeline stream with lock calls); one byte more is refused clearly.
+func TestKV_LargestValueThroughTheSDK(t *testing.T) {
+	srv := testserver.Start(t)
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	l, err := c.Acquire(ctx, "big", 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := make([]byte, 1<<20)
+	for i := range value {
+		value[i] = byte(i)
+	}
+	// Lock traffic in flight on the same stream at the same time.
+	done := make(chan error, 1)
+	go func() {
+		s, err := c.NewSession(ctx)
+		if err == nil {
+			m := client.NewMutex(s, "beside-the-big-put")
+			if err = m.Lock(ctx); err == nil {
+				err = m.Unlock(ctx)
+			}
+		}
+		done <- err
+	}()
+	if _, err := c.KVPut(ctx, "big", value, l.Token()); err != nil {
+		t.Fatalf("put of 1 MiB: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("lock beside the put: %v", err)
+	}
+	e, err := c.KVGet(ctx, "big")
+	if err != nil || len(e.Value) != len(value) || e.Value[12345] != value[12345] {
+		t.Fatalf("get: %d bytes, %v", len(e.Value), err)
+	}
+	_, err = c.KVPut(ctx, "big", make([]byte, 1<<20+1), l.Token())
+	if !errors.Is(err, fence.ErrInvalidArgument) || !strings.Contains(err.Error(), "1048576") {
+		t.Fatalf("put of 1 MiB + 1: %v, want an invalid-argument error naming the limit", err)
 	}
 }

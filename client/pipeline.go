@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
@@ -174,17 +175,43 @@ func (st *pipeStream) sendLoop() {
 		// come in bursts, and one message for the burst costs one write.
 		runtime.Gosched()
 		st.mu.Lock()
-		req := &fencedv1.PipelineRequest{Calls: st.calls, Cancel: st.cancels}
+		calls, cancels := st.calls, st.cancels
 		st.calls, st.cancels = nil, nil
 		st.mu.Unlock()
-		if len(req.Calls) == 0 && len(req.Cancel) == 0 {
-			continue
-		}
-		if err := st.stream.Send(req); err != nil {
-			st.fail(fmt.Errorf("pipeline send: %w", err))
-			return
+		for _, req := range pipelineMessages(calls, cancels) {
+			if err := st.stream.Send(req); err != nil {
+				st.fail(fmt.Errorf("pipeline send: %w", err))
+				return
+			}
 		}
 	}
+}
+
+// maxPipelineMessageBytes is the size up to which calls are packed into
+// one message: well below the server's 64 KiB limit for a message of the
+// lock service's other calls. A single larger call (a kv put of a big
+// value) goes alone; the server takes up to its kv limit for those.
+const maxPipelineMessageBytes = 32 << 10
+
+// pipelineMessages packs calls and cancellations into as few messages as
+// the size budget allows.
+func pipelineMessages(calls []*fencedv1.PipelineCall, cancels []uint64) []*fencedv1.PipelineRequest {
+	var out []*fencedv1.PipelineRequest
+	cur := &fencedv1.PipelineRequest{Cancel: cancels}
+	size := 10 * len(cancels)
+	for _, c := range calls {
+		n := proto.Size(c) + 8
+		if len(cur.Calls) > 0 && size+n > maxPipelineMessageBytes {
+			out = append(out, cur)
+			cur, size = &fencedv1.PipelineRequest{}, 0
+		}
+		cur.Calls = append(cur.Calls, c)
+		size += n
+	}
+	if len(cur.Calls) > 0 || len(cur.Cancel) > 0 {
+		out = append(out, cur)
+	}
+	return out
 }
 
 // recvLoop hands each answer to the call waiting for it.
