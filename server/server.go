@@ -127,10 +127,13 @@ func (s *Server) routes() http.Handler {
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.MaxMessageBytes), compress}
 	mux := http.NewServeMux()
 	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
-	// kv values are up to 1 MiB, plus the message's own fields; the lock
-	// service's Pipeline carries kv puts too.
+	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
+	// kv values are up to 1 MiB, plus the message's own fields. The lock
+	// service's Pipeline carries kv puts too, so its messages get the kv
+	// limit; the path is more specific than the service's prefix above.
 	kvOpts := []connect.HandlerOption{connect.WithReadMaxBytes(max(s.cfg.MaxMessageBytes, fsm.MaxValueBytes+s.cfg.MaxMessageBytes)), compress}
-	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, kvOpts...))
+	_, pipeline := fencedv1connect.NewLockServiceHandler(&lockService{s}, kvOpts...)
+	mux.Handle(fencedv1connect.LockServicePipelineProcedure, pipeline)
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
