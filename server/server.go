@@ -35,8 +35,10 @@ type Server struct {
 	leases  *leases
 	waits   *waits
 	metrics *metrics
-	ln      net.Listener
-	http    *http.Server
+	// proposer groups concurrent proposals into one Raft entry.
+	proposer *proposer
+	ln       net.Listener
+	http     *http.Server
 
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, leases restarted); 0 while it
@@ -65,6 +67,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Raft.Logger = log
 	s := &Server{cfg: cfg, log: log, clock: cfg.Test.clock(), waits: newWaits(), done: make(chan struct{})}
 	s.leases = newLeases(s.clock)
+	s.proposer = &proposer{s: s}
 	var obs events
 	s.sm = newStateMachine(&obs)
 	s.metrics = newMetrics(s.sm)
@@ -216,20 +219,9 @@ func (s *Server) propose(ctx context.Context, cmd *statev1.Command) (fsm.Result,
 		defer cancel()
 	}
 	cmd.NowUnixMs = time.Now().UnixMilli()
-	data, err := fsm.Encode(cmd)
-	if err != nil {
-		return fsm.Result{}, err
-	}
-	resp, err := s.node.Apply(ctx, data)
-	if err != nil {
-		return fsm.Result{}, err
-	}
-	res, ok := resp.(fsm.Result)
-	if !ok {
-		return fsm.Result{}, fmt.Errorf("unexpected apply response %T", resp)
-	}
-	if errors.Is(res.Err, fence.ErrSessionNotFound) {
+	res, err := s.proposer.propose(ctx, cmd)
+	if errors.Is(err, fence.ErrSessionNotFound) {
 		s.metrics.staleSession.Inc()
 	}
-	return res, res.Err
+	return res, err
 }

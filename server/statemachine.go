@@ -6,7 +6,9 @@ import (
 	"sync"
 	"time"
 
+	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"github.com/hashicorp/raft"
 )
 
@@ -62,6 +64,25 @@ func (s *stateMachine) applyLocked(l *raft.Log) any {
 	if err != nil {
 		return fsm.Result{Err: err}
 	}
+	if b, ok := cmd.GetOp().(*statev1.Command_Batch); ok {
+		// One entry, several commands: each applied in order as if it
+		// were an entry of its own.
+		cmds := b.Batch.GetCommands()
+		out := make(batchResults, len(cmds))
+		for i, c := range cmds {
+			if _, nested := c.GetOp().(*statev1.Command_Batch); nested {
+				out[i] = fsm.Result{Err: fmt.Errorf("%w: a batch inside a batch", fence.ErrInvalidArgument)}
+				continue
+			}
+			out[i] = s.applyCommand(c)
+		}
+		return out
+	}
+	return s.applyCommand(cmd)
+}
+
+// applyCommand applies one command to the machine; s.mu is held.
+func (s *stateMachine) applyCommand(cmd *statev1.Command) fsm.Result {
 	if s.observeApply == nil {
 		return s.m.Apply(cmd)
 	}
