@@ -31,8 +31,8 @@ func TestStateMachine_BatchEqualsCommandsOneByOne(t *testing.T) {
 		{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 5000}}},
 		{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 1, Seq: 1, Name: "a"}}},
 		{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 2, Seq: 1, Name: "a", Wait: true}}},
-		{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 1, Seq: 1, Name: "a"}}}, // retry: same grant
-		{Op: &statev1.Command_Release{Release: &statev1.Release{Session: 1, Seq: 2, Name: "a"}}},   // grants session 2
+		{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 1, Seq: 1, Name: "a"}}},  // retry: same grant
+		{Op: &statev1.Command_Release{Release: &statev1.Release{Session: 1, Seq: 2, Name: "a"}}},  // grants session 2
 		{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 99, Seq: 1, Name: "b"}}}, // unknown session
 	}
 	one := newStateMachine(nil)
