@@ -49,6 +49,16 @@
 // tokens atomically with the write rejects the stale one. Send Token with
 // every protected write.
 //
+// # Transport
+//
+// A Client keeps one HTTP/2 connection per endpoint it uses. Lock
+// acquires and releases, leases and kv puts go over one LockService.Pipeline
+// stream per endpoint: calls from any number of goroutines are sent without
+// waiting for each other and packed into few messages, and each answer is
+// matched to its call. Renewals of all sessions go over one KeepAlive
+// stream, many per message. Other calls (sessions, status, reads, cluster
+// administration) are one request each.
+//
 // # Retries
 //
 // Every call that changes state carries an id the server de-duplicates: a
