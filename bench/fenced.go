@@ -78,6 +78,7 @@ func (l *fencedLocker) mutex(name string) *client.Mutex {
 	return m
 }
 
+// Lock implements Locker: it waits in the lock's FIFO queue.
 func (l *fencedLocker) Lock(ctx context.Context, name string) (uint64, error) {
 	m := l.mutex(name)
 	if err := m.Lock(ctx); err != nil {
@@ -86,6 +87,7 @@ func (l *fencedLocker) Lock(ctx context.Context, name string) (uint64, error) {
 	return uint64(m.Token()), nil
 }
 
+// Unlock implements Locker.
 func (l *fencedLocker) Unlock(ctx context.Context, name string) error {
 	return l.mutex(name).Unlock(ctx)
 }
@@ -96,6 +98,7 @@ func (l *fencedLocker) FencedWrite(ctx context.Context, key string, value []byte
 	return err
 }
 
+// Close implements Locker: it closes the session, releasing its locks.
 func (l *fencedLocker) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()

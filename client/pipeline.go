@@ -43,7 +43,9 @@ type pipeStream struct {
 	done   chan struct{} // closed when the stream failed
 	err    error         // why, once done is closed
 	once   sync.Once
-	// lastRecv is when the last message arrived (UnixNano).
+	// opened is when the stream was opened; lastRecv is when the last
+	// message arrived, as nanoseconds since opened (monotonic).
+	opened   time.Time
 	lastRecv atomic.Int64
 
 	mu      sync.Mutex
@@ -94,7 +96,7 @@ func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fenc
 			// Nothing at all came back while this call waited: the
 			// connection may be silently dead (a partition does not
 			// reset it). Let the next call open a new stream.
-			if st.lastRecv.Load() < sent.UnixNano() {
+			if st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
 				st.fail(fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond)))
 			}
 		}
@@ -116,11 +118,13 @@ func (p *pipeline) stream() (*pipeStream, error) {
 	st := &pipeStream{
 		p:       p,
 		stream:  p.ep.locks.Pipeline(ctx),
+		opened:  time.Now(),
 		cancel:  cancel,
 		signal:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
 		waiting: make(map[uint64]chan *fencedv1.PipelineResult),
 	}
+	st.lastRecv.Store(-1) // nothing received yet
 	ok := p.c.goRun(st.sendLoop)
 	ok = ok && p.c.goRun(st.recvLoop)
 	ok = ok && p.c.goRun(func() {
@@ -223,7 +227,7 @@ func (st *pipeStream) recvLoop() {
 			st.fail(fmt.Errorf("pipeline receive: %w", err))
 			return
 		}
-		st.lastRecv.Store(time.Now().UnixNano())
+		st.lastRecv.Store(int64(time.Since(st.opened)))
 		st.mu.Lock()
 		for _, r := range resp.GetResults() {
 			if answer, ok := st.waiting[r.GetId()]; ok {

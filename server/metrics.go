@@ -43,7 +43,7 @@ func newMetrics(sm *stateMachine) *metrics {
 			Name: "fenced_forwarded_requests_total", Help: "API requests this follower forwarded to the leader.",
 		}),
 		proposeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a command to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
+			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a Raft entry (one command, or the commands proposed at the same moment) to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
 		}),
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_apply_duration_seconds", Help: "Time to apply one command to the state machine.", Buckets: buckets,

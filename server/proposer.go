@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
 	"sync"
@@ -132,7 +131,7 @@ func (p *proposer) apply(ctx context.Context, cmd *statev1.Command, n int) ([]fs
 			return r, nil
 		}
 	}
-	return nil, errors.New("unexpected apply response " + fmt.Sprintf("%T", resp))
+	return nil, fmt.Errorf("unexpected apply response %T for %d commands", resp, n)
 }
 
 // batchResults is what the state machine returns for a Batch entry: one
