@@ -56,3 +56,33 @@ func (e *StaleTokenError) Error() string {
 
 // Is reports whether target is ErrStaleToken.
 func (e *StaleTokenError) Is(target error) bool { return target == ErrStaleToken }
+
+// ErrVersionMismatch reports a conditional write whose expected version is
+// not the object's version. The concrete error is a *VersionMismatchError.
+var ErrVersionMismatch = errors.New("fence: version mismatch")
+
+// VersionMismatchError reports a conditional write (optimistic concurrency)
+// whose expected version was not the object's current version: someone
+// else changed it since the caller read it. Nothing was changed. It matches
+// ErrVersionMismatch with errors.Is. Re-read the object, reapply the change
+// and retry with Current as the expected version.
+type VersionMismatchError struct {
+	// Object names what was written: a kv key, or "table/key" for a row.
+	Object string
+	// Expected is the version the write required (0: must not exist).
+	Expected int64
+	// Current is the object's version when the write was rejected (0 when
+	// it does not exist).
+	Current int64
+}
+
+// Error implements error.
+func (e *VersionMismatchError) Error() string {
+	if e.Current == 0 && e.Expected != 0 {
+		return fmt.Sprintf("fence: version mismatch for %q: expected version %d, it does not exist (use version 0 to create it)", e.Object, e.Expected)
+	}
+	return fmt.Sprintf("fence: version mismatch for %q: expected version %d, current version is %d; re-read and retry", e.Object, e.Expected, e.Current)
+}
+
+// Is reports whether target is ErrVersionMismatch.
+func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }

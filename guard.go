@@ -2,18 +2,35 @@ package fence
 
 import "context"
 
-// Guard is the check a protected resource makes before it applies a write:
-// the watermark rule of DESIGN.md §5. For an object, a token below the
-// highest token accepted so far is rejected with a *StaleTokenError; an equal
-// token is accepted (repeated writes within one grant); a higher token is
-// accepted and becomes the object's watermark.
+// Guard is the check a protected resource makes around a write: the
+// watermark rule of DESIGN.md §5, performed atomically with the write.
 //
-// Implementations must make the check and the raise of the watermark one
-// atomic step, and, where they also apply the write, make the write part of
-// that same step. A guard that checks and then writes separately protects
-// nothing.
+// Do applies the rule to token t for object and, only when t is accepted,
+// calls apply; the check, apply and the raise of the watermark to t must be
+// one atomic step: no other Do for the same object may check or apply in
+// between, and when apply returns an error the watermark stays unchanged
+// and Do returns that error unchanged (so errors.Is and errors.As see it).
+// Do calls apply at most once and passes it a context derived from ctx; a
+// guard may put its transaction into that context for apply to use. A nil
+// apply makes Do a bare check that records t when it is accepted.
+//
+// Do returns a *StaleTokenError when t is below the watermark, an error
+// matching ErrInvalidToken when t is outside 1..MaxToken, and an error
+// matching ErrIssuerMismatch when the guard is pinned to an issuer and the
+// one presented with the request differs.
+//
+// A guard that checks and then writes separately protects nothing: a check
+// followed by a separate write is exactly the race fencing exists to close.
 type Guard interface {
-	// Check applies the watermark rule to object with token t and records t
-	// when it is accepted.
-	Check(ctx context.Context, object string, t Token) error
+	Do(ctx context.Context, object string, t Token, apply func(ctx context.Context) error) error
+}
+
+// GuardFunc adapts a function to the Guard interface.
+type GuardFunc func(ctx context.Context, object string, t Token, apply func(ctx context.Context) error) error
+
+var _ Guard = GuardFunc(nil)
+
+// Do implements Guard by calling f.
+func (f GuardFunc) Do(ctx context.Context, object string, t Token, apply func(ctx context.Context) error) error {
+	return f(ctx, object, t, apply)
 }

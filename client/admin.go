@@ -6,7 +6,6 @@ import (
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -80,7 +79,7 @@ func (c *Client) Verify(ctx context.Context, name string, t fence.Token) (bool, 
 	if err := fence.ValidateName(name); err != nil {
 		return false, fence.Grant{}, fmt.Errorf("client: %w", err)
 	}
-	if err := guard.ValidateToken(t); err != nil {
+	if err := fence.ValidateToken(t); err != nil {
 		return false, fence.Grant{}, fmt.Errorf("client: %w", err)
 	}
 	var out *fencedv1.VerifyResponse

@@ -9,7 +9,6 @@ import (
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -142,7 +141,7 @@ func validateKV(key string, t fence.Token) error {
 	if err := fence.ValidateName(key); err != nil {
 		return fmt.Errorf("client: key: %w", err)
 	}
-	if err := guard.ValidateToken(t); err != nil {
+	if err := fence.ValidateToken(t); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	return nil

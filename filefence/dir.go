@@ -63,8 +63,6 @@ type Dir struct {
 	issuer string
 }
 
-var _ fence.Guard = (*Dir)(nil)
-
 // Option configures a Dir.
 type Option func(*Dir)
 
@@ -163,7 +161,7 @@ func (d *Dir) admit(ctx context.Context, name string, t fence.Token) error {
 	if err := ValidateName(name); err != nil {
 		return err
 	}
-	return guard.ValidateToken(t)
+	return fence.ValidateToken(t)
 }
 
 // commit is the fenced step. Under the exclusive lock of name it runs
@@ -191,7 +189,7 @@ func (d *Dir) commit(ctx context.Context, name string, t fence.Token, precheck, 
 	if err != nil {
 		return err
 	}
-	next, err := guard.Decide(name, mark, t)
+	next, err := fence.Decide(name, mark, t)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 )
 
 // WriteFile replaces the file name with data when t is not below name's
@@ -51,7 +50,7 @@ func (d *Dir) Write(ctx context.Context, name string, t fence.Token, perm fs.Fil
 	if err != nil {
 		return err
 	}
-	if _, err := guard.Decide(name, mark, t); err != nil {
+	if _, err := fence.Decide(name, mark, t); err != nil {
 		return err
 	}
 

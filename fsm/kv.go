@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
@@ -71,7 +70,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	if len(w.GetValue()) > MaxValueBytes {
 		return Result{Err: fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(w.GetValue()), MaxValueBytes)}
 	}
-	if err := guard.ValidateToken(tok); err != nil {
+	if err := fence.ValidateToken(tok); err != nil {
 		return Result{Err: err}
 	}
 	if len(w.GetRequestId()) > maxRequestIDLen {

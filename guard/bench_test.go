@@ -15,7 +15,7 @@ import (
 func BenchmarkDecide_Accept(b *testing.B) {
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
-		if _, err := guard.Decide("obj", 100, fence.Token(100+i%2)); err != nil {
+		if _, err := fence.Decide("obj", 100, fence.Token(100+i%2)); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -26,7 +26,7 @@ func BenchmarkDecide_Accept(b *testing.B) {
 func BenchmarkDecide_Stale(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := guard.Decide("obj", 100, 99); err == nil {
+		if _, err := fence.Decide("obj", 100, 99); err == nil {
 			b.Fatal("stale token accepted")
 		}
 	}

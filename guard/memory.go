@@ -38,7 +38,7 @@ func (m *Memory) Check(ctx context.Context, object string, t fence.Token) error 
 func (m *Memory) Do(ctx context.Context, object string, t fence.Token, apply func(ctx context.Context) error) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	next, err := Decide(object, m.marks[object], t)
+	next, err := fence.Decide(object, m.marks[object], t)
 	if err != nil {
 		return err
 	}

@@ -35,8 +35,6 @@ type Guard struct {
 	pg *postgres.Guard
 }
 
-var _ fence.Guard = (*Guard)(nil)
-
 // An Option configures a Guard.
 type Option func(*options)
 

@@ -110,7 +110,7 @@ type Command struct {
 // fence.ErrInvalidToken, an empty resource with one matching
 // fence.ErrInvalidArgument.
 func Enqueue(ctx context.Context, tx pgx.Tx, cmd Command) (id int64, err error) {
-	if err := guard.ValidateToken(cmd.Token); err != nil {
+	if err := fence.ValidateToken(cmd.Token); err != nil {
 		return 0, err
 	}
 	if cmd.Resource == "" {

@@ -118,7 +118,7 @@ func Upsert(ctx context.Context, db Querier, u FencedUpdate, t fence.Token) erro
 	if err := guard.CheckIssuer(ctx, u.Issuer); err != nil {
 		return err
 	}
-	if err := guard.ValidateToken(t); err != nil {
+	if err := fence.ValidateToken(t); err != nil {
 		return err
 	}
 	if err := u.validate("", true); err != nil {
@@ -177,7 +177,7 @@ func update(ctx context.Context, db Querier, u FencedUpdate, v *versionGuard, t 
 	if err := guard.CheckIssuer(ctx, u.Issuer); err != nil {
 		return 0, err
 	}
-	if err := guard.ValidateToken(t); err != nil {
+	if err := fence.ValidateToken(t); err != nil {
 		return 0, err
 	}
 	versionColumn := ""

@@ -9,7 +9,6 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
-	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -46,7 +45,7 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 	if len(r.value) > fsm.MaxValueBytes {
 		return fsm.KVResult{}, fmt.Errorf("%w: value is %d bytes, larger than %d (1 MiB)", fence.ErrInvalidArgument, len(r.value), fsm.MaxValueBytes)
 	}
-	if err := guard.ValidateToken(r.token); err != nil {
+	if err := fence.ValidateToken(r.token); err != nil {
 		return fsm.KVResult{}, err
 	}
 	if r.issuer != "" {

@@ -9,7 +9,6 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
-	"github.com/fenced-dev/fenced/guard"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -148,7 +147,7 @@ func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
-	if err := guard.ValidateToken(fence.Token(m.Token)); err != nil {
+	if err := fence.ValidateToken(fence.Token(m.Token)); err != nil {
 		return nil, toConnect(err)
 	}
 	var info fsm.LockInfo
