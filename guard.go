@@ -8,8 +8,12 @@ import "context"
 // Do applies the rule to token t for object and, only when t is accepted,
 // calls apply; the check, apply and the raise of the watermark to t must be
 // one atomic step: no other Do for the same object may check or apply in
-// between, and when apply returns an error the watermark stays unchanged
-// and Do returns that error unchanged (so errors.Is and errors.As see it).
+// between. When apply returns an error, Do returns that error unchanged (so
+// errors.Is and errors.As see it) and the watermark stays unchanged, with
+// one exception a guard must document: a guard whose store cannot undo
+// what apply wrote (a file system) may keep the watermark it raised before
+// calling apply. Keeping it only makes older tokens fail; lowering it again
+// could let an older token overwrite what apply wrote before it failed.
 // Do calls apply at most once and passes it a context derived from ctx; a
 // guard may put its transaction into that context for apply to use. A nil
 // apply makes Do a bare check that records t when it is accepted.

@@ -12,7 +12,7 @@ import (
 
 // grpcTarget drives the conformance suite through real gRPC: writes go
 // from the client interceptors to the server interceptors and the handler,
-// which appends under the store's atomic step; reads look at the resource
+// which appends under the guard's atomic step; reads look at the resource
 // directly.
 type grpcTarget struct {
 	ts *testServer

@@ -29,11 +29,12 @@
 //
 // guard.InHandler (the default): the interceptor validates the metadata and
 // puts the object and token into the handler's context; the handler makes
-// its write through guard.Do, which runs it inside the Store's atomic step,
-// and returns Do's error as it is (the interceptor turns it into a status):
+// its write through guard.Do, which runs it inside the atomic step of the
+// configured fence.Guard, and returns Do's error as it is (the interceptor
+// turns it into a status):
 //
 //	var marks guard.Memory
-//	fi, _ := grpcfence.New(grpcfence.Config{Store: &marks})
+//	fi, _ := grpcfence.New(grpcfence.Config{Guard: &marks}) // or a postgres.Guard, ...
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(fi.Unary), grpc.ChainStreamInterceptor(fi.Stream))
 //
 //	func (s *orders) Put(ctx context.Context, req *pb.PutRequest) (*pb.PutResponse, error) {
@@ -46,17 +47,17 @@
 //		return &pb.PutResponse{}, nil
 //	}
 //
-// The context, Do and the Store are package guard's, shared with httpfence:
-// one write function serves a gRPC and an HTTP handler alike. A store that
-// checks inside its own transaction or script (a PostgreSQL or Redis
-// guard) is adapted with guard.StoreFunc, or the handler calls it directly
-// with the token of guard.TokenFrom, making its write in that same
-// transaction. A handler that ignores guard.Do and guard.TokenFrom is not
-// fenced.
+// The context, Do and fence.Guard are shared with httpfence: one write
+// function serves a gRPC and an HTTP handler alike. Any fence.Guard fits
+// (postgres, sqlfence, redisfence, filefence, guard.Memory); each says what
+// the write may do inside its step, such as using the transaction of
+// postgres.TxFromContext. A handler may also call a guard of its own with
+// the token of guard.TokenFrom, making its write in that guard's step. A
+// handler that ignores guard.Do and guard.TokenFrom is not fenced.
 //
 // guard.AroundHandler: the interceptor runs the whole handler inside
 // guard.Do, raising the watermark only if the handler returned no error.
-// With a *guard.Memory store that is a lock in this process: it protects a
+// With a *guard.Memory guard that is a lock in this process: it protects a
 // resource only this process writes, fenced calls are served one at a
 // time, and the watermarks are lost on restart. See guard.AroundHandler
 // and Config.Mode.

@@ -65,7 +65,7 @@ func Example() {
 	// Server: the interceptors validate the metadata; the handler writes
 	// through Do against the watermarks in marks.
 	var marks guard.Memory
-	fi, err := grpcfence.New(grpcfence.Config{Store: &marks})
+	fi, err := grpcfence.New(grpcfence.Config{Guard: &marks})
 	if err != nil {
 		panic(err)
 	}

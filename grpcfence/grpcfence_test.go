@@ -188,7 +188,7 @@ func newServer(t *testing.T, s setup, cfg grpcfence.Config) *testServer {
 	t.Helper()
 	ts := &testServer{o: &objects{values: map[string]string{}}}
 	ts.impl = &objectsServer{o: ts.o, useDo: s.useDo}
-	cfg.Store = &ts.o.marks
+	cfg.Guard = &ts.o.marks
 	cfg.Mode = s.mode
 	fi, err := grpcfence.New(cfg)
 	if err != nil {

@@ -12,18 +12,19 @@ import (
 )
 
 // Config configures the server interceptors. Its zero value is valid:
-// InHandler mode without a Store (handlers use their own guard via
+// InHandler mode without a Guard (handlers use their own guard via
 // guard.TokenFrom), every method fenced, the object taken from
 // x-resource-id.
 type Config struct {
-	// Store checks tokens and raises watermarks atomically with the write,
-	// for example a *guard.Memory. Required in AroundHandler mode and for
-	// guard.Do; nil is allowed in InHandler mode when handlers use their
-	// own guard.
-	Store guard.Store
+	// Guard checks tokens and raises watermarks atomically with the write:
+	// any fence.Guard, for example a *postgres.Guard, *sqlfence.Guard,
+	// *redisfence.Guard, *filefence.Dir or *guard.Memory. Required in
+	// AroundHandler mode and for guard.Do; nil is allowed in InHandler mode
+	// when handlers use their own guard.
+	Guard fence.Guard
 	// Mode is guard.InHandler (the default) or guard.AroundHandler. In
 	// AroundHandler mode a handler succeeds when it returns no error. A
-	// unary response is sent after the store's step is over; a streaming
+	// unary response is sent after the guard's step is over; a streaming
 	// handler's messages are sent as it goes, so if the step fails after
 	// the handler returned, the client has seen its messages and then
 	// receives the error status.
@@ -49,15 +50,15 @@ type Config struct {
 }
 
 // Validate reports a Config that New would refuse: an unknown Mode, or
-// AroundHandler without a Store (guard.Mode.Validate).
+// AroundHandler without a Guard (guard.Mode.Validate).
 func (c Config) Validate() error {
-	return c.Mode.Validate(c.Store)
+	return c.Mode.Validate(c.Guard)
 }
 
 // Interceptor is the server side of the gRPC fencing convention. Create it
 // with New and install both of its interceptors:
 //
-//	fi, err := grpcfence.New(grpcfence.Config{Store: &marks})
+//	fi, err := grpcfence.New(grpcfence.Config{Guard: &marks})
 //	srv := grpc.NewServer(grpc.ChainUnaryInterceptor(fi.Unary), grpc.ChainStreamInterceptor(fi.Stream))
 type Interceptor struct {
 	cfg Config
@@ -170,7 +171,7 @@ func (i *Interceptor) admit(ctx context.Context, method string) (context.Context
 	if err := guard.CheckIssuer(ctx, i.cfg.Issuer); err != nil {
 		return nil, err
 	}
-	return guard.WithFence(ctx, object, t, i.cfg.Store), nil
+	return guard.WithFence(ctx, object, t, i.cfg.Guard), nil
 }
 
 // fail converts err with Error and, for a stale token, sets the

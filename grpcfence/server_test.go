@@ -282,10 +282,10 @@ func TestInterceptor_AroundHandlerSerializes(t *testing.T) {
 	}
 }
 
-// TestInterceptor_NoStore checks that guard.Do behind interceptors without
-// a Store reports guard.ErrNoStore.
-func TestInterceptor_NoStore(t *testing.T) {
-	fi, err := grpcfence.New(grpcfence.Config{}) // no Store
+// TestInterceptor_NoGuard checks that guard.Do behind interceptors without
+// a Guard reports guard.ErrNoGuard.
+func TestInterceptor_NoGuard(t *testing.T) {
+	fi, err := grpcfence.New(grpcfence.Config{}) // no Guard
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,14 +295,14 @@ func TestInterceptor_NoStore(t *testing.T) {
 		got = guard.Do(ctx, func(context.Context) error { return nil })
 		return nil, nil
 	})
-	if !errors.Is(got, guard.ErrNoStore) {
-		t.Errorf("guard.Do without a Store=%v, want guard.ErrNoStore", got)
+	if !errors.Is(got, guard.ErrNoGuard) {
+		t.Errorf("guard.Do without a Guard=%v, want guard.ErrNoGuard", got)
 	}
 }
 
 func TestConfig_Validate(t *testing.T) {
 	if _, err := grpcfence.New(grpcfence.Config{Mode: guard.AroundHandler}); err == nil {
-		t.Error("New(AroundHandler without a Store) succeeded, want an error")
+		t.Error("New(AroundHandler without a Guard) succeeded, want an error")
 	}
 	if _, err := grpcfence.New(grpcfence.Config{Mode: 9}); err == nil {
 		t.Error("New(unknown mode) succeeded, want an error")

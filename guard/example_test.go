@@ -36,16 +36,16 @@ func ExampleDo() {
 	// written by the current holder
 }
 
-// StoreFunc adapts a function to Store. Here it logs and hands the step to
-// a Memory; a database guard's closure would run apply inside the
-// transaction that checks and raises the watermark.
-func ExampleStoreFunc() {
+// A fence.GuardFunc is a fence.Guard too. Here it logs and hands the
+// step to a Memory; a database guard (postgres.Guard, sqlfence.Guard) runs
+// apply inside the transaction that checks and raises the watermark.
+func ExampleDo_guardFunc() {
 	var marks guard.Memory
-	store := guard.StoreFunc(func(ctx context.Context, object string, t fence.Token, apply func(context.Context) error) error {
+	g := fence.GuardFunc(func(ctx context.Context, object string, t fence.Token, apply func(context.Context) error) error {
 		fmt.Printf("checking token %d for %s\n", t, object)
 		return marks.Do(ctx, object, t, apply)
 	})
-	ctx := guard.WithFence(context.Background(), "orders/7", 12, store)
+	ctx := guard.WithFence(context.Background(), "orders/7", 12, g)
 	err := guard.Do(ctx, func(ctx context.Context) error {
 		fmt.Println("writing")
 		return nil

@@ -7,29 +7,28 @@ import (
 	fence "github.com/fenced-dev/fenced"
 )
 
-// Memory is an in-memory fence.Guard and Store: per-object watermarks in a
-// map under one mutex. Its watermarks are lost when the process exits, so
-// it protects only resources that live in the same process (and tests).
-// Its zero value is ready to use.
+// Memory is an in-memory fence.Guard: per-object watermarks in a map under
+// one mutex. Its watermarks are lost when the process exits, so it
+// protects only resources that live in the same process (and tests). Its
+// zero value is ready to use. It is not pinned to an issuer and accepts
+// every object, "" included.
 type Memory struct {
 	mu    sync.Mutex
 	marks map[string]fence.Token
 }
 
-var (
-	_ fence.Guard = (*Memory)(nil)
-	_ Store       = (*Memory)(nil)
-)
+var _ fence.Guard = (*Memory)(nil)
 
-// Check implements fence.Guard.
+// Check applies the watermark rule to object and raises its watermark when
+// t is accepted: Do without an apply.
 func (m *Memory) Check(ctx context.Context, object string, t fence.Token) error {
-	return m.Do(ctx, object, t, func(context.Context) error { return nil })
+	return m.Do(ctx, object, t, nil)
 }
 
-// Do implements Store: it checks t for object and, when accepted, runs
-// apply with ctx while still holding the guard's lock, so the check, the
-// write and the raise of the watermark are one atomic step. If apply fails
-// the watermark is left unchanged and Do returns apply's error.
+// Do implements fence.Guard: it checks t for object and, when accepted,
+// runs apply with ctx while still holding the guard's lock, so the check,
+// the write and the raise of the watermark are one atomic step. If apply
+// fails the watermark is left unchanged and Do returns apply's error.
 //
 // The lock is one for all objects: calls of Do for different objects also
 // run one at a time, which matters when apply is long (a whole handler, in
@@ -42,8 +41,10 @@ func (m *Memory) Do(ctx context.Context, object string, t fence.Token, apply fun
 	if err != nil {
 		return err
 	}
-	if err := apply(ctx); err != nil {
-		return err
+	if apply != nil {
+		if err := apply(ctx); err != nil {
+			return err
+		}
 	}
 	if m.marks == nil {
 		m.marks = make(map[string]fence.Token)

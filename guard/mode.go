@@ -3,6 +3,8 @@ package guard
 import (
 	"errors"
 	"fmt"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // Mode says where a server's atomic step of check, write and raise happens:
@@ -15,15 +17,15 @@ const (
 	// InHandler, the default: the middleware or interceptor validates the
 	// request's token, object and issuer, rejects what is malformed, and
 	// passes the handler a context carrying them (WithFence). The handler
-	// makes its write through Do (the Store's atomic step) or through its
-	// own guard with the token of TokenFrom. A handler that writes without
-	// either is not fenced.
+	// makes its write through Do (the fence.Guard's atomic step) or through
+	// its own guard with the token of TokenFrom. A handler that writes
+	// without either is not fenced.
 	InHandler Mode = iota
 	// AroundHandler: the middleware or interceptor runs the whole handler
 	// as the apply of Do: check, then the handler, then the raise of the
 	// watermark only if the handler succeeded. Requests for one object are
-	// served one at a time (with a *Memory store, all fenced requests are,
-	// as Memory has one lock). With a *Memory store this protects a
+	// served one at a time (with a *Memory guard, all fenced requests are,
+	// as Memory has one lock). With a *Memory guard this protects a
 	// resource only when every write to it goes through this one process:
 	// the lock and the watermarks live in this process's memory, so a
 	// second replica (or a restart, which forgets the watermarks) is not
@@ -42,15 +44,15 @@ func (m Mode) String() string {
 	return fmt.Sprintf("Mode(%d)", int(m))
 }
 
-// Validate reports a mode a server cannot run with store: one that is
-// neither InHandler nor AroundHandler, or AroundHandler without a Store
-// (store nil). InHandler needs no Store when handlers use their own guard.
-func (m Mode) Validate(store Store) error {
+// Validate reports a mode a server cannot run with g: one that is neither
+// InHandler nor AroundHandler, or AroundHandler without a fence.Guard (g
+// nil). InHandler needs none when handlers use their own guard.
+func (m Mode) Validate(g fence.Guard) error {
 	switch m {
 	case InHandler:
 	case AroundHandler:
-		if store == nil {
-			return errors.New("guard: AroundHandler mode needs a Store; set Config.Store (for example &guard.Memory{})")
+		if g == nil {
+			return errors.New("guard: AroundHandler mode needs a fence.Guard; set Config.Guard (for example &guard.Memory{} or a postgres.Guard)")
 		}
 	default:
 		return fmt.Errorf("guard: unknown mode %d; want InHandler or AroundHandler", int(m))

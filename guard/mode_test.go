@@ -3,13 +3,14 @@ package guard_test
 import (
 	"testing"
 
+	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard"
 )
 
 func TestMode_Validate(t *testing.T) {
 	for _, tc := range []struct {
 		mode  guard.Mode
-		store guard.Store
+		g     fence.Guard
 		ok    bool
 	}{
 		{guard.InHandler, nil, true},
@@ -18,8 +19,8 @@ func TestMode_Validate(t *testing.T) {
 		{guard.AroundHandler, nil, false},
 		{guard.Mode(7), &guard.Memory{}, false},
 	} {
-		if err := tc.mode.Validate(tc.store); (err == nil) != tc.ok {
-			t.Errorf("%v.Validate(store %v)=%v, want ok=%v", tc.mode, tc.store != nil, err, tc.ok)
+		if err := tc.mode.Validate(tc.g); (err == nil) != tc.ok {
+			t.Errorf("%v.Validate(guard %v)=%v, want ok=%v", tc.mode, tc.g != nil, err, tc.ok)
 		}
 	}
 }

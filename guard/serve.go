@@ -16,10 +16,10 @@ var (
 	// grpcfence), or its request's method is not fenced (their
 	// Config.Fenced).
 	ErrNoFence = errors.New("guard: no fencing token in the context; is the handler behind the fencing middleware or interceptors, and is this method fenced?")
-	// ErrNoStore reports a fenced request without a Store: set the
-	// middleware's or interceptors' Config.Store, or write through your own
+	// ErrNoGuard reports a fenced request without a fence.Guard: set the
+	// middleware's or interceptors' Config.Guard, or write through your own
 	// guard with the token of TokenFrom.
-	ErrNoStore = errors.New("guard: no Store configured; set Config.Store or check the token of TokenFrom in your own guard")
+	ErrNoGuard = errors.New("guard: no fence.Guard configured; set Config.Guard or check the token of TokenFrom in your own guard")
 )
 
 // serving is the fence of a request being served: what WithFence puts into
@@ -27,8 +27,8 @@ var (
 type serving struct {
 	object string
 	token  fence.Token
-	store  Store
-	// held is set inside the store's atomic step for this fence: the check
+	guard  fence.Guard
+	// held is set inside the guard's atomic step for this fence: the check
 	// has passed and the watermark is raised when the step succeeds, so Do
 	// only runs apply.
 	held bool
@@ -42,24 +42,24 @@ func servingFrom(ctx context.Context) *serving {
 }
 
 // WithFence returns a context for serving a request that presented token t
-// for object: TokenFrom returns them and Do checks t against store (nil
-// when handlers use their own guard). Transport layers (httpfence,
+// for object: TokenFrom returns them and Do checks t against g (nil when
+// handlers use their own guard). Transport layers (httpfence,
 // grpcfence) call it once they have parsed and validated the request's
 // token and object, and ContextWithIssuer for its issuer.
 //
 // The fence is kept apart from the one a client sends (WithOutgoingToken),
 // so a token received by a handler is never forwarded to another service
 // by accident.
-func WithFence(ctx context.Context, object string, t fence.Token, store Store) context.Context {
-	return context.WithValue(ctx, servingKey{}, &serving{object: object, token: t, store: store})
+func WithFence(ctx context.Context, object string, t fence.Token, g fence.Guard) context.Context {
+	return context.WithValue(ctx, servingKey{}, &serving{object: object, token: t, guard: g})
 }
 
 // TokenFrom returns the object and token of the fenced request whose
 // context is ctx (WithFence); ok is false when the request was not fenced.
 // The issuer presented with them, if any, is IssuerFromContext(ctx).
 //
-// Handlers whose store has no Store adapter pass them to their own guard,
-// in the same transaction or script as the write (PostgreSQL, Redis):
+// Handlers that write through a guard of their own, not the one the
+// middleware or interceptors were configured with, pass them to it:
 //
 //	object, t, _ := guard.TokenFrom(r.Context())
 //	err := pg.InTx(r.Context(), object, t, func(tx pgx.Tx) error { ... })
@@ -72,12 +72,14 @@ func TokenFrom(ctx context.Context) (object string, t fence.Token, ok bool) {
 }
 
 // Do runs apply as the handler's protected write, atomically with the
-// check of the request's token: it calls the Store's Do with the object and
-// token of TokenFrom(ctx), so the check, apply and the raise of the
-// watermark are one step and two requests for the same object cannot
+// check of the request's token: it calls the fence.Guard's Do with the
+// object and token of TokenFrom(ctx), so the check, apply and the raise of
+// the watermark are one step and two requests for the same object cannot
 // interleave between check and write. apply must do the whole write and
-// nothing outside it that needs fencing; when it returns an error the
-// watermark stays unchanged and Do returns that error.
+// nothing outside it that needs fencing, using the context it is given
+// (which carries the guard's transaction, if it has one: see the guard's
+// documentation); when it returns an error Do returns that error and the
+// watermark is not raised (fence.Guard says when a guard may keep it).
 //
 // Inside apply the check is held: a Do with apply's context calls its apply
 // directly instead of waiting for the step it is already in. The HTTP
@@ -85,10 +87,10 @@ func TokenFrom(ctx context.Context) (object string, t fence.Token, ok bool) {
 // handler as the apply of a Do, so a handler behind them may call Do too.
 //
 // Do returns a *fence.StaleTokenError for a stale token, errors matching
-// fence.ErrInvalidToken or fence.ErrIssuerMismatch from the store (hand
+// fence.ErrInvalidToken or fence.ErrIssuerMismatch from the guard (hand
 // them to httpfence.WriteError, or return them from a gRPC handler),
-// ErrNoFence when ctx is not a fenced request's and ErrNoStore when the
-// request has no Store.
+// ErrNoFence when ctx is not a fenced request's and ErrNoGuard when the
+// request has no fence.Guard.
 func Do(ctx context.Context, apply func(ctx context.Context) error) error {
 	f := servingFrom(ctx)
 	switch {
@@ -96,10 +98,10 @@ func Do(ctx context.Context, apply func(ctx context.Context) error) error {
 		return ErrNoFence
 	case f.held:
 		return apply(ctx)
-	case f.store == nil:
-		return ErrNoStore
+	case f.guard == nil:
+		return ErrNoGuard
 	}
-	return f.store.Do(ctx, f.object, f.token, func(ctx context.Context) error {
+	return f.guard.Do(ctx, f.object, f.token, func(ctx context.Context) error {
 		held := *f
 		held.held = true
 		return apply(context.WithValue(ctx, servingKey{}, &held))

@@ -26,8 +26,8 @@ func TestDo_Errors(t *testing.T) {
 	if err := guard.Do(context.Background(), apply); !errors.Is(err, guard.ErrNoFence) {
 		t.Errorf("Do without a fence=%v, want ErrNoFence", err)
 	}
-	if err := guard.Do(guard.WithFence(context.Background(), "obj", 1, nil), apply); !errors.Is(err, guard.ErrNoStore) {
-		t.Errorf("Do without a Store=%v, want ErrNoStore", err)
+	if err := guard.Do(guard.WithFence(context.Background(), "obj", 1, nil), apply); !errors.Is(err, guard.ErrNoGuard) {
+		t.Errorf("Do without a guard=%v, want ErrNoGuard", err)
 	}
 	if called {
 		t.Error("apply ran although Do failed")
@@ -70,17 +70,17 @@ func TestDo_Memory(t *testing.T) {
 	}
 }
 
-// TestDo_StoreContext checks that apply gets the context the Store passes
+// TestDo_GuardContext checks that apply gets the context the guard passes
 // (a transaction, say) and that the fence is still in it.
-func TestDo_StoreContext(t *testing.T) {
+func TestDo_GuardContext(t *testing.T) {
 	type txKey struct{}
-	store := guard.StoreFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
+	g := fence.GuardFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
 		return apply(context.WithValue(ctx, txKey{}, "tx-1"))
 	})
-	ctx := guard.WithFence(context.Background(), "obj", 3, store)
+	ctx := guard.WithFence(context.Background(), "obj", 3, g)
 	err := guard.Do(ctx, func(ctx context.Context) error {
 		if tx, _ := ctx.Value(txKey{}).(string); tx != "tx-1" {
-			t.Errorf("apply's context has tx %q, want the store's tx-1", tx)
+			t.Errorf("apply's context has tx %q, want the guard's tx-1", tx)
 		}
 		if o, tok, ok := guard.TokenFrom(ctx); !ok || o != "obj" || tok != 3 {
 			t.Errorf("TokenFrom(apply's context)=%q, %d, %v; want obj, 3, true", o, tok, ok)

@@ -12,7 +12,7 @@ import (
 
 // httpTarget drives the conformance suite through real HTTP: writes go
 // from a Transport to the middleware and the handler, which appends under
-// the store's atomic step; reads look at the resource directly.
+// the guard's atomic step; reads look at the resource directly.
 type httpTarget struct {
 	o   *objects
 	url string

@@ -31,13 +31,17 @@
 //
 // guard.InHandler (the default): the middleware validates the headers and
 // puts the object and token into the request's context; the handler makes
-// its write through guard.Do, which runs it inside the Store's atomic step:
+// its write through guard.Do, which runs it inside the atomic step of the
+// configured fence.Guard. With a PostgreSQL guard the write runs in the
+// transaction that checks and raises the watermark:
 //
-//	var marks guard.Memory
-//	mw, _ := httpfence.New(httpfence.Config{Store: &marks})
+//	g := postgres.New(pool) // or any fence.Guard: sqlfence, redisfence, filefence, guard.Memory
+//	mw, _ := httpfence.New(httpfence.Config{Guard: g})
 //	mux.Handle("PUT /orders/{id}", mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 //		err := guard.Do(r.Context(), func(ctx context.Context) error {
-//			return orders.Put(r.PathValue("id"), body) // the write, under the check
+//			tx, _ := postgres.TxFromContext(ctx) // the write, under the check
+//			_, err := tx.Exec(ctx, "UPDATE orders SET body = $1 WHERE id = $2", body, r.PathValue("id"))
+//			return err
 //		})
 //		if err != nil {
 //			if !httpfence.WriteError(w, err) { // 409, 400 or 403 for fencing errors
@@ -48,17 +52,18 @@
 //		w.WriteHeader(http.StatusNoContent)
 //	})))
 //
-// The context, Do and the Store are package guard's, shared with grpcfence:
-// one write function serves an HTTP and a gRPC handler alike. A store that
-// checks inside its own transaction or script (a PostgreSQL or Redis
-// guard) is adapted with guard.StoreFunc, or the handler calls it directly
-// with the token of guard.TokenFrom, making its write in that same
-// transaction. Either way the handler must write through the atomic step:
+// The context, Do and fence.Guard are shared with grpcfence: one write
+// function serves an HTTP and a gRPC handler alike. Each guard says what
+// the write may do inside its step (postgres.TxFromContext,
+// sqlfence.TxFromContext, redisfence.PipelinerFromContext; a filefence.Dir
+// runs it under the file name's lock). A handler may also call a guard of
+// its own with the token of guard.TokenFrom, making its write in that
+// guard's step. Either way the handler must write through the atomic step:
 // a handler that ignores guard.Do and guard.TokenFrom is not fenced.
 //
 // guard.AroundHandler: the middleware runs the whole handler inside
 // guard.Do, raising the watermark only if the handler answered 2xx, so any
-// handler is fenced without changes. With a *guard.Memory store that is a
+// handler is fenced without changes. With a *guard.Memory guard that is a
 // lock in this process (one lock for all objects, so fenced requests are
 // served one at a time): it protects a resource only this process writes,
 // the response is buffered, and the watermarks are lost on restart. See

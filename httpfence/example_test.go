@@ -24,7 +24,7 @@ func Example() {
 		mu    sync.Mutex
 		docs  = map[string]string{}
 	)
-	mw, err := httpfence.New(httpfence.Config{Store: &marks})
+	mw, err := httpfence.New(httpfence.Config{Guard: &marks})
 	if err != nil {
 		panic(err)
 	}
@@ -83,7 +83,7 @@ func Example() {
 func ExampleNew_aroundHandler() {
 	var marks guard.Memory
 	mw, err := httpfence.New(httpfence.Config{
-		Store: &marks,
+		Guard: &marks,
 		Mode:  guard.AroundHandler,
 	})
 	if err != nil {
@@ -115,12 +115,12 @@ func ExampleNew_aroundHandler() {
 	// watermark of /counter: 7
 }
 
-// A handler whose store checks tokens in its own transaction or script
+// A handler that writes through a guard of its own, not the middleware's,
 // takes the object and token from guard.TokenFrom and hands both to it;
 // here a guard.Memory stands in for a PostgreSQL or Redis guard.
 func ExampleMiddleware_Handler_ownGuard() {
 	var g guard.Memory
-	mw, _ := httpfence.New(httpfence.Config{}) // no Store: the handler uses its own guard
+	mw, _ := httpfence.New(httpfence.Config{}) // no Guard: the handler uses its own guard
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		object, t, _ := guard.TokenFrom(r.Context())
 		err := g.Do(r.Context(), object, t, func(ctx context.Context) error {

@@ -88,10 +88,10 @@ var setups = []setup{
 }
 
 // newServer starts an httptest server fencing o's write handler with cfg
-// (whose Store and Mode are filled in from o and s).
+// (whose Guard and Mode are filled in from o and s).
 func newServer(t *testing.T, o *objects, s setup, cfg httpfence.Config) *httptest.Server {
 	t.Helper()
-	cfg.Store = &o.marks
+	cfg.Guard = &o.marks
 	cfg.Mode = s.mode
 	mw, err := httpfence.New(cfg)
 	if err != nil {

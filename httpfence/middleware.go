@@ -13,18 +13,19 @@ import (
 )
 
 // Config configures the middleware. Its zero value is valid: InHandler
-// mode without a Store (handlers use their own guard via guard.TokenFrom),
+// mode without a Guard (handlers use their own guard via guard.TokenFrom),
 // writes fenced, GET, HEAD and OPTIONS not, the object taken from
 // X-Resource-Id or else the URL path.
 type Config struct {
-	// Store checks tokens and raises watermarks atomically with the write,
-	// for example a *guard.Memory. Required in AroundHandler mode and for
-	// guard.Do; nil is allowed in InHandler mode when handlers use their
-	// own guard.
-	Store guard.Store
+	// Guard checks tokens and raises watermarks atomically with the write:
+	// any fence.Guard, for example a *postgres.Guard, *sqlfence.Guard,
+	// *redisfence.Guard, *filefence.Dir or *guard.Memory. Required in
+	// AroundHandler mode and for guard.Do; nil is allowed in InHandler mode
+	// when handlers use their own guard.
+	Guard fence.Guard
 	// Mode is guard.InHandler (the default) or guard.AroundHandler. In
 	// AroundHandler mode a handler succeeds when it answers 2xx; its
-	// response is buffered until the store's step is over (no streaming,
+	// response is buffered until the guard's step is over (no streaming,
 	// no http.Flusher), so a step that fails after the handler never sends
 	// its 2xx.
 	Mode guard.Mode
@@ -44,15 +45,15 @@ type Config struct {
 	// a request whose X-Fencing-Issuer differs or is missing is rejected
 	// with 403 (guard.CheckIssuer). Empty accepts every issuer.
 	Issuer string
-	// Logger receives errors of the Store that are not fencing rejections
+	// Logger receives errors of the Guard that are not fencing rejections
 	// (the client gets a 500). Nil means slog.Default().
 	Logger *slog.Logger
 }
 
 // Validate reports a Config that New would refuse: an unknown Mode, or
-// AroundHandler without a Store (guard.Mode.Validate).
+// AroundHandler without a Guard (guard.Mode.Validate).
 func (c Config) Validate() error {
-	return c.Mode.Validate(c.Store)
+	return c.Mode.Validate(c.Guard)
 }
 
 // DefaultFenced reports whether r is fenced by default: every method except
@@ -126,7 +127,7 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			WriteError(w, err)
 			return
 		}
-		r = r.WithContext(guard.WithFence(ctx, object, t, m.cfg.Store))
+		r = r.WithContext(guard.WithFence(ctx, object, t, m.cfg.Guard))
 		if m.cfg.Mode == guard.InHandler {
 			next.ServeHTTP(w, r)
 			return
@@ -169,11 +170,11 @@ func token(r *http.Request) (fence.Token, error) {
 	return t, nil
 }
 
-// errNotSuccess makes the Store leave the watermark unchanged when the
+// errNotSuccess makes the Guard leave the watermark unchanged when the
 // handler answered other than 2xx.
 var errNotSuccess = errors.New("httpfence: handler did not succeed")
 
-// around runs next inside the Store's atomic step (AroundHandler).
+// around runs next inside the Guard's atomic step (AroundHandler).
 func (m *Middleware) around(w http.ResponseWriter, r *http.Request, object string, t fence.Token, next http.Handler) {
 	var buf *bufferedResponse
 	err := guard.Do(r.Context(), func(ctx context.Context) error {
@@ -188,12 +189,12 @@ func (m *Middleware) around(w http.ResponseWriter, r *http.Request, object strin
 	case buf != nil && (err == nil || errors.Is(err, errNotSuccess)):
 		buf.writeTo(w)
 	case err == nil:
-		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store accepted the token without calling apply", "object", object, "token", t)
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing store did not run the handler"})
+		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: guard accepted the token without calling apply", "object", object, "token", t)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing guard did not run the handler"})
 	case WriteError(w, err):
 	default:
-		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: store failed", "object", object, "token", t, "handler_ran", buf != nil, "err", err)
-		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing store failed; the write was not applied or its outcome is unknown"})
+		m.cfg.Logger.ErrorContext(r.Context(), "httpfence: guard failed", "object", object, "token", t, "handler_ran", buf != nil, "err", err)
+		writeJSON(w, http.StatusInternalServerError, errorBody{Error: "httpfence: the fencing guard failed; the write was not applied or its outcome is unknown"})
 	}
 }
 

@@ -217,7 +217,7 @@ func TestMiddleware_Issuer(t *testing.T) {
 }
 
 // TestMiddleware_IssuerInContext checks that the presented issuer reaches
-// the handler (and a Store pinned on its own) through guard.IssuerFromContext.
+// the handler (and a guard pinned on its own) through guard.IssuerFromContext.
 func TestMiddleware_IssuerInContext(t *testing.T) {
 	mw, err := httpfence.New(httpfence.Config{})
 	if err != nil {
@@ -283,7 +283,7 @@ func TestMiddleware_FencedAndResolve(t *testing.T) {
 // raises the watermark.
 func TestMiddleware_AroundHandlerResponses(t *testing.T) {
 	var marks guard.Memory
-	mw, err := httpfence.New(httpfence.Config{Store: &marks, Mode: guard.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Guard: &marks, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,16 +331,16 @@ func TestMiddleware_AroundHandlerResponses(t *testing.T) {
 	}
 }
 
-// TestMiddleware_AroundHandlerStoreFails checks that a 2xx of the handler
-// is not sent when the store's step fails after it.
-func TestMiddleware_AroundHandlerStoreFails(t *testing.T) {
-	store := guard.StoreFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
+// TestMiddleware_AroundHandlerGuardFails checks that a 2xx of the handler
+// is not sent when the guard's step fails after it.
+func TestMiddleware_AroundHandlerGuardFails(t *testing.T) {
+	g := fence.GuardFunc(func(ctx context.Context, object string, tok fence.Token, apply func(context.Context) error) error {
 		if err := apply(ctx); err != nil {
 			return err
 		}
 		return errors.New("commit: connection reset")
 	})
-	mw, err := httpfence.New(httpfence.Config{Store: store, Mode: guard.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Guard: g, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestMiddleware_AroundHandlerStoreFails(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	want := map[string]string{"error": "httpfence: the fencing store failed; the write was not applied or its outcome is unknown"}
+	want := map[string]string{"error": "httpfence: the fencing guard failed; the write was not applied or its outcome is unknown"}
 	if got := decode(t, b); resp.StatusCode != 500 || !reflect.DeepEqual(got, want) {
 		t.Fatalf("%d %v, want 500 %v", resp.StatusCode, got, want)
 	}
@@ -366,10 +366,10 @@ func TestMiddleware_AroundHandlerStoreFails(t *testing.T) {
 // object through a handler that does an unprotected read-modify-write. In
 // AroundHandler mode the middleware's critical section must keep them
 // apart: no two handlers overlap, no update is lost, and the race detector
-// sees the counter only under the store's lock.
+// sees the counter only under the guard's lock.
 func TestMiddleware_AroundHandlerSerializes(t *testing.T) {
 	var marks guard.Memory
-	mw, err := httpfence.New(httpfence.Config{Store: &marks, Mode: guard.AroundHandler})
+	mw, err := httpfence.New(httpfence.Config{Guard: &marks, Mode: guard.AroundHandler})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,10 +423,10 @@ func TestMiddleware_AroundHandlerSerializes(t *testing.T) {
 	}
 }
 
-// TestMiddleware_NoStore checks that guard.Do behind a middleware without
-// a Store reports guard.ErrNoStore.
-func TestMiddleware_NoStore(t *testing.T) {
-	mw, err := httpfence.New(httpfence.Config{}) // no Store
+// TestMiddleware_NoGuard checks that guard.Do behind a middleware without
+// a Guard reports guard.ErrNoGuard.
+func TestMiddleware_NoGuard(t *testing.T) {
+	mw, err := httpfence.New(httpfence.Config{}) // no Guard
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -437,8 +437,8 @@ func TestMiddleware_NoStore(t *testing.T) {
 	req := httptest.NewRequest("POST", "/x", nil)
 	req.Header.Set("X-Fencing-Token", "1")
 	h.ServeHTTP(httptest.NewRecorder(), req)
-	if !errors.Is(got, guard.ErrNoStore) {
-		t.Errorf("guard.Do without a Store=%v, want guard.ErrNoStore", got)
+	if !errors.Is(got, guard.ErrNoGuard) {
+		t.Errorf("guard.Do without a Guard=%v, want guard.ErrNoGuard", got)
 	}
 }
 
@@ -446,7 +446,7 @@ func TestMiddleware_NoStore(t *testing.T) {
 // the middleware returns apply's error unchanged and keeps the watermark.
 func TestMiddleware_DoApplyErrorKeepsWatermark(t *testing.T) {
 	var marks guard.Memory
-	mw, _ := httpfence.New(httpfence.Config{Store: &marks})
+	mw, _ := httpfence.New(httpfence.Config{Guard: &marks})
 	errDisk := errors.New("disk full")
 	var got error
 	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -465,7 +465,7 @@ func TestMiddleware_DoApplyErrorKeepsWatermark(t *testing.T) {
 
 func TestConfig_Validate(t *testing.T) {
 	if _, err := httpfence.New(httpfence.Config{Mode: guard.AroundHandler}); err == nil {
-		t.Error("New(AroundHandler without a Store) succeeded, want an error")
+		t.Error("New(AroundHandler without a Guard) succeeded, want an error")
 	}
 	if _, err := httpfence.New(httpfence.Config{Mode: 7}); err == nil {
 		t.Error("New(unknown mode) succeeded, want an error")
