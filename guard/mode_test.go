@@ -9,9 +9,9 @@ import (
 
 func TestMode_Validate(t *testing.T) {
 	for _, tc := range []struct {
-		mode  guard.Mode
-		g     fence.Guard
-		ok    bool
+		mode guard.Mode
+		g    fence.Guard
+		ok   bool
 	}{
 		{guard.InHandler, nil, true},
 		{guard.InHandler, &guard.Memory{}, true},
