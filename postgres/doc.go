@@ -5,9 +5,11 @@
 //
 // Three tools, for three shapes of data:
 //
-//   - Guard.InTx, a fenced transaction: the watermarks live in a table of
-//     their own (MigrationSQL, one row per object) and any statements run
-//     in the transaction that checks and raises the object's watermark.
+//   - Guard.Do and Guard.InTx, a fenced transaction: the watermarks live in
+//     a table of their own (MigrationSQL, one row per object) and any
+//     statements run in the transaction that checks and raises the
+//     object's watermark. Guard is a fence.Guard, so the httpfence
+//     middleware and the grpcfence interceptors take it directly.
 //   - Update and Upsert, a single fenced statement for a row that carries
 //     its own token in a column (DefaultTokenColumn, "fencing_token").
 //   - UpdateVersioned, the same single statement combined with a version
@@ -40,7 +42,19 @@
 //		// this process lost its lock. Stop, do not retry.
 //	}
 //
-// InTx begins a transaction, runs
+// Behind the HTTP middleware (or the gRPC interceptors) the handler's write
+// runs in the same transaction, which it takes from its context:
+//
+//	mw, _ := httpfence.New(httpfence.Config{Guard: g})
+//	// in the handler:
+//	err := guard.Do(r.Context(), func(ctx context.Context) error {
+//		tx, _ := postgres.TxFromContext(ctx)
+//		_, err := tx.Exec(ctx, "UPDATE invoices SET status = 'paid' WHERE id = 42")
+//		return err
+//	})
+//
+// Do (and so InTx, Check and the middleware's step) begins a transaction,
+// runs
 //
 //	INSERT INTO fence_watermarks AS w (object, token) VALUES ($1, $2)
 //	ON CONFLICT (object) DO UPDATE SET token = EXCLUDED.token
@@ -76,7 +90,7 @@
 //			SetSQL: `"balance" = "balance" - $1`, SetArgs: []any{10}},
 //		Expected: readVersion,
 //	}, grant.Token)
-//	var vm *postgres.VersionMismatchError
+//	var vm *fence.VersionMismatchError
 //	if errors.As(err, &vm) {
 //		// someone else updated the row: re-read it (vm.Current) and retry
 //	}

@@ -106,7 +106,7 @@ func ExampleUpdateVersioned() {
 	}
 	fmt.Println(withdraw(10, 1, 3))
 	_, err := withdraw(10, 1, 3) // read version 1, but the row moved on
-	var vm *postgres.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	if errors.As(err, &vm) {
 		fmt.Println("version mismatch; current version", vm.Current)
 	}

@@ -46,14 +46,17 @@ type DB interface {
 
 // Guard keeps per-object watermarks in a PostgreSQL table and runs fenced
 // transactions: the watermark check, the raise of the watermark and the
-// caller's statements commit together or not at all. Create it with New;
-// it is safe for concurrent use.
+// caller's statements commit together or not at all. It is a fence.Guard,
+// so httpfence and grpcfence serve it directly. Create it with New; it is
+// safe for concurrent use.
 type Guard struct {
 	db     DB
 	table  string // quoted
 	name   string // for the migration's advisory lock and errors
 	issuer string
 }
+
+var _ fence.Guard = (*Guard)(nil)
 
 // An Option configures a Guard.
 type Option func(*Guard)
@@ -107,7 +110,8 @@ func (g *Guard) Migrate(ctx context.Context) error {
 	})
 }
 
-// InTx runs fn in a transaction fenced by token t for object:
+// Do implements fence.Guard: it runs apply in a transaction fenced by
+// token t for object:
 //
 //  1. BEGIN;
 //  2. INSERT INTO the watermark table (object, t) ON CONFLICT (object) DO
@@ -115,14 +119,22 @@ func (g *Guard) Migrate(ctx context.Context) error {
 //     inserts the object's first watermark or locks the object's row and
 //     raises its watermark to t; with no row returned, the watermark is
 //     above t;
-//  3. fn(tx), the caller's statements;
+//  3. apply(ctx), the caller's statements, which take the transaction
+//     from their context with TxFromContext;
 //  4. COMMIT.
 //
 // A stale token is rejected at step 2 with a *fence.StaleTokenError whose
 // Required is the watermark (read back from the row the statement locked)
-// and fn is not called. If fn returns an error or panics, the transaction
-// is rolled back: the watermark is not raised and none of fn's statements
-// persist; InTx returns fn's error unchanged.
+// and apply is not called. If apply returns an error or panics, the
+// transaction is rolled back: the watermark is not raised and none of
+// apply's statements persist; Do returns apply's error unchanged. A nil
+// apply makes Do a bare check (Check).
+//
+// apply must make its writes with the transaction of TxFromContext: a
+// statement on another connection is neither atomic with the check nor
+// rolled back with it. Only what apply writes in PostgreSQL is fenced;
+// anything else it does (a call to another service) is not undone when
+// the transaction rolls back.
 //
 // Why this is correct under READ COMMITTED: INSERT ... ON CONFLICT DO
 // UPDATE always acts on the latest committed version of the row, waiting
@@ -134,20 +146,15 @@ func (g *Guard) Migrate(ctx context.Context) error {
 // makes step 2 fail with a serialization error; retry the call.
 //
 // A zero or out-of-range token is refused with an error matching
-// fence.ErrInvalidToken, and a mismatched issuer (WithIssuer) with an error
-// matching fence.ErrIssuerMismatch, before a transaction is begun.
+// fence.ErrInvalidToken, a mismatched issuer (WithIssuer) with an error
+// matching fence.ErrIssuerMismatch and an empty object with one matching
+// fence.ErrInvalidArgument, before a transaction is begun (guard.Admit).
 // Cancelling ctx aborts the transaction. If COMMIT fails because the
 // connection broke, PostgreSQL may or may not have committed; either the
-// raise and fn's statements all happened or none did.
-func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(tx pgx.Tx) error) error {
-	if err := guard.CheckIssuer(ctx, g.issuer); err != nil {
+// raise and apply's statements all happened or none did.
+func (g *Guard) Do(ctx context.Context, object string, t fence.Token, apply func(ctx context.Context) error) error {
+	if err := guard.Admit(ctx, g.issuer, object, t, guard.RequireObject); err != nil {
 		return err
-	}
-	if err := fence.ValidateToken(t); err != nil {
-		return err
-	}
-	if object == "" {
-		return fmt.Errorf("%w: postgres: object is empty; name the protected object", fence.ErrInvalidArgument)
 	}
 	tx, err := g.db.Begin(ctx)
 	if err != nil {
@@ -157,8 +164,8 @@ func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(
 	if err := g.accept(ctx, tx, object, t); err != nil {
 		return err
 	}
-	if fn != nil {
-		if err := fn(tx); err != nil {
+	if apply != nil {
+		if err := apply(context.WithValue(ctx, txKey{}, tx)); err != nil {
 			return err
 		}
 	}
@@ -168,11 +175,41 @@ func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(
 	return nil
 }
 
-// Check implements fence.Guard: it applies the watermark rule to object
-// and, when t is accepted, raises the watermark, in a transaction of its
-// own. Use InTx to make a write part of the same transaction.
+// txKey is the context key of the transaction Do runs apply in.
+type txKey struct{}
+
+// TxFromContext returns the transaction of the fenced step whose apply was
+// given ctx (Guard.Do, and guard.Do or the httpfence and grpcfence
+// handlers behind a Guard); ok is false for any other context. The
+// transaction commits, with the raise of the watermark, when apply returns
+// nil; apply must not commit or roll it back itself.
+func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
+	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
+	return tx, ok
+}
+
+// InTx runs fn in a transaction fenced by token t for object: it is Do
+// with an apply that hands fn the transaction. The check, the raise of the
+// watermark and fn's statements commit together or not at all; a stale
+// token is rejected before fn is called, and fn's error is returned
+// unchanged with everything rolled back. See Do for the statements and why
+// they are atomic.
+func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(tx pgx.Tx) error) error {
+	var apply func(context.Context) error
+	if fn != nil {
+		apply = func(ctx context.Context) error {
+			tx, _ := TxFromContext(ctx)
+			return fn(tx)
+		}
+	}
+	return g.Do(ctx, object, t, apply)
+}
+
+// Check applies the watermark rule to object and, when t is accepted,
+// raises the watermark, in a transaction of its own: Do without an apply.
+// Use Do or InTx to make a write part of the same transaction.
 func (g *Guard) Check(ctx context.Context, object string, t fence.Token) error {
-	return g.InTx(ctx, object, t, nil)
+	return g.Do(ctx, object, t, nil)
 }
 
 // Watermark returns the highest token accepted for object, or 0 if none.

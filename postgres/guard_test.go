@@ -16,15 +16,20 @@ import (
 	"github.com/fenced-dev/fenced/postgres"
 )
 
-// txTarget writes through Guard.InTx, appending the value to a row of
-// guard_values in the fenced transaction.
+// txTarget writes through Guard.Do, appending the value to a row of
+// guard_values in the fenced transaction (TxFromContext). InTx is Do with
+// the transaction handed to fn; the tests below use it.
 type txTarget struct {
 	g    *postgres.Guard
 	pool *pgxpool.Pool
 }
 
 func (tg *txTarget) Write(ctx context.Context, object string, t fence.Token, value string) error {
-	return tg.g.InTx(ctx, object, t, func(tx pgx.Tx) error {
+	return tg.g.Do(ctx, object, t, func(ctx context.Context) error {
+		tx, ok := postgres.TxFromContext(ctx)
+		if !ok {
+			return errors.New("apply's context has no transaction")
+		}
 		_, err := tx.Exec(ctx, `INSERT INTO guard_values AS v (object, value) VALUES ($1, $2)
 ON CONFLICT (object) DO UPDATE SET value = v.value || ',' || EXCLUDED.value`, object, value)
 		return err
@@ -109,6 +114,21 @@ func TestGuard_Check(t *testing.T) {
 	}
 	if mark, err := g.Watermark(ctx, obj); err != nil || mark != fence.MaxToken {
 		t.Fatalf("Watermark()=%d, %v; want %d", mark, err, fence.MaxToken)
+	}
+}
+
+func TestTxFromContext(t *testing.T) {
+	if tx, ok := postgres.TxFromContext(context.Background()); ok || tx != nil {
+		t.Fatalf("TxFromContext(no step)=%v, %v; want nil, false", tx, ok)
+	}
+}
+
+func TestGuard_EmptyObject(t *testing.T) {
+	g := postgres.New(newPool(t))
+	called := false
+	err := g.Do(testCtx(t), "", 1, func(context.Context) error { called = true; return nil })
+	if !errors.Is(err, fence.ErrInvalidArgument) || called {
+		t.Fatalf("Do(object \"\")=%v (apply called %v), want ErrInvalidArgument", err, called)
 	}
 }
 

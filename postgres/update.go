@@ -115,10 +115,7 @@ func Update(ctx context.Context, db Querier, u FencedUpdate, t fence.Token) erro
 // not supported. A stale token is reported as a *fence.StaleTokenError with
 // the token read back; invalid tokens and issuers as in Update.
 func Upsert(ctx context.Context, db Querier, u FencedUpdate, t fence.Token) error {
-	if err := guard.CheckIssuer(ctx, u.Issuer); err != nil {
-		return err
-	}
-	if err := fence.ValidateToken(t); err != nil {
+	if err := guard.Admit(ctx, u.Issuer, u.object(), t, nil); err != nil {
 		return err
 	}
 	if err := u.validate("", true); err != nil {
@@ -174,10 +171,7 @@ func Upsert(ctx context.Context, db Querier, u FencedUpdate, t fence.Token) erro
 
 // update runs Update or, with a non-empty versionColumn, UpdateVersioned.
 func update(ctx context.Context, db Querier, u FencedUpdate, v *versionGuard, t fence.Token) (int64, error) {
-	if err := guard.CheckIssuer(ctx, u.Issuer); err != nil {
-		return 0, err
-	}
-	if err := fence.ValidateToken(t); err != nil {
+	if err := guard.Admit(ctx, u.Issuer, u.object(), t, nil); err != nil {
 		return 0, err
 	}
 	versionColumn := ""
@@ -262,7 +256,7 @@ func update(ctx context.Context, db Querier, u FencedUpdate, v *versionGuard, t 
 			if current != nil {
 				cur = *current
 			}
-			return 0, &VersionMismatchError{Object: u.object(), Expected: v.expected, Current: cur}
+			return 0, &fence.VersionMismatchError{Object: u.object(), Expected: v.expected, Current: cur}
 		}
 	}
 	return 0, fmt.Errorf("postgres: update %s: the row changed concurrently %d times; try again", u.object(), maxAttempts)

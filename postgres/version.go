@@ -43,8 +43,8 @@ type versionGuard struct {
 //   - no row: an error matching ErrNotFound;
 //   - the row's token is above t: a *fence.StaleTokenError (the writer lost
 //     its grant; its view of the version does not matter);
-//   - the row's version is not Expected: a *VersionMismatchError with the
-//     current version;
+//   - the row's version is not Expected: a *fence.VersionMismatchError
+//     with the current version;
 //   - otherwise the row changed after the statement's snapshot and the
 //     statement is run again, a bounded number of times.
 //

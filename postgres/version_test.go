@@ -59,7 +59,7 @@ func TestUpdateVersioned(t *testing.T) {
 				Expected: tt.expected,
 			}, tt.token)
 			var se *fence.StaleTokenError
-			var vm *postgres.VersionMismatchError
+			var vm *fence.VersionMismatchError
 			switch {
 			case tt.missing:
 				if !errors.Is(err, postgres.ErrNotFound) {
@@ -67,11 +67,11 @@ func TestUpdateVersioned(t *testing.T) {
 				}
 				return
 			case tt.stale:
-				if !errors.As(err, &se) || se.Required != 9 || se.Presented != tt.token || errors.Is(err, postgres.ErrVersionMismatch) {
+				if !errors.As(err, &se) || se.Required != 9 || se.Presented != tt.token || errors.Is(err, fence.ErrVersionMismatch) {
 					t.Fatalf("UpdateVersioned=%v, want StaleTokenError{Presented: %d, Required: 9}", err, tt.token)
 				}
 			case tt.mismatch:
-				if !errors.As(err, &vm) || !errors.Is(err, postgres.ErrVersionMismatch) || vm.Current != 3 || vm.Expected != tt.expected {
+				if !errors.As(err, &vm) || !errors.Is(err, fence.ErrVersionMismatch) || vm.Current != 3 || vm.Expected != tt.expected {
 					t.Fatalf("UpdateVersioned=%v, want VersionMismatchError{Expected: %d, Current: 3}", err, tt.expected)
 				}
 			default:
@@ -117,7 +117,7 @@ func TestUpdateVersioned_Concurrent(t *testing.T) {
 	wg.Wait()
 	won := 0
 	for _, err := range errs {
-		var vm *postgres.VersionMismatchError
+		var vm *fence.VersionMismatchError
 		switch {
 		case err == nil:
 			won++
