@@ -27,9 +27,22 @@
 //		// a newer holder has written: this process lost its lock
 //	}
 //
+// Guard is a fence.Guard: Do runs a function in the same fenced
+// transaction, which it takes from its context with TxFromContext, and the
+// httpfence middleware and grpcfence interceptors take the Guard directly:
+//
+//	mw, _ := httpfence.New(httpfence.Config{Guard: g})
+//	// in the handler:
+//	err := guard.Do(r.Context(), func(ctx context.Context) error {
+//		tx, _ := sqlfence.TxFromContext(ctx)
+//		_, err := tx.ExecContext(ctx, "UPDATE reports SET body = ? WHERE name = 'daily'", body)
+//		return err
+//	})
+//
 // # How the check is made atomic
 //
-// InTx begins a transaction whose first statement is
+// Do (and so InTx, Check and the middleware's step) begins a transaction
+// whose first statement is
 //
 //	INSERT INTO fence_watermarks AS w (object, token) VALUES (?, ?)
 //	ON CONFLICT (object) DO UPDATE SET token = excluded.token

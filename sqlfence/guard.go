@@ -13,13 +13,17 @@ import (
 // Guard keeps per-object watermarks in a table (fence_watermarks) of a
 // database/sql database and runs fenced transactions: the watermark check,
 // the raise of the watermark and the caller's statements commit together or
-// not at all. Create it with New; it is safe for concurrent use.
+// not at all. It is a fence.Guard, so the httpfence middleware and the
+// grpcfence interceptors take it directly. Create it with New; it is safe
+// for concurrent use.
 type Guard struct {
 	db      *sql.DB
 	dialect Dialect
 	sql     statements
 	issuer  string
 }
+
+var _ fence.Guard = (*Guard)(nil)
 
 // An Option configures a Guard.
 type Option func(*Guard)
@@ -91,20 +95,27 @@ func (g *Guard) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// InTx runs fn in a transaction fenced by token t for object:
+// Do implements fence.Guard: it runs apply in a transaction fenced by
+// token t for object:
 //
 //  1. BEGIN;
 //  2. INSERT INTO fence_watermarks (object, token) VALUES (object, t)
 //     ON CONFLICT (object) DO UPDATE SET token = t WHERE token <= t
 //     RETURNING token. It inserts the object's first watermark or raises
 //     the existing one; with no row returned, the watermark is above t;
-//  3. fn(tx), the caller's statements;
+//  3. apply(ctx), the caller's statements, which take the transaction
+//     from their context with TxFromContext;
 //  4. COMMIT.
 //
 // A stale token is rejected at step 2 with a *fence.StaleTokenError whose
-// Required is the watermark, and fn is not called. If fn returns an error
-// or panics, the transaction is rolled back: the watermark is not raised
-// and none of fn's statements persist; InTx returns fn's error unchanged.
+// Required is the watermark, and apply is not called. If apply returns an
+// error or panics, the transaction is rolled back: the watermark is not
+// raised and none of apply's statements persist; Do returns apply's error
+// unchanged. A nil apply makes Do a bare check (Check). apply must make
+// its writes with the transaction of TxFromContext: a statement on another
+// connection is neither atomic with the check nor rolled back with it (on
+// SQLite it would wait for this transaction's write lock until the busy
+// timeout).
 //
 // Why this is atomic:
 //
@@ -121,20 +132,15 @@ func (g *Guard) Migrate(ctx context.Context) error {
 //     never reads a snapshot older than the latest commit.
 //
 // A zero or out-of-range token is refused with an error matching
-// fence.ErrInvalidToken, and a mismatched issuer (WithIssuer) with one
-// matching fence.ErrIssuerMismatch, before a transaction is begun.
+// fence.ErrInvalidToken, a mismatched issuer (WithIssuer) with one
+// matching fence.ErrIssuerMismatch and an empty object with one matching
+// fence.ErrInvalidArgument, before a transaction is begun (guard.Admit).
 // Cancelling ctx rolls the transaction back. If COMMIT fails because the
 // connection broke, the database may or may not have committed; either the
-// raise and fn's statements all happened or none did.
-func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(tx *sql.Tx) error) error {
-	if err := guard.CheckIssuer(ctx, g.issuer); err != nil {
+// raise and apply's statements all happened or none did.
+func (g *Guard) Do(ctx context.Context, object string, t fence.Token, apply func(ctx context.Context) error) error {
+	if err := guard.Admit(ctx, g.issuer, object, t, guard.RequireObject); err != nil {
 		return err
-	}
-	if err := fence.ValidateToken(t); err != nil {
-		return err
-	}
-	if object == "" {
-		return fmt.Errorf("%w: sqlfence: object is empty; name the protected object", fence.ErrInvalidArgument)
 	}
 	tx, err := g.db.BeginTx(ctx, nil)
 	if err != nil {
@@ -144,8 +150,8 @@ func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(
 	if err := g.accept(ctx, tx, object, t); err != nil {
 		return err
 	}
-	if fn != nil {
-		if err := fn(tx); err != nil {
+	if apply != nil {
+		if err := apply(context.WithValue(ctx, txKey{}, tx)); err != nil {
 			return err
 		}
 	}
@@ -155,11 +161,41 @@ func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(
 	return nil
 }
 
-// Check implements fence.Guard: it applies the watermark rule to object
-// and, when t is accepted, raises the watermark, in a transaction of its
-// own. Use InTx to make a write part of the same transaction.
+// txKey is the context key of the transaction Do runs apply in.
+type txKey struct{}
+
+// TxFromContext returns the transaction of the fenced step whose apply was
+// given ctx (Guard.Do, and guard.Do or the httpfence and grpcfence
+// handlers behind a Guard); ok is false for any other context. The
+// transaction commits, with the raise of the watermark, when apply returns
+// nil; apply must not commit or roll it back itself.
+func TxFromContext(ctx context.Context) (tx *sql.Tx, ok bool) {
+	tx, ok = ctx.Value(txKey{}).(*sql.Tx)
+	return tx, ok
+}
+
+// InTx runs fn in a transaction fenced by token t for object: it is Do
+// with an apply that hands fn the transaction. The check, the raise of the
+// watermark and fn's statements commit together or not at all; a stale
+// token is rejected before fn is called, and fn's error is returned
+// unchanged with everything rolled back. See Do for the statements and why
+// they are atomic.
+func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(tx *sql.Tx) error) error {
+	var apply func(context.Context) error
+	if fn != nil {
+		apply = func(ctx context.Context) error {
+			tx, _ := TxFromContext(ctx)
+			return fn(tx)
+		}
+	}
+	return g.Do(ctx, object, t, apply)
+}
+
+// Check applies the watermark rule to object and, when t is accepted,
+// raises the watermark, in a transaction of its own: Do without an apply.
+// Use Do or InTx to make a write part of the same transaction.
 func (g *Guard) Check(ctx context.Context, object string, t fence.Token) error {
-	return g.InTx(ctx, object, t, nil)
+	return g.Do(ctx, object, t, nil)
 }
 
 // Watermark returns the highest token accepted for object, or 0 if none.

@@ -16,8 +16,9 @@ import (
 	"github.com/fenced-dev/fenced/sqlfence"
 )
 
-// target writes through Guard.InTx, appending the value to a row of
-// fence_test_values in the fenced transaction.
+// target writes through Guard.Do, appending the value to a row of
+// fence_test_values in the fenced transaction (TxFromContext). InTx is Do
+// with the transaction handed to fn; the tests below use it.
 type target struct {
 	g      *sqlfence.Guard
 	db     *sql.DB
@@ -25,7 +26,11 @@ type target struct {
 }
 
 func (tg *target) Write(ctx context.Context, object string, t fence.Token, value string) error {
-	return tg.g.InTx(ctx, object, t, func(tx *sql.Tx) error {
+	return tg.g.Do(ctx, object, t, func(ctx context.Context) error {
+		tx, ok := sqlfence.TxFromContext(ctx)
+		if !ok {
+			return errors.New("apply's context has no transaction")
+		}
 		_, err := tx.ExecContext(ctx, tg.append, object, value)
 		return err
 	})
@@ -272,5 +277,11 @@ func TestDetect(t *testing.T) {
 	}
 	if _, err := sqlfence.New(nil, sqlfence.WithDialect(sqlfence.Dialect(9))); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatalf("New(WithDialect(9))=%v, want ErrInvalidArgument", err)
+	}
+}
+
+func TestTxFromContext(t *testing.T) {
+	if tx, ok := sqlfence.TxFromContext(context.Background()); ok || tx != nil {
+		t.Fatalf("TxFromContext(no step)=%v, %v; want nil, false", tx, ok)
 	}
 }
