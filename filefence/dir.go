@@ -57,11 +57,15 @@ var ErrCorruptWatermark = errors.New("filefence: watermark file does not hold a 
 // token with a *fence.StaleTokenError (matching fence.ErrStaleToken), an
 // invalid name with fence.ErrInvalidArgument and, with WithIssuer, a token
 // of another issuer with fence.ErrIssuerMismatch; in all these cases
-// nothing changes.
+// nothing changes. A Dir is a fence.Guard (Do), so the httpfence
+// middleware and the grpcfence interceptors take it directly, the file name
+// being the object.
 type Dir struct {
 	root   *os.Root
 	issuer string
 }
+
+var _ fence.Guard = (*Dir)(nil)
 
 // Option configures a Dir.
 type Option func(*Dir)
@@ -147,29 +151,67 @@ func (d *Dir) Watermark(name string) (fence.Token, error) {
 	return d.readMark(name)
 }
 
-// Check implements fence.Guard: it applies the watermark rule to the file
-// name object and raises its watermark, without touching the file.
+// Do implements fence.Guard for the file name object: under the name's
+// exclusive lock it applies the watermark rule to t, raises the watermark
+// durably when t is above it, and then runs apply with a context that holds
+// the lock. A stale token is rejected before apply is called.
+//
+// What apply may do: anything that must not interleave with another fenced
+// step for the same name, in this process or another. Write, WriteFile and
+// Remove of this Dir called with apply's context for the same name run
+// under the lock already held (they do not wait for it), apply the rule to
+// their own token and make their change, so
+//
+//	err := d.Do(ctx, "daily.csv", t, func(ctx context.Context) error {
+//		data, err := render(ctx)
+//		if err != nil {
+//			return err
+//		}
+//		return d.WriteFile(ctx, "daily.csv", t, data, 0o644)
+//	})
+//
+// renders and publishes as one fenced step; it is how a handler behind the
+// httpfence middleware or the grpcfence interceptors writes its file. Such
+// nested calls from goroutines apply started run one at a time; apply must
+// wait for them before it returns. A call for another name takes that
+// name's lock as usual (two steps that take two names' locks in opposite
+// orders can deadlock until their contexts end).
+//
+// The watermark is raised before apply runs, so that after a crash it is
+// at least the token of anything apply may have written. When apply
+// returns an error Do returns it unchanged and the raised watermark stays:
+// files are not transactional, so the Dir cannot undo what apply wrote,
+// and keeping the watermark only makes older tokens fail, the exception
+// fence.Guard allows. A nil apply makes Do a bare check (Check).
+//
+// The lock is flock(2) on SIDECAR/NAME.lock (see the package
+// documentation); Do waits for it until ctx is done. Errors are those of
+// Dir: an invalid name, token or issuer is refused before the lock is
+// taken (guard.Admit).
+func (d *Dir) Do(ctx context.Context, object string, t fence.Token, apply func(ctx context.Context) error) error {
+	return d.commit(ctx, object, t, nil, apply)
+}
+
+// Check applies the watermark rule to the file name object and raises its
+// watermark, without touching the file: Do without an apply.
 func (d *Dir) Check(ctx context.Context, object string, t fence.Token) error {
-	return d.commit(ctx, object, t, nil, nil)
+	return d.Do(ctx, object, t, nil)
 }
 
-// admit runs the checks that need no lock: issuer, name and token.
+// admit runs the checks that need no lock: issuer, token and name.
 func (d *Dir) admit(ctx context.Context, name string, t fence.Token) error {
-	if err := guard.CheckIssuer(ctx, d.issuer); err != nil {
-		return err
-	}
-	if err := ValidateName(name); err != nil {
-		return err
-	}
-	return fence.ValidateToken(t)
+	return guard.Admit(ctx, d.issuer, name, t, ValidateName)
 }
 
-// commit is the fenced step. Under the exclusive lock of name it runs
-// precheck (which may refuse the change and must only read), applies the watermark rule,
-// raises the watermark durably when t is above it, and only then runs
-// apply. Raising first means that after a crash at any point the watermark
-// is at least the token of every change that may have reached the disk.
-func (d *Dir) commit(ctx context.Context, name string, t fence.Token, precheck, apply func() error) error {
+// commit is the fenced step of Do, Write and Remove. Under the exclusive
+// lock of name (taken here, or already held by an enclosing step whose
+// context ctx is) it runs precheck (which may refuse the change and must
+// only read), applies the watermark rule, raises the watermark durably
+// when t is above it, and only then runs apply with a context that holds
+// the lock. Raising first means that after a crash at any point the
+// watermark is at least the token of every change that may have reached
+// the disk.
+func (d *Dir) commit(ctx context.Context, name string, t fence.Token, precheck func() error, apply func(ctx context.Context) error) error {
 	if err := d.admit(ctx, name, t); err != nil {
 		return err
 	}
@@ -180,11 +222,25 @@ func (d *Dir) commit(ctx context.Context, name string, t fence.Token, precheck, 
 			return err
 		}
 	}
-	unlock, err := d.lock(ctx, name)
-	if err != nil {
-		return err
+	var unlock func()
+	if h := heldFrom(ctx, d, name); h != nil && h.enter() {
+		unlock = h.mu.Unlock // nested in a step that holds the lock
+	} else {
+		var err error
+		if unlock, err = d.lock(ctx, name); err != nil {
+			return err
+		}
 	}
-	defer unlock()
+	h := &held{d: d, name: name, outer: ctx.Value(heldKey{})}
+	defer func() {
+		h.release()
+		unlock()
+	}()
+	return d.step(context.WithValue(ctx, heldKey{}, h), name, t, precheck, apply)
+}
+
+// step is the part of commit made under the lock of name.
+func (d *Dir) step(ctx context.Context, name string, t fence.Token, precheck func() error, apply func(ctx context.Context) error) error {
 	mark, err := d.readMark(name)
 	if err != nil {
 		return err
@@ -204,7 +260,7 @@ func (d *Dir) commit(ctx context.Context, name string, t fence.Token, precheck, 
 		}
 	}
 	if apply != nil {
-		return apply()
+		return apply(ctx)
 	}
 	return nil
 }

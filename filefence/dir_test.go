@@ -149,6 +149,12 @@ func TestDir_Conformance(t *testing.T) {
 	t.Run("WriteFile", func(t *testing.T) {
 		guardtest.Run(t, func(t *testing.T) guardtest.Target { return fileTarget{openDir(t, t.TempDir())} })
 	})
+	t.Run("DoAppend", func(t *testing.T) {
+		guardtest.Run(t, func(t *testing.T) guardtest.Target {
+			path := t.TempDir()
+			return doTarget{[2]*filefence.Dir{openDir(t, path), openDir(t, path)}}
+		})
+	})
 	t.Run("TwoDirsStreaming", func(t *testing.T) {
 		guardtest.Run(t, func(t *testing.T) guardtest.Target {
 			path := t.TempDir()
@@ -220,6 +226,11 @@ var ops = []struct {
 	}},
 	{"Check", func(ctx context.Context, d *filefence.Dir, name string, t fence.Token) error {
 		return d.Check(ctx, name, t)
+	}},
+	{"Do", func(ctx context.Context, d *filefence.Dir, name string, t fence.Token) error {
+		return d.Do(ctx, name, t, func(ctx context.Context) error {
+			return d.WriteFile(ctx, name, t, []byte("changed"), 0o644)
+		})
 	}},
 }
 

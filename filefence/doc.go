@@ -46,6 +46,24 @@
 // CleanTemp remove them. A live writer holds a lock on its temporary file,
 // so cleaning never removes a write in progress.
 //
+// # One step around your own code
+//
+// Dir is a fence.Guard: Do runs a function under the name's lock, after the
+// check and the raise of the watermark, and the Dir's writes made with the
+// function's context run under that same lock. The httpfence middleware
+// and the grpcfence interceptors take a Dir directly (the request's object
+// is the file name), so a handler publishes a file as one fenced step:
+//
+//	mw, _ := httpfence.New(httpfence.Config{Guard: d})
+//	// in the handler:
+//	object, t, _ := guard.TokenFrom(r.Context())
+//	err := guard.Do(r.Context(), func(ctx context.Context) error {
+//		return d.WriteFile(ctx, object, t, body, 0o644)
+//	})
+//
+// Files are not transactional: if the function fails after writing, what
+// it wrote stays, and so does the raised watermark (see Dir.Do).
+//
 // # Scope and limits
 //
 // Watermarks are per file name and survive Remove: a stale writer cannot

@@ -41,6 +41,9 @@ func (d *Dir) WriteFile(ctx context.Context, name string, t fence.Token, data []
 // directory sync) may leave the watermark raised with the file unchanged,
 // or, for a failed sync, the file replaced but not yet durable; the write
 // can be retried with the same token.
+//
+// Called with the context of a Do's apply for the same name, Write runs
+// under the lock that Do holds instead of waiting for it.
 func (d *Dir) Write(ctx context.Context, name string, t fence.Token, perm fs.FileMode, write func(w io.Writer) error) error {
 	if err := d.admit(ctx, name, t); err != nil {
 		return err
@@ -76,7 +79,7 @@ func (d *Dir) Write(ctx context.Context, name string, t fence.Token, perm fs.Fil
 	}
 	return d.commit(ctx, name, t, func() error {
 		return d.notDir(name)
-	}, func() error {
+	}, func(context.Context) error {
 		if err := d.root.Rename(tmp, name); err != nil {
 			return fmt.Errorf("filefence: write %q: %w", name, err)
 		}
@@ -90,11 +93,12 @@ func (d *Dir) Write(ctx context.Context, name string, t fence.Token, perm fs.Fil
 // error, and raises the watermark too.
 //
 // The watermark is kept, so a writer with an older token cannot create the
-// file again.
+// file again. Called with the context of a Do's apply for the same name,
+// Remove runs under the lock that Do holds.
 func (d *Dir) Remove(ctx context.Context, name string, t fence.Token) error {
 	return d.commit(ctx, name, t, func() error {
 		return d.notDir(name)
-	}, func() error {
+	}, func(context.Context) error {
 		if err := d.root.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("filefence: remove %q: %w", name, err)
 		}

@@ -31,9 +31,18 @@ type DB interface {
 //
 // Guard shares its watermarks (WatermarkTable) with the Dispatcher, so a
 // resource may be driven by direct calls and by the outbox at once.
+//
+// Guard is also a fence.Guard: Do runs a function in the transaction that
+// checks and raises the resource's watermark (postgres.TxFromContext gives
+// it), which is where a fenced worker or HTTP handler enqueues commands
+// (Enqueue) for the dispatcher. What Do makes atomic with the check is what
+// the function writes in that transaction; a call to the target made from
+// it is no more fenced than one made after Before.
 type Guard struct {
 	pg *postgres.Guard
 }
+
+var _ fence.Guard = (*Guard)(nil)
 
 // An Option configures a Guard.
 type Option func(*options)
@@ -67,15 +76,32 @@ func NewGuard(db DB, opts ...Option) *Guard {
 // when the error is nil. Invalid tokens are refused with an error matching
 // fence.ErrInvalidToken.
 func (g *Guard) Before(ctx context.Context, resource string, t fence.Token) (key string, err error) {
-	if err := g.pg.Check(ctx, resource, t); err != nil {
+	if err := g.Do(ctx, resource, t, nil); err != nil {
 		return "", err
 	}
 	return IdempotencyKey(resource, t), nil
 }
 
-// Check implements fence.Guard; it is Before without the key.
+// Check is Before without the key: Do without an apply.
 func (g *Guard) Check(ctx context.Context, resource string, t fence.Token) error {
-	return g.pg.Check(ctx, resource, t)
+	return g.Do(ctx, resource, t, nil)
+}
+
+// Do implements fence.Guard with postgres.Guard.Do on the outbox's
+// watermarks: apply runs in the transaction that checks t against
+// resource's watermark and raises it, and takes that transaction from its
+// context with postgres.TxFromContext, for example to Enqueue a command:
+//
+//	err := g.Do(ctx, "order-7/shipping-email", grant.Token, func(ctx context.Context) error {
+//		tx, _ := postgres.TxFromContext(ctx)
+//		_, err := outbox.Enqueue(ctx, tx, outbox.Command{Resource: "order-7/shipping-email", Token: grant.Token, Payload: body})
+//		return err
+//	})
+//
+// Errors are those of Before; an error of apply rolls everything back and
+// is returned unchanged.
+func (g *Guard) Do(ctx context.Context, resource string, t fence.Token, apply func(ctx context.Context) error) error {
+	return g.pg.Do(ctx, resource, t, apply)
 }
 
 // Watermark returns the highest token that has passed Before, or that a

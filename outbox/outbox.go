@@ -110,11 +110,8 @@ type Command struct {
 // fence.ErrInvalidToken, an empty resource with one matching
 // fence.ErrInvalidArgument.
 func Enqueue(ctx context.Context, tx pgx.Tx, cmd Command) (id int64, err error) {
-	if err := fence.ValidateToken(cmd.Token); err != nil {
+	if err := guard.Admit(ctx, "", cmd.Resource, cmd.Token, guard.RequireObject); err != nil {
 		return 0, err
-	}
-	if cmd.Resource == "" {
-		return 0, fmt.Errorf("%w: outbox: Command.Resource is empty", fence.ErrInvalidArgument)
 	}
 	payload := cmd.Payload
 	if payload == nil {
