@@ -47,6 +47,28 @@
 // narrow the gap with WAIT or WAITAOF after writes and
 // min-replicas-to-write.
 //
+// # Your own commands: Do
+//
+// Guard is a fence.Guard. Its Do runs the commands a function queues on
+// the Pipeliner of PipelinerFromContext in a MULTI/EXEC transaction, after
+// reading the watermark under WATCH, and raises the watermark in the same
+// transaction; if the watermark moved in between, it checks again and
+// resends the same commands. The httpfence middleware and the grpcfence
+// interceptors take a Guard directly:
+//
+//	mw, _ := httpfence.New(httpfence.Config{Guard: g})
+//	// in the handler:
+//	err := guard.Do(r.Context(), func(ctx context.Context) error {
+//		pipe, _ := redisfence.PipelinerFromContext(ctx)
+//		pipe.Set(ctx, "report:latest", body, 0)
+//		pipe.RPush(ctx, "{report:latest}:history", body) // same hash slot
+//		return nil
+//	})
+//
+// The queued commands cannot depend on what they read (replies arrive
+// after EXEC): a read-modify-write belongs in a Script. See Guard.Do for
+// what is atomic and what Redis does not roll back.
+//
 // # Scripts
 //
 // NewScript and Eval wrap a caller's Lua source into the fenced script: the

@@ -68,7 +68,7 @@ func (s *Script) Run(ctx context.Context, g *Guard, key string, t fence.Token, k
 	if strings.HasPrefix(s.src, "#!") {
 		return errCmd(ctx, fmt.Errorf("%w: a fenced script cannot start with a shebang: its flags would apply to the whole wrapped script", fence.ErrInvalidArgument))
 	}
-	if err := g.admit(ctx, t); err != nil {
+	if err := g.admit(ctx, key, t); err != nil {
 		return errCmd(ctx, err)
 	}
 	allKeys := append([]string{key, WatermarkKey(key)}, keys...)

@@ -18,9 +18,13 @@ import (
 // repaired by hand; it never guesses.
 var ErrCorruptWatermark = errors.New("redisfence: watermark key does not hold a token")
 
-// Guard makes fenced writes to Redis keys. Each method is one Lua script
-// that checks the presented token against the key's watermark, writes, and
-// raises the watermark, atomically: no other command runs in between.
+// Guard makes fenced writes to Redis keys. Set, HSet, Del, Check and
+// Script.Run are each one Lua script that checks the presented token
+// against the key's watermark, writes, and raises the watermark,
+// atomically: no other command runs in between. Guard is also a
+// fence.Guard: Do runs the commands a function queues in a MULTI/EXEC
+// transaction guarded by WATCH on the watermark (see Do), so the httpfence
+// middleware and the grpcfence interceptors take a Guard directly.
 //
 // A Guard is safe for concurrent use. Its methods return an error matching
 // fence.ErrInvalidToken for a token outside 1..fence.MaxToken and a
@@ -36,6 +40,8 @@ type Guard struct {
 	rdb    redis.Scripter
 	issuer string
 }
+
+var _ fence.Guard = (*Guard)(nil)
 
 // Option configures a Guard.
 type Option func(*Guard)
@@ -62,19 +68,27 @@ func New(rdb redis.Scripter, opts ...Option) *Guard {
 	return g
 }
 
-// Check implements fence.Guard: it applies the watermark rule to the key
-// object and raises its watermark, without touching the key itself. Use it
-// to claim a key before writes the Guard has no method for, knowing that
-// the claim and the later write are two steps: prefer Eval.
+// Check applies the watermark rule to the key object and raises its
+// watermark, without touching the key itself: Do without an apply, one
+// script. Use it to claim a key before writes the Guard has no method for,
+// knowing that the claim and the later write are two steps: prefer Do or
+// Eval.
 func (g *Guard) Check(ctx context.Context, object string, t fence.Token) error {
-	_, err := g.run(ctx, "check", checkScript, object, t)
-	return err
+	return g.Do(ctx, object, t, nil)
 }
 
 // Watermark returns the highest token accepted for key, or 0 when none has
 // been.
 func (g *Guard) Watermark(ctx context.Context, key string) (fence.Token, error) {
 	s, err := watermarkScript.Run(ctx, g.rdb, []string{WatermarkKey(key)}).Text()
+	return parseMark(key, s, err)
+}
+
+// parseMark returns the watermark of key from the reply s, err to a read
+// of its watermark key: 0 when there is none (redis.Nil),
+// ErrCorruptWatermark when the watermark key holds something other than a
+// token.
+func parseMark(key, s string, err error) (fence.Token, error) {
 	if errors.Is(err, redis.Nil) {
 		return 0, nil
 	}
@@ -89,19 +103,16 @@ func (g *Guard) Watermark(ctx context.Context, key string) (fence.Token, error) 
 }
 
 // admit runs the checks made in Go, before Redis is asked: the issuer and
-// the token's range.
-func (g *Guard) admit(ctx context.Context, t fence.Token) error {
-	if err := guard.CheckIssuer(ctx, g.issuer); err != nil {
-		return err
-	}
-	return fence.ValidateToken(t)
+// the token's range (guard.Admit; every key is a valid object).
+func (g *Guard) admit(ctx context.Context, key string, t fence.Token) error {
+	return guard.Admit(ctx, g.issuer, key, t, nil)
 }
 
 // run admits t, then runs script with the protected key and its watermark
 // key as KEYS and t followed by args as ARGV, and maps the script's fenced
 // errors. op names the call in wrapped errors.
 func (g *Guard) run(ctx context.Context, op string, script *redis.Script, key string, t fence.Token, args ...any) (any, error) {
-	if err := g.admit(ctx, t); err != nil {
+	if err := g.admit(ctx, key, t); err != nil {
 		return nil, err
 	}
 	argv := append([]any{t.String()}, args...)
