@@ -45,6 +45,15 @@ func readFileErr(path string) string {
 	return string(b)
 }
 
+func TestDir_Guard(t *testing.T) {
+	d := openDir(t, t.TempDir())
+	guardtest.RunGuard(t, guardtest.Guard{
+		Guard:                 d,
+		Watermark:             func(_ context.Context, name string) (fence.Token, error) { return d.Watermark(name) },
+		KeepsWatermarkOnError: true,
+	})
+}
+
 func TestDir_Do(t *testing.T) {
 	path := t.TempDir()
 	d := openDir(t, path)

@@ -6,6 +6,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard"
+	"github.com/fenced-dev/fenced/guard/guardtest"
 	"github.com/fenced-dev/fenced/outbox"
 )
 
@@ -61,6 +62,11 @@ func TestGuard_Before(t *testing.T) {
 	if _, err := pinned.Before(guard.ContextWithIssuer(ctx, "cluster-a"), r, 7); err != nil {
 		t.Fatalf("pinned Before from cluster-a=%v", err)
 	}
+}
+
+func TestGuard_Guard(t *testing.T) {
+	g := outbox.NewGuard(newPool(t))
+	guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark})
 }
 
 // TestGuard_SharedWithDispatcher: a direct call guarded by Before raises

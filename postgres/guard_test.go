@@ -53,6 +53,8 @@ func TestGuard_Conformance(t *testing.T) {
 	guardtest.Run(t, func(t *testing.T) guardtest.Target {
 		return &txTarget{g: postgres.New(pool), pool: pool}
 	})
+	g := postgres.New(pool)
+	t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 // checkTarget writes through Guard.Check alone and keeps the value in

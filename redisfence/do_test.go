@@ -56,12 +56,14 @@ func TestGuard_DoConformance(t *testing.T) {
 	rdb := newClient(t)
 	g := redisfence.New(rdb)
 	guardtest.Run(t, func(t *testing.T) guardtest.Target { return mixedTarget{g, rdb} })
+	t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 func TestGuard_DoConformanceCluster(t *testing.T) {
 	rdb := newClusterClient(t)
 	g := redisfence.New(rdb)
 	guardtest.Run(t, func(t *testing.T) guardtest.Target { return mixedTarget{g, rdb} })
+	t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 func TestGuard_Do(t *testing.T) {

@@ -66,6 +66,7 @@ func TestGuard_Conformance(t *testing.T) {
 		t.Run(b.name, func(t *testing.T) {
 			tg := newTarget(t, b)
 			guardtest.Run(t, func(t *testing.T) guardtest.Target { return tg })
+			t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: tg.g, Watermark: tg.g.Watermark}) })
 		})
 	}
 }

@@ -1,12 +1,18 @@
 // Package guardtest is the conformance suite every fenced guard runs against
 // itself, on its real store: the watermark rule of DESIGN.md §5, sequential
-// and under concurrency.
+// and under concurrency (Run), and the contract of fence.Guard's Do
+// (RunGuard).
 //
-// An adapter's test wraps its guard in a Target and calls Run:
+// An adapter's test wraps its guard in a Target, whose Write goes through
+// the guard's Do (or another of its atomic steps), and calls Run; and hands
+// the guard itself to RunGuard:
 //
 //	func TestGuard_Conformance(t *testing.T) {
 //		guardtest.Run(t, func(t *testing.T) guardtest.Target { return newTarget(t) })
+//		guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark})
 //	}
+//
+// httpfence/httpfencetest checks the same guard behind the HTTP middleware.
 package guardtest
 
 import (

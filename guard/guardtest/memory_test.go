@@ -43,3 +43,11 @@ func TestMemory_Conformance(t *testing.T) {
 		return &memoryTarget{values: map[string]string{}}
 	})
 }
+
+func TestMemory_Guard(t *testing.T) {
+	var g guard.Memory
+	guardtest.RunGuard(t, guardtest.Guard{
+		Guard:     &g,
+		Watermark: func(_ context.Context, object string) (fence.Token, error) { return g.Watermark(object), nil },
+	})
+}
