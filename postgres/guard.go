@@ -165,7 +165,7 @@ func (g *Guard) Do(ctx context.Context, object string, t fence.Token, apply func
 		return err
 	}
 	if apply != nil {
-		if err := apply(context.WithValue(ctx, txKey{}, tx)); err != nil {
+		if err := apply(guard.WithTx(ctx, tx)); err != nil {
 			return err
 		}
 	}
@@ -175,17 +175,13 @@ func (g *Guard) Do(ctx context.Context, object string, t fence.Token, apply func
 	return nil
 }
 
-// txKey is the context key of the transaction Do runs apply in.
-type txKey struct{}
-
 // TxFromContext returns the transaction of the fenced step whose apply was
 // given ctx (Guard.Do, and guard.Do or the httpfence and grpcfence
 // handlers behind a Guard); ok is false for any other context. The
 // transaction commits, with the raise of the watermark, when apply returns
 // nil; apply must not commit or roll it back itself.
 func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
-	tx, ok = ctx.Value(txKey{}).(pgx.Tx)
-	return tx, ok
+	return guard.TxFrom[pgx.Tx](ctx)
 }
 
 // InTx runs fn in a transaction fenced by token t for object: it is Do
@@ -195,14 +191,7 @@ func TxFromContext(ctx context.Context) (tx pgx.Tx, ok bool) {
 // unchanged with everything rolled back. See Do for the statements and why
 // they are atomic.
 func (g *Guard) InTx(ctx context.Context, object string, t fence.Token, fn func(tx pgx.Tx) error) error {
-	var apply func(context.Context) error
-	if fn != nil {
-		apply = func(ctx context.Context) error {
-			tx, _ := TxFromContext(ctx)
-			return fn(tx)
-		}
-	}
-	return g.Do(ctx, object, t, apply)
+	return g.Do(ctx, object, t, guard.TxFunc(fn))
 }
 
 // Check applies the watermark rule to object and, when t is accepted,

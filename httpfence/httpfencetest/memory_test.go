@@ -14,27 +14,33 @@ import (
 	"github.com/fenced-dev/fenced/httpfence/httpfencetest"
 )
 
+// mapStore is a map of values, the store of the tests below.
+type mapStore struct {
+	mu     sync.Mutex
+	values map[string]string
+}
+
+func (m *mapStore) write(_ context.Context, object string, _ fence.Token, value string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.values == nil {
+		m.values = map[string]string{}
+	}
+	m.values[object] = value
+	return nil
+}
+
+func (m *mapStore) read(_ context.Context, object string) (string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.values[object], nil
+}
+
 // TestMemory_HTTP serves a map behind a guard.Memory.
 func TestMemory_HTTP(t *testing.T) {
-	var (
-		marks  guard.Memory
-		mu     sync.Mutex
-		values = map[string]string{}
-	)
-	httpfencetest.Run(t, httpfencetest.Resource{
-		Guard: &marks,
-		Write: func(ctx context.Context, object string, t fence.Token, value string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			values[object] = value
-			return nil
-		},
-		Read: func(ctx context.Context, object string) (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return values[object], nil
-		},
-	})
+	var marks guard.Memory
+	var m mapStore
+	httpfencetest.Run(t, httpfencetest.Resource{Guard: &marks, Write: m.write, Read: m.read})
 }
 
 // TestRun_CatchesAnUnfencedGuard runs the suite against a guard that
@@ -65,20 +71,6 @@ func TestUnfencedGuard(t *testing.T) {
 		}
 		return apply(ctx)
 	})
-	var mu sync.Mutex
-	values := map[string]string{}
-	httpfencetest.Run(t, httpfencetest.Resource{
-		Guard: unfenced,
-		Write: func(ctx context.Context, object string, _ fence.Token, value string) error {
-			mu.Lock()
-			defer mu.Unlock()
-			values[object] = value
-			return nil
-		},
-		Read: func(ctx context.Context, object string) (string, error) {
-			mu.Lock()
-			defer mu.Unlock()
-			return values[object], nil
-		},
-	})
+	var m mapStore
+	httpfencetest.Run(t, httpfencetest.Resource{Guard: unfenced, Write: m.write, Read: m.read})
 }
