@@ -80,3 +80,36 @@ func ExampleDir_Remove() {
 	// <nil>
 	// fence: stale token 5 for "result": the object has accepted token 6; a write needs a token of at least 6
 }
+
+// Do runs a job's own code under the file's lock, after the token check:
+// here it renders the report from the previous one and publishes it with
+// WriteFile, which runs under the lock Do holds.
+func ExampleDir_Do() {
+	ctx := context.Background()
+	dir, _ := os.MkdirTemp("", "reports-")
+	defer os.RemoveAll(dir)
+	d, err := filefence.Open(dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer d.Close()
+
+	appendLine := func(token fence.Token, line string) error {
+		return d.Do(ctx, "log.txt", token, func(ctx context.Context) error {
+			old, _ := os.ReadFile(filepath.Join(dir, "log.txt")) // no other step can write it now
+			return d.WriteFile(ctx, "log.txt", token, append(old, line+"\n"...), 0o644)
+		})
+	}
+	fmt.Println(appendLine(7, "first, by 7"))
+	fmt.Println(appendLine(8, "second, by 8"))
+	fmt.Println(errors.Is(appendLine(7, "late, by 7"), fence.ErrStaleToken))
+	b, _ := os.ReadFile(filepath.Join(dir, "log.txt"))
+	fmt.Print(string(b))
+	// Output:
+	// <nil>
+	// <nil>
+	// true
+	// first, by 7
+	// second, by 8
+}

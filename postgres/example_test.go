@@ -4,12 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
+	"github.com/fenced-dev/fenced/httpfence"
 	"github.com/fenced-dev/fenced/postgres"
 )
 
@@ -116,4 +122,58 @@ func ExampleUpdateVersioned() {
 	// 2 <nil>
 	// version mismatch; current version 2
 	// true
+}
+
+// Behind the httpfence middleware a Guard serves fenced requests directly:
+// the handler's write runs in the transaction that checks the request's
+// token, and a stale request is answered 409 with nothing written.
+func ExampleGuard_Do() {
+	ctx := context.Background()
+	pool := exampleDB(ctx)
+	defer pool.Close()
+	g := postgres.New(pool)
+	if err := g.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	pool.Exec(ctx, "CREATE TABLE IF NOT EXISTS notes (id text PRIMARY KEY, body text NOT NULL)")
+	pool.Exec(ctx, "DELETE FROM notes WHERE id = 'example-note'")
+	pool.Exec(ctx, "DELETE FROM fence_watermarks WHERE object = 'example-note'")
+
+	mw, err := httpfence.New(httpfence.Config{Guard: g})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := mw.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		err := guard.Do(r.Context(), func(ctx context.Context) error {
+			tx, _ := postgres.TxFromContext(ctx) // the transaction that checked the token
+			_, err := tx.Exec(ctx, `INSERT INTO notes (id, body) VALUES ('example-note', $1)
+ON CONFLICT (id) DO UPDATE SET body = EXCLUDED.body`, string(body))
+			return err
+		})
+		if err != nil {
+			if !httpfence.WriteError(w, err) {
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+			}
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	put := func(token, body string) {
+		req := httptest.NewRequest(http.MethodPut, "/notes/1", strings.NewReader(body))
+		req.Header.Set(httpfence.HeaderToken, token)
+		req.Header.Set(httpfence.HeaderResourceID, "example-note")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		fmt.Printf("%d, required %q\n", rec.Code, rec.Header().Get(httpfence.HeaderRequiredToken))
+	}
+	put("34", "from 34")
+	put("33", "from 33")
+	var body string
+	pool.QueryRow(ctx, "SELECT body FROM notes WHERE id = 'example-note'").Scan(&body)
+	fmt.Println(body)
+	// Output:
+	// 204, required ""
+	// 409, required "34"
+	// from 34
 }

@@ -83,3 +83,28 @@ func ExampleWatermarkKey() {
 	// {orders}:fencing-token:orders
 	// {user:1}:fencing-token:{user:1}:cart
 }
+
+// Do runs the commands a function queues, after the token check, in one
+// MULTI/EXEC with the raise of the watermark; a stale token queues nothing.
+func ExampleGuard_Do() {
+	ctx := context.Background()
+	rdb := exampleClient() // redis.NewClient(&redis.Options{Addr: "localhost:6379"})
+	defer rdb.Close()
+	g := redisfence.New(rdb)
+
+	publish := func(token fence.Token, body string) error {
+		return g.Do(ctx, "{report}:latest", token, func(ctx context.Context) error {
+			pipe, _ := redisfence.PipelinerFromContext(ctx)
+			pipe.Set(ctx, "{report}:latest", body, 0)
+			pipe.RPush(ctx, "{report}:history", body) // same hash slot
+			return nil
+		})
+	}
+	fmt.Println(publish(34, "from 34"))
+	fmt.Println(errors.Is(publish(33, "from 33"), fence.ErrStaleToken))
+	fmt.Println(rdb.Get(ctx, "{report}:latest").Val(), rdb.LRange(ctx, "{report}:history", 0, -1).Val())
+	// Output:
+	// <nil>
+	// true
+	// from 34 [from 34]
+}
