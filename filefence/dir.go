@@ -184,7 +184,7 @@ func (d *Dir) Watermark(name string) (fence.Token, error) {
 // and keeping the watermark only makes older tokens fail, the exception
 // fence.Guard allows. A nil apply makes Do a bare check (Check).
 //
-// The lock is flock(2) on SIDECAR/NAME.lock (see the package
+// The lock is flock(2) on .fence/NAME.lock (see the package
 // documentation); Do waits for it until ctx is done. Errors are those of
 // Dir: an invalid name, token or issuer is refused before the lock is
 // taken (guard.Admit).

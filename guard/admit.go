@@ -18,9 +18,11 @@ import (
 //  3. the object, with validObject (RequireObject, say; nil accepts every
 //     object): its error, which should match fence.ErrInvalidArgument.
 //
-// It returns the first error and changes nothing. A guard calls it first
-// in its Do (and in any method that does not go through Do), then applies
-// the watermark rule inside its atomic step.
+// It returns the first error and changes nothing. The guards of this
+// module call it first in their Do (and in any method that does not go
+// through Do), then apply the watermark rule inside their atomic step;
+// Memory, pinned to no issuer and open to every object, needs only
+// fence.Decide.
 func Admit(ctx context.Context, pinned, object string, t fence.Token, validObject func(object string) error) error {
 	if err := CheckIssuer(ctx, pinned); err != nil {
 		return err

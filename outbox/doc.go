@@ -42,6 +42,10 @@
 //		return err
 //	})
 //
+// Guard.Do does the same with the outbox's own watermarks: the function it
+// runs takes the fenced transaction from postgres.TxFromContext, and a
+// Guard behind the httpfence middleware lets a fenced HTTP handler enqueue.
+//
 // One dispatcher per database delivers the commands:
 //
 //	conn, err := pgx.Connect(ctx, url) // a dedicated connection: it holds the lock
