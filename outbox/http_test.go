@@ -19,6 +19,9 @@ import (
 // payload of the resource's latest command.
 func TestGuard_HTTP(t *testing.T) {
 	pool := newPool(t)
+	// The commands stay pending; leave none behind for the dispatchers of
+	// later tests and examples.
+	t.Cleanup(func() { clearOutbox(t, context.Background(), pool) })
 	httpfencetest.Run(t, httpfencetest.Resource{
 		Guard: outbox.NewGuard(pool),
 		Write: func(ctx context.Context, object string, t fence.Token, value string) error {
