@@ -8,7 +8,9 @@ import "context"
 // Do applies the rule to token t for object and, only when t is accepted,
 // calls apply; the check, apply and the raise of the watermark to t must be
 // one atomic step: no other Do for the same object may check or apply in
-// between. When apply returns an error, Do returns that error unchanged (so
+// between, or the step behaves as if none had (an optimistic guard checks
+// again before it commits what apply did, as redisfence does). When apply
+// returns an error, Do returns that error unchanged (so
 // errors.Is and errors.As see it) and the watermark stays unchanged, with
 // one exception a guard must document: a guard whose store cannot undo
 // what apply wrote (a file system) may keep the watermark it raised before
