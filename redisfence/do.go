@@ -77,8 +77,8 @@ func (q queue) TxPipeline() redis.Pipeliner { return q }
 // EXEC runs the commands with no other client's command in between, and
 // only if the watermark key was not written since step 1 (WATCH); if it
 // was, Do reads the watermark again and runs the same queued commands again
-// (apply is called once), until the token is rejected or the transaction
-// commits. So the check, the commands and the raise are one atomic step
+// (apply is called once), until the token is rejected (the queued commands
+// are then dropped, never sent) or the transaction commits. So the check, the commands and the raise are one atomic step
 // against every other Do, Set, HSet, Del, Script and Check on the key.
 //
 // What apply may do: queue commands, and nothing it needs to read before
@@ -158,7 +158,7 @@ func (g *Guard) Do(ctx context.Context, object string, t fence.Token, apply func
 			return nil
 		}
 		var se *fence.StaleTokenError
-		if errors.As(err, &se) || errors.Is(err, ErrCorruptWatermark) || errors.Is(err, fence.ErrInvalidToken) {
+		if errors.As(err, &se) || errors.Is(err, ErrCorruptWatermark) {
 			return err
 		}
 		return fmt.Errorf("redisfence: do %q: %w", object, err)
