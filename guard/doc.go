@@ -1,4 +1,4 @@
-// Package guard holds the watermark rule of DESIGN.md §5 in one place, an
+// Package guard holds the watermark rule of docs/design.md §5 in one place, an
 // in-memory Guard for tests and single-process resources, and the
 // transport-independent half of fencing a service: the Store a server
 // checks tokens against, the fence of a request being served, and the

@@ -10,7 +10,7 @@ import (
 // interceptors (httpfence, grpcfence) in AroundHandler mode, check tokens
 // against.
 //
-// Do applies the watermark rule of DESIGN.md §5 to token t for object and,
+// Do applies the watermark rule of docs/design.md §5 to token t for object and,
 // only when t is accepted, calls apply; the check, apply and the raise of the
 // watermark to t must be one atomic step: no other Do for the same object
 // may check or apply in between, and when apply returns an error the
