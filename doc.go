@@ -8,7 +8,7 @@
 // believe it holds a lock; it cannot stop a paused holder from writing after
 // the lease ran out. Safety comes from the resource: it rejects a write whose
 // token is lower than the highest token it has accepted for the object,
-// atomically with the write. See DESIGN.md §1.
+// atomically with the write. See docs/design.md §1.
 //
 // This package imports only the standard library.
 package fence

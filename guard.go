@@ -3,7 +3,7 @@ package fence
 import "context"
 
 // Guard is the check a protected resource makes around a write: the
-// watermark rule of DESIGN.md §5, performed atomically with the write.
+// watermark rule of docs/design.md §5, performed atomically with the write.
 //
 // Do applies the rule to token t for object and, only when t is accepted,
 // calls apply; the check, apply and the raise of the watermark to t must be

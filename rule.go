@@ -11,7 +11,7 @@ func ValidateToken(t Token) error {
 	return nil
 }
 
-// Decide applies the watermark rule of DESIGN.md §5 to a token presented
+// Decide applies the watermark rule of docs/design.md §5 to a token presented
 // for object whose current watermark is mark (0 when the object has none).
 // It returns the new watermark, a *StaleTokenError when the token is below
 // the watermark, or an error matching ErrInvalidToken for a token outside

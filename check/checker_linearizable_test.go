@@ -73,7 +73,7 @@ func TestCheckLinearizable(t *testing.T) {
 			wantCheck: LinearizabilityCheck, wantText: `p3 read "k" -> ok value "p1-1" version 2 token 3 cannot be explained`,
 		},
 		{
-			// A resource that rejects an equal token (DESIGN §1: an equal
+			// A resource that rejects an equal token (docs/design.md §1: an equal
 			// token is accepted).
 			name: "equal token rejected",
 			h: History{

@@ -7,7 +7,7 @@ import (
 // CheckMutualExclusion replays the committed events of the cluster (every
 // node's server events, merged and de-duplicated by Raft index, in each
 // node's order within one index) and checks that no two sessions hold one
-// lock at once in the state machine (DESIGN §7):
+// lock at once in the state machine (docs/design.md §7):
 //
 //   - server_grant of name N to session S while another session holds N is
 //     a violation; the grant then replaces the holder, so that replay goes

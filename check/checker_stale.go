@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// CheckStaleWrites checks the fenced kv's promise (DESIGN §1, condition 3)
+// CheckStaleWrites checks the fenced kv's promise (docs/design.md §1, condition 3)
 // on the writes it accepted (Kind write, Outcome OK), key by key:
 //
 //   - in version order, which is commit order, tokens never decrease: a

@@ -5,7 +5,7 @@ import (
 )
 
 // CheckTokenOrder checks that tokens are issued in acquisition order and
-// never reused (DESIGN §1 condition 1, §2), from both sides.
+// never reused (docs/design.md §1 condition 1, §2), from both sides.
 //
 // The clients' view, over the acquires that were granted (Kind acquire,
 // Outcome OK):

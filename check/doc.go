@@ -4,5 +4,5 @@
 // key-value resource under their tokens, injects faults on a seeded
 // schedule (pauses, kills, partitions, leadership transfers, clock skew,
 // membership changes), records every operation, and checks the whole
-// history against the contract of DESIGN.md §7.
+// history against the contract of docs/design.md §7.
 package check

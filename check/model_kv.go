@@ -8,7 +8,7 @@ import (
 )
 
 // The fenced kv, one key, as a porcupine model: a register with a
-// watermark (DESIGN §5). A write with token t is accepted when t is at
+// watermark (docs/design.md §5). A write with token t is accepted when t is at
 // least the watermark, bumps the version and raises the watermark to t;
 // a write below the watermark is rejected as stale with the watermark as
 // the required token and changes nothing.

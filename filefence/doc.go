@@ -1,7 +1,7 @@
 // Package filefence makes fenced writes to a directory, for jobs that
 // publish files: a write carries the writer's fencing token and replaces the
 // file only when the token is not below the highest token accepted for that
-// file name (DESIGN.md §5), so a job that lost its lock while paused cannot
+// file name (docs/design.md §5), so a job that lost its lock while paused cannot
 // overwrite the output of the job that took over.
 //
 //	d, err := filefence.Open("/srv/reports")

@@ -2,7 +2,7 @@
 // exclusive locks with FIFO wait queues, the one token counter of the
 // cluster and the table that de-duplicates retried requests.
 //
-// The Machine is pure and deterministic (DESIGN.md §3): it reads no clock,
+// The Machine is pure and deterministic (docs/design.md §3): it reads no clock,
 // does no I/O and iterates in sorted order wherever the order decides a
 // token, so every replica that applies the same commands reaches the same
 // state and issues the same tokens. Time enters only as values inside

@@ -1,6 +1,6 @@
 // Package grpcfence fences writes to a gRPC service: server interceptors
 // (unary and stream) and client interceptors carrying the fencing token in
-// metadata, the gRPC counterpart of the HTTP convention of DESIGN.md §5.
+// metadata, the gRPC counterpart of the HTTP convention of docs/design.md §5.
 //
 // # The convention
 //
@@ -23,7 +23,7 @@
 //
 // An interceptor that checks the token and then calls the handler protects
 // nothing: two calls can both pass the check before either writes, and the
-// older one then writes last (DESIGN.md §1, condition 3). The check, the
+// older one then writes last (docs/design.md §1, condition 3). The check, the
 // write and the raise of the watermark must be one atomic step on the
 // store. As in httpfence, there are two ways to get there.
 //

@@ -12,7 +12,7 @@ import (
 )
 
 // Metadata keys of the gRPC fencing convention, the counterparts of the
-// HTTP headers of DESIGN.md §5.
+// HTTP headers of docs/design.md §5.
 const (
 	// MetadataToken carries the writer's fencing token, in decimal.
 	MetadataToken = "x-fencing-token"

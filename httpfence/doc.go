@@ -1,6 +1,6 @@
 // Package httpfence fences writes to an HTTP service: server middleware for
 // net/http and a client http.RoundTripper following the HTTP convention of
-// DESIGN.md §5.
+// docs/design.md §5.
 //
 // # The convention
 //
@@ -25,7 +25,7 @@
 //
 // A middleware that checks the token and then calls the handler protects
 // nothing: two requests can both pass the check before either writes, and
-// the older one then writes last (DESIGN.md §1, condition 3). The check,
+// the older one then writes last (docs/design.md §1, condition 3). The check,
 // the write and the raise of the watermark must be one atomic step on the
 // store. This package offers two ways to get there.
 //

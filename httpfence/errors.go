@@ -8,7 +8,7 @@ import (
 	fence "github.com/fenced-dev/fenced"
 )
 
-// Headers of the HTTP fencing convention (DESIGN.md §5). HeaderIssuer and
+// Headers of the HTTP fencing convention (docs/design.md §5). HeaderIssuer and
 // HeaderError are this package's extensions; a server or client that does
 // not know them still follows the convention.
 const (
@@ -47,7 +47,7 @@ const (
 )
 
 // errorBody is the JSON body of every rejection. Tokens are decimal strings
-// (DESIGN.md §2) so JavaScript clients never lose precision.
+// (docs/design.md §2) so JavaScript clients never lose precision.
 type errorBody struct {
 	Error     string `json:"error"`
 	Presented string `json:"presented,omitempty"`
@@ -66,7 +66,7 @@ type errorBody struct {
 //   - an error matching fence.ErrIssuerMismatch: 403 Forbidden, body
 //     {"error"}. 403 rather than 409 because retrying cannot help: the
 //     token comes from another cluster, and a 409 would read as stale to
-//     clients that know only DESIGN.md §5.
+//     clients that know only docs/design.md §5.
 //
 // Each response also carries X-Fencing-Error with the Reason and, for a
 // stale token, X-Resource-Id with the object. Handlers call it with the

@@ -66,7 +66,7 @@ func TestTransport_Headers(t *testing.T) {
 }
 
 // TestTransport_Errors checks the mapping of rejections, from this
-// package's middleware and from a server that knows only DESIGN.md §5.
+// package's middleware and from a server that knows only docs/design.md §5.
 func TestTransport_Errors(t *testing.T) {
 	o := newObjects()
 	fenced := newServer(t, o, setups[0], httpfence.Config{Issuer: "cluster-a"})

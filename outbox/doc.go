@@ -1,6 +1,6 @@
 // Package outbox is the resource kit's answer for side effects that cannot
 // check a fencing token: an e-mail, a payment API, an actuator, any
-// service that is not fenced itself (DESIGN.md §1). Fencing cannot be
+// service that is not fenced itself (docs/design.md §1). Fencing cannot be
 // granted to such a target, because the target never compares tokens. This
 // package narrows the window instead, on PostgreSQL (pgx v5), with two
 // tools. Neither is fencing, and the documentation below says exactly what

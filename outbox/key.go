@@ -5,7 +5,7 @@ import (
 )
 
 // IdempotencyKey returns the stable idempotency key "resource:token" of a
-// side effect on resource made under token t (DESIGN.md §1). Every attempt
+// side effect on resource made under token t (docs/design.md §1). Every attempt
 // of the same side effect, including one repeated after a crash, carries
 // the same key, so a receiver that remembers the keys it has processed
 // (Stripe's Idempotency-Key, a unique column, a dedup table) applies it

@@ -1,7 +1,7 @@
 // Package postgres makes PostgreSQL a fenced resource: writes carry a
 // fencing token and a write whose token is below the object's watermark is
 // rejected atomically with the write, in the same statement or transaction
-// (DESIGN.md §5). It uses pgx v5.
+// (docs/design.md §5). It uses pgx v5.
 //
 // Three tools, for three shapes of data:
 //

@@ -12,7 +12,7 @@ const DefaultVersionColumn = "version"
 
 // VersionedUpdate is a FencedUpdate that also requires the row to be at an
 // expected version (optimistic concurrency) and increments the version.
-// Fencing and the version guard compose (DESIGN.md §5): both conditions are
+// Fencing and the version guard compose (docs/design.md §5): both conditions are
 // in the one statement.
 type VersionedUpdate struct {
 	FencedUpdate

@@ -4,7 +4,7 @@
 // vote) live in a raft-wal write-ahead log, its snapshots in a
 // raft.FileSnapshotStore, and it talks to its peers over raft's TCP
 // transport. The same code path serves the default single-node cluster and
-// clusters of 3 or 5 nodes (DESIGN.md §3). The layout of a data dir is:
+// clusters of 3 or 5 nodes (docs/design.md §3). The layout of a data dir is:
 //
 //	DataDir/LOCK              flock held while a process has the dir open
 //	DataDir/raft/wal/         raft-wal segments and its meta database

@@ -1,13 +1,13 @@
 // Package redisfence makes fenced writes to Redis: SET, HSET, DEL and any
 // Lua script of the caller's, each accepted only when its fencing token is
-// not below the highest token the key has accepted (DESIGN.md §5).
+// not below the highest token the key has accepted (docs/design.md §5).
 //
 // Each write is one Lua script (run with EVALSHA, cached by the server) that
 // reads the key's watermark, rejects a stale token with a
 // *fence.StaleTokenError carrying the presented and the required token,
 // applies the write and raises the watermark. Redis runs a script with no
 // other command in between, so the check, the write and the raise are one
-// atomic step, the condition DESIGN.md §1 puts on every fenced resource.
+// atomic step, the condition docs/design.md §1 puts on every fenced resource.
 //
 //	rdb := redis.NewClient(&redis.Options{Addr: "localhost:6379"})
 //	g := redisfence.New(rdb)

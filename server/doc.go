@@ -9,5 +9,5 @@
 // keep-alives and proposes an expiry command, stamped with its term, when a
 // lease runs out. A new leader first applies every earlier entry, records
 // its leadership in the log, then restarts every session's full TTL from its
-// takeover: deadlines move later, never earlier (DESIGN.md §3).
+// takeover: deadlines move later, never earlier (docs/design.md §3).
 package server

@@ -15,7 +15,7 @@ import (
 )
 
 // kvHTTP serves the fenced kv as PUT/GET/DELETE /v1/kv/{key} with the HTTP
-// fencing convention of DESIGN.md §5: X-Fencing-Token on writes; missing or
+// fencing convention of docs/design.md §5: X-Fencing-Token on writes; missing or
 // invalid → 400 with a JSON error; stale → 409 with X-Required-Token and
 // {"error","presented","required"}; a token of another cluster
 // (X-Fencing-Issuer) → 403. httpfence.WriteError writes these rejections,

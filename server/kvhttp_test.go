@@ -40,7 +40,7 @@ func kvDo(t *testing.T, method, url string, header map[string]string, body []byt
 	return r
 }
 
-// The kv over HTTP follows the convention of DESIGN.md §5.
+// The kv over HTTP follows the convention of docs/design.md §5.
 func TestKVHTTP_Convention(t *testing.T) {
 	a := newAPI(t)
 	ctx := context.Background()

@@ -42,7 +42,7 @@ func (s *Server) followLeadership() {
 }
 
 // lead takes over as leader of term l.Term and expires sessions until the
-// leadership changes. The takeover (DESIGN.md §3): apply every entry of
+// leadership changes. The takeover (docs/design.md §3): apply every entry of
 // earlier terms (barrier), record this leadership in the log so expiries of
 // older terms are ignored from here on, initialise the issuer and token
 // floor, then restart every session's full TTL from now.

@@ -25,7 +25,7 @@ type lease struct {
 //
 // The TTL is a lower bound on a session's life: the deadline is set at the
 // earliest when the creating or renewing request arrived, which is after the
-// client sent it, so a client measuring from its send time (DESIGN.md §4)
+// client sent it, so a client measuring from its send time (docs/design.md §4)
 // sees its validity end first.
 //
 // Deadlines are kept in a min-heap so that finding the due sessions costs

@@ -4,7 +4,7 @@
 // package postgres's Guard, with the same table, for programs that use
 // *sql.DB.
 //
-// The rule (DESIGN.md §5), per object: a token below the watermark is
+// The rule (docs/design.md §5), per object: a token below the watermark is
 // rejected with a *fence.StaleTokenError carrying the presented and the
 // required token; an equal or higher token is accepted and becomes the
 // watermark, atomically with the caller's writes. Tokens of 0 or above

@@ -65,7 +65,7 @@ type attempt struct {
 }
 
 // resource is an HTTP resource protected by an in-memory guard, following
-// the HTTP convention of DESIGN.md §5: X-Fencing-Token in, 409 with
+// the HTTP convention of docs/design.md §5: X-Fencing-Token in, 409 with
 // X-Required-Token for a stale token.
 type resource struct {
 	guard    guard.Memory
