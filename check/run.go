@@ -15,6 +15,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
+	"github.com/fenced-dev/fenced/check/report"
 	"github.com/fenced-dev/fenced/client"
 )
 
@@ -103,12 +106,12 @@ func (w *workerProc) holding() bool {
 		return false
 	}
 	lines := strings.Split(strings.TrimSpace(string(buf)), "\n")
-	h, err := ReadHistory(strings.NewReader(lines[len(lines)-1]))
+	h, err := history.Read(strings.NewReader(lines[len(lines)-1]))
 	if err != nil || len(h) == 0 {
 		return false
 	}
 	last := h[0]
-	return (last.Kind == OpAcquire && last.Outcome == OK) || last.Kind == OpRead || last.Kind == OpWrite
+	return (last.Kind == history.OpAcquire && last.Outcome == history.OK) || last.Kind == history.OpRead || last.Kind == history.OpWrite
 }
 
 func (w *workerProc) signal(sig syscall.Signal) {
@@ -119,9 +122,9 @@ func (w *workerProc) signal(sig syscall.Signal) {
 
 // Result is the outcome of a run.
 type Result struct {
-	Summary    Summary
-	Violations []Violation
-	History    History
+	Summary    report.Summary
+	Violations []checker.Violation
+	History    history.History
 }
 
 // Run starts the cluster and the workers, injects faults for
@@ -160,8 +163,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer c.close()
 
 	var mu sync.Mutex
-	var nemesisOps History
-	record := func(op Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
+	var nemesisOps history.History
+	record := func(op history.Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
 
 	names := make([]string, cfg.Locks)
 	for i := range names {
@@ -206,7 +209,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		say("%v", err)
 	}
 	healedAt := time.Now().UnixNano()
-	record(Op{Process: "nemesis", Kind: OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
+	record(history.Op{Process: history.NemesisProcess, Kind: history.OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
 	// Let every client show it gets a grant again.
 	sleepCtx(ctx, cfg.LivenessBound)
 	stopWorkers()
@@ -214,17 +217,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	say("reading every key back")
 	final := finalReads(ctx, c, names)
 
-	h := append(History(nil), nemesisOps...)
+	h := append(history.History(nil), nemesisOps...)
 	h = append(h, final...)
 	for _, w := range workers {
-		wh, err := ReadHistoryFile(w.out)
+		wh, err := history.ReadFile(w.out)
 		if err != nil {
 			return nil, fmt.Errorf("read %s's history: %w", w.id, err)
 		}
 		h = append(h, wh...)
 	}
 	for _, nd := range c.nodes {
-		nh, err := ReadHistoryFile(nd.eventLog)
+		nh, err := history.ReadFile(nd.eventLog)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("read %s's events: %w", nd.id, err)
 		}
@@ -241,12 +244,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		live = append(live, w.id)
 	}
 	say("checking %d operations", len(h))
-	violations := CheckAll(h, CheckOptions{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
-	sum := Summarize(h, violations)
+	violations := checker.All(h, checker.Options{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
+	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
 	sum.Started, sum.Ended = started, time.Now()
 	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness"}
-	if err := WriteReport(cfg.OutDir, h, violations, sum); err != nil {
+	if err := report.Write(cfg.OutDir, h, violations, sum); err != nil {
 		return nil, err
 	}
 	return &Result{Summary: sum, Violations: violations, History: h}, nil
@@ -273,26 +276,26 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 }
 
 // finalReads reads every key once all faults are healed (process "final").
-func finalReads(ctx context.Context, c *cluster, keys []string) History {
+func finalReads(ctx context.Context, c *cluster, keys []string) history.History {
 	cl, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return nil
 	}
 	defer cl.Close()
 	sort.Strings(keys)
-	var h History
+	var h history.History
 	for _, key := range keys {
-		op := Op{Process: FinalProcess, Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		op := history.Op{Process: history.FinalProcess, Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		e, err := cl.KVGet(rctx, key)
 		cancel()
 		switch {
 		case errors.Is(err, client.ErrKeyNotFound):
-			op.Outcome, op.Token = NotFound, uint64(e.Token)
+			op.Outcome, op.Token = history.NotFound, uint64(e.Token)
 		case err != nil:
-			op.Outcome, op.Error = Unknown, err.Error()
+			op.Outcome, op.Error = history.Unknown, err.Error()
 		default:
-			op.Outcome, op.Value, op.Version, op.Token = OK, string(e.Value), e.Version, uint64(e.Token)
+			op.Outcome, op.Value, op.Version, op.Token = history.OK, string(e.Value), e.Version, uint64(e.Token)
 		}
 		op.Complete = time.Now().UnixNano()
 		h = append(h, op)

@@ -1,10 +1,12 @@
-package check
+package checker
 
 import (
 	"fmt"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// CheckMutualExclusion replays the committed events of the cluster (every
+// MutualExclusion replays the committed events of the cluster (every
 // node's server events, merged and de-duplicated by Raft index, in each
 // node's order within one index) and checks that no two sessions hold one
 // lock at once in the state machine (DESIGN §7):
@@ -17,10 +19,10 @@ import (
 //
 // It does nothing when the history has no server events. Violations have
 // Check "mutual-exclusion".
-func CheckMutualExclusion(h History) []Violation {
+func MutualExclusion(h history.History) []Violation {
 	v := newViolationSet(MutualExclusionCheck)
 	log := mergeServerEvents(h)
-	holders := map[string]Op{}               // name -> the grant that holds it
+	holders := map[string]history.Op{}       // name -> the grant that holds it
 	held := map[uint64]map[string]struct{}{} // session -> names it holds
 	free := func(name string) {
 		g, ok := holders[name]
@@ -38,7 +40,7 @@ func CheckMutualExclusion(h History) []Violation {
 	for _, b := range log.batches {
 		for _, op := range b.events {
 			switch op.Kind {
-			case OpServerGrant:
+			case history.OpServerGrant:
 				if g, ok := holders[op.Name]; ok && g.Session != op.Session {
 					v.add("grant while held", fmt.Sprintf("lock %q was granted to session %d (token %d) at log index %d while session %d held it (token %d, granted at index %d)",
 						op.Name, op.Session, op.Token, op.Seq, g.Session, g.Token, g.Seq), g, op)
@@ -49,11 +51,11 @@ func CheckMutualExclusion(h History) []Violation {
 					held[op.Session] = map[string]struct{}{}
 				}
 				held[op.Session][op.Name] = struct{}{}
-			case OpServerRelease:
+			case history.OpServerRelease:
 				if g, ok := holders[op.Name]; ok && g.Session == op.Session {
 					free(op.Name)
 				}
-			case OpServerExpire:
+			case history.OpServerExpire:
 				for name := range held[op.Session] {
 					free(name)
 				}

@@ -1,11 +1,13 @@
-package check
+package checker
 
 import (
 	"fmt"
 	"sort"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// CheckStaleWrites checks the fenced kv's promise (DESIGN §1, condition 3)
+// StaleWrites checks the fenced kv's promise (DESIGN §1, condition 3)
 // on the writes it accepted (Kind write, Outcome OK), key by key:
 //
 //   - in version order, which is commit order, tokens never decrease: a
@@ -15,11 +17,11 @@ import (
 //     write that completed before it was invoked (real time).
 //
 // Violations have Check "stale-write".
-func CheckStaleWrites(h History) []Violation {
+func StaleWrites(h history.History) []Violation {
 	v := newViolationSet(StaleWriteCheck)
 	byKey := map[string][]int{}
 	for i, op := range h {
-		if op.Kind == OpWrite && op.Outcome == OK {
+		if op.Kind == history.OpWrite && op.Outcome == history.OK {
 			byKey[op.Key] = append(byKey[op.Key], i)
 		}
 	}

@@ -1,13 +1,12 @@
-package check
+package report
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
-	"io"
-	"os"
-	"path/filepath"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // Summary is the outcome of a run, written to summary.json and shown atop the
@@ -114,15 +113,13 @@ func repNonNil(s []string) []string {
 
 // repIsClientOp reports whether op is a client operation, as opposed to a
 // fault or a server event.
-func repIsClientOp(op Op) bool {
+func repIsClientOp(op history.Op) bool {
 	switch op.Kind {
-	case OpFault, OpServerGrant, OpServerRelease, OpServerExpire:
+	case history.OpFault, history.OpServerGrant, history.OpServerRelease, history.OpServerExpire:
 		return false
 	}
-	return op.Process != repNemesis
+	return op.Process != history.NemesisProcess
 }
-
-const repNemesis = "nemesis"
 
 // Summarize counts the numbers of a Summary from a history: Ops (client
 // operations), Grants (acquires with Outcome OK), StaleRejected (writes with
@@ -131,7 +128,7 @@ const repNemesis = "nemesis"
 // completion in h. The caller fills in the run's settings (Seed, Nodes,
 // Duration, Faults, Resource, ChecksRun) and may replace Started and Ended by
 // the run's own bounds.
-func Summarize(h History, violations []Violation) Summary {
+func Summarize(h history.History, violations []checker.Violation) Summary {
 	s := Summary{Violations: len(violations)}
 	t0, t1 := repBounds(h)
 	if len(h) > 0 {
@@ -139,17 +136,17 @@ func Summarize(h History, violations []Violation) Summary {
 	}
 	for _, op := range h {
 		switch {
-		case op.Kind == OpFault:
+		case op.Kind == history.OpFault:
 			if op.Outcome == "start" {
 				s.FaultsInjected++
 			}
 		case !repIsClientOp(op):
 		default:
 			s.Ops++
-			if op.Kind == OpAcquire && op.Outcome == OK {
+			if op.Kind == history.OpAcquire && op.Outcome == history.OK {
 				s.Grants++
 			}
-			if op.Kind == OpWrite && op.Outcome == Stale {
+			if op.Kind == history.OpWrite && op.Outcome == history.Stale {
 				s.StaleRejected++
 			}
 		}
@@ -159,7 +156,7 @@ func Summarize(h History, violations []Violation) Summary {
 
 // repBounds returns the first invocation and the last completion (or
 // invocation, for ops that never completed) in h, in Unix nanoseconds.
-func repBounds(h History) (t0, t1 int64) {
+func repBounds(h history.History) (t0, t1 int64) {
 	first := true
 	for _, op := range h {
 		if op.Invoke == 0 && op.Complete == 0 {
@@ -178,81 +175,4 @@ func repBounds(h History) (t0, t1 int64) {
 		first = false
 	}
 	return t0, t1
-}
-
-// Report file names, inside the directory given to WriteReport.
-const (
-	HistoryFile    = "history.jsonl"
-	SummaryFile    = "summary.json"
-	ViolationsFile = "violations.json"
-	ReportFile     = "report.html"
-)
-
-// WriteReport writes into dir, creating it if needed: the whole history as
-// JSON lines (history.jsonl, see History.WriteJSONLines), the summary
-// (summary.json), the violations with their operations (violations.json, an
-// empty list when the run passed) and report.html, a self-contained page with
-// the summary, the violations and a timeline of the run to open in any
-// browser, offline.
-func WriteReport(dir string, h History, violations []Violation, s Summary) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("report: %w", err)
-	}
-	if violations == nil {
-		violations = []Violation{}
-	}
-	files := []struct {
-		name  string
-		write func(w io.Writer) error
-	}{
-		{HistoryFile, h.WriteJSONLines},
-		{SummaryFile, func(w io.Writer) error { return repWriteJSON(w, s) }},
-		{ViolationsFile, func(w io.Writer) error { return repWriteJSON(w, violations) }},
-		{ReportFile, func(w io.Writer) error { return repWriteHTML(w, h, violations, s) }},
-	}
-	for _, f := range files {
-		if err := repWriteFile(filepath.Join(dir, f.name), f.write); err != nil {
-			return fmt.Errorf("report: write %s: %w", f.name, err)
-		}
-	}
-	return nil
-}
-
-func repWriteJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-func repWriteFile(path string, write func(w io.Writer) error) error {
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	bw := bufio.NewWriterSize(f, 256<<10)
-	if err := write(bw); err != nil {
-		f.Close()
-		return err
-	}
-	if err := bw.Flush(); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-// repRel formats an offset in nanoseconds from the start of the run, such as
-// "+4.120s" or "+2m05.250s".
-func repRel(ns int64) string {
-	sign := "+"
-	if ns < 0 {
-		sign, ns = "-", -ns
-	}
-	d := time.Duration(ns)
-	if d < time.Minute {
-		return fmt.Sprintf("%s%.3fs", sign, d.Seconds())
-	}
-	m := int64(d / time.Minute)
-	rest := (d - time.Duration(m)*time.Minute).Seconds()
-	return fmt.Sprintf("%s%dm%06.3fs", sign, m, rest)
 }

@@ -1,4 +1,4 @@
-package check
+package checker
 
 import (
 	"fmt"
@@ -10,9 +10,10 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// CheckLinearizable checks with porcupine that the kv and the locks behave
+// Linearizable checks with porcupine that the kv and the locks behave
 // like single copies, each key and each name on its own:
 //
 //   - kv (model "kv", one partition per key): a register with a watermark;
@@ -37,7 +38,7 @@ import (
 // as much time again at most.
 //
 // Violations have Check "linearizability".
-func CheckLinearizable(h History, o CheckOptions) []Violation {
+func Linearizable(h history.History, o Options) []Violation {
 	v := newViolationSet(LinearizabilityCheck)
 	timeout := o.LinearizableTimeout
 	if timeout <= 0 {
@@ -78,7 +79,7 @@ type linModel struct {
 	parts []linPartition
 	// explain describes why op (the first one porcupine could not
 	// linearize) fails after prefix, and picks the operations to show.
-	explain func(h History, part, prefix []porcupine.Operation, op porcupine.Operation) (string, []int)
+	explain func(h history.History, part, prefix []porcupine.Operation, op porcupine.Operation) (string, []int)
 }
 
 // linTimes assigns porcupine client ids and the time after the history's
@@ -88,7 +89,7 @@ type linTimes struct {
 	clients map[string]int
 }
 
-func newLinTimes(h History) linTimes {
+func newLinTimes(h history.History) linTimes {
 	t := linTimes{clients: map[string]int{}}
 	var procs []string
 	for _, op := range h {
@@ -106,10 +107,10 @@ func newLinTimes(h History) linTimes {
 	return t
 }
 
-func (t linTimes) operation(h History, i int, part string, in, out interface{}) porcupine.Operation {
+func (t linTimes) operation(h history.History, i int, part string, in, out interface{}) porcupine.Operation {
 	op := h[i]
 	ret := max(op.Complete, op.Invoke)
-	if op.Outcome == Unknown {
+	if op.Outcome == history.Unknown {
 		ret = t.horizon
 	}
 	label := op.Process
@@ -144,7 +145,7 @@ func partitionsOf(ops []porcupine.Operation) [][]porcupine.Operation {
 	return out
 }
 
-func kvLinModel(h History) linModel {
+func kvLinModel(h history.History) linModel {
 	t := newLinTimes(h)
 	byKey := map[string][]porcupine.Operation{}
 	for i, op := range h {
@@ -175,11 +176,11 @@ func kvLinModel(h History) linModel {
 // invocation when that is later, without changing which histories
 // linearize. (Not applied, it may be put anywhere: the model allows it to
 // have no effect at any point.)
-func delayUnknownWrites(h History, ops []porcupine.Operation) {
+func delayUnknownWrites(h history.History, ops []porcupine.Operation) {
 	claimed := map[uint64]int64{} // version -> earliest invocation of an accepted write with it
 	for _, op := range ops {
 		w := h[op.Metadata.(linMeta).index]
-		if w.Kind != OpWrite || w.Outcome != OK {
+		if w.Kind != history.OpWrite || w.Outcome != history.OK {
 			continue
 		}
 		if at, ok := claimed[w.Version]; !ok || w.Invoke < at {
@@ -198,17 +199,17 @@ func delayUnknownWrites(h History, ops []porcupine.Operation) {
 	}
 	after := claimed[g-1]
 	for i, op := range ops {
-		if h[op.Metadata.(linMeta).index].Kind == OpWrite && op.Output.(kvModelOutput).outcome == Unknown && op.Call < after {
+		if h[op.Metadata.(linMeta).index].Kind == history.OpWrite && op.Output.(kvModelOutput).outcome == history.Unknown && op.Call < after {
 			ops[i].Call = after
 		}
 	}
 }
 
-func lockLinModel(h History) linModel {
+func lockLinModel(h history.History) linModel {
 	t := newLinTimes(h)
 	byName := map[string][]porcupine.Operation{}
 	for i, op := range h {
-		if op.Kind == OpAcquire && op.Outcome == OK {
+		if op.Kind == history.OpAcquire && op.Outcome == history.OK {
 			byName[op.Name] = append(byName[op.Name], t.operation(h, i, op.Name, lockModelInput{token: op.Token, session: op.Session}, nil))
 		}
 	}
@@ -221,7 +222,7 @@ func lockLinModel(h History) linModel {
 
 // check runs porcupine on every partition, several at once, within one
 // shared time budget, then explains the partitions that failed.
-func (m linModel) check(h History, timeout time.Duration, outDir string, v *violationSet) {
+func (m linModel) check(h history.History, timeout time.Duration, outDir string, v *violationSet) {
 	if len(m.parts) == 0 {
 		return
 	}
@@ -288,7 +289,7 @@ func (m linModel) check(h History, timeout time.Duration, outDir string, v *viol
 		}
 		bad := firstUnlinearized(p.ops, prefix)
 		why, idx := m.explain(h, p.ops, prefix, bad)
-		ops := make([]Op, len(idx))
+		ops := make([]history.Op, len(idx))
 		for i, j := range idx {
 			ops[i] = h[j]
 		}
@@ -342,7 +343,7 @@ func firstUnlinearized(ops, prefix []porcupine.Operation) porcupine.Operation {
 // explainKV says which state the key was in after the longest linearizable
 // prefix, and shows the write that made it, the write the failing read
 // returned (if any) and the failing operation.
-func explainKV(h History, part, prefix []porcupine.Operation, bad porcupine.Operation) (string, []int) {
+func explainKV(h history.History, part, prefix []porcupine.Operation, bad porcupine.Operation) (string, []int) {
 	states := []kvModelState{{}}
 	lastWrite := -1
 	for _, op := range prefix {
@@ -356,7 +357,7 @@ func explainKV(h History, part, prefix []porcupine.Operation, bad porcupine.Oper
 			}
 		}
 		states = next
-		if !in.read && out.outcome != Stale {
+		if !in.read && out.outcome != history.Stale {
 			lastWrite = op.Metadata.(linMeta).index
 		}
 	}
@@ -371,9 +372,9 @@ func explainKV(h History, part, prefix []porcupine.Operation, bad porcupine.Oper
 	badIdx := bad.Metadata.(linMeta).index
 	b := h[badIdx]
 	var idx []int
-	if b.Kind == OpRead && b.Outcome == OK {
+	if b.Kind == history.OpRead && b.Outcome == history.OK {
 		for i, op := range h {
-			if op.Kind == OpWrite && op.Key == b.Key && op.Value == b.Value && op.Outcome != Stale && op.Outcome != Fail && i != lastWrite {
+			if op.Kind == history.OpWrite && op.Key == b.Key && op.Value == b.Value && op.Outcome != history.Stale && op.Outcome != history.Fail && i != lastWrite {
 				idx = append(idx, i)
 				break
 			}
@@ -398,8 +399,8 @@ func explainKV(h History, part, prefix []porcupine.Operation, bad porcupine.Oper
 // than one above the key's version in every state it may follow: writes
 // the history does not show were applied in between. The caller checks
 // that no write of unknown outcome can have taken those versions.
-func versionGap(states []kvModelState, b Op) string {
-	if b.Outcome != OK || b.Kind != OpWrite && b.Kind != OpRead || len(states) == 0 {
+func versionGap(states []kvModelState, b history.Op) string {
+	if b.Outcome != history.OK || b.Kind != history.OpWrite && b.Kind != history.OpRead || len(states) == 0 {
 		return ""
 	}
 	top := uint64(0)
@@ -407,7 +408,7 @@ func versionGap(states []kvModelState, b Op) string {
 		top = max(top, s.version)
 	}
 	lo, hi := top+1, b.Version // a read's version was written by someone
-	if b.Kind == OpWrite {
+	if b.Kind == history.OpWrite {
 		hi-- // a write's own version is its
 	}
 	switch {
@@ -422,14 +423,14 @@ func versionGap(states []kvModelState, b Op) string {
 // unplacedUnknownWrite reports whether a write of unknown outcome that
 // was invoked before b completed is outside prefix: it might have taken a
 // version that looks missing.
-func unplacedUnknownWrite(h History, part, prefix []porcupine.Operation, b Op) bool {
+func unplacedUnknownWrite(h history.History, part, prefix []porcupine.Operation, b history.Op) bool {
 	placed := map[int]bool{}
 	for _, op := range prefix {
 		placed[op.Metadata.(linMeta).index] = true
 	}
 	for _, op := range part {
 		i := op.Metadata.(linMeta).index
-		if w := h[i]; !placed[i] && w.Kind == OpWrite && w.Outcome == Unknown && w.Invoke <= b.Complete {
+		if w := h[i]; !placed[i] && w.Kind == history.OpWrite && w.Outcome == history.Unknown && w.Invoke <= b.Complete {
 			return true
 		}
 	}
@@ -449,7 +450,7 @@ func containsKVState(states []kvModelState, s kvModelState) bool {
 // that rules it out: one that completed before it was invoked with a token
 // at least as high, or else the last grant before it in the longest order
 // porcupine found.
-func explainLock(h History, part, prefix []porcupine.Operation, bad porcupine.Operation) (string, []int) {
+func explainLock(h history.History, part, prefix []porcupine.Operation, bad porcupine.Operation) (string, []int) {
 	badIdx := bad.Metadata.(linMeta).index
 	b := h[badIdx]
 	before := -1

@@ -1,13 +1,15 @@
-package check
+package checker
 
 import (
 	"fmt"
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// CheckLiveness checks that the cluster recovers once the faults are
+// Liveness checks that the cluster recovers once the faults are
 // healed: when o.HealedAt is set, every process in o.LiveProcesses must
 // complete an acquire that was granted (Outcome OK) at or after HealedAt
 // and no later than HealedAt + o.LivenessBound (any time before the
@@ -16,7 +18,7 @@ import (
 //
 // Violations have Check "liveness" and carry the process's last
 // operations.
-func CheckLiveness(h History, o CheckOptions) []Violation {
+func Liveness(h history.History, o Options) []Violation {
 	if o.HealedAt == 0 {
 		return nil
 	}
@@ -30,13 +32,13 @@ func CheckLiveness(h History, o CheckOptions) []Violation {
 		live[p] = true
 	}
 	granted := map[string]bool{}
-	ops := map[string][]Op{}
+	ops := map[string][]history.Op{}
 	for _, op := range h {
 		if !live[op.Process] {
 			continue
 		}
 		ops[op.Process] = append(ops[op.Process], op)
-		if op.Kind == OpAcquire && op.Outcome == OK && op.Complete >= o.HealedAt && (deadline == 0 || op.Complete <= deadline) {
+		if op.Kind == history.OpAcquire && op.Outcome == history.OK && op.Complete >= o.HealedAt && (deadline == 0 || op.Complete <= deadline) {
 			granted[op.Process] = true
 		}
 	}
@@ -59,11 +61,11 @@ func CheckLiveness(h History, o CheckOptions) []Violation {
 		last := mine[max(0, len(mine)-3):]
 		tries, grants := 0, 0
 		for _, op := range mine {
-			if op.Kind != OpAcquire || op.Complete < o.HealedAt {
+			if op.Kind != history.OpAcquire || op.Complete < o.HealedAt {
 				continue
 			}
 			tries++
-			if op.Outcome == OK {
+			if op.Outcome == history.OK {
 				grants++
 			}
 		}

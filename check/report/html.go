@@ -1,4 +1,4 @@
-package check
+package report
 
 import (
 	"fmt"
@@ -7,6 +7,9 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // repPage is what reportTemplate shows.
@@ -53,7 +56,7 @@ const repDefs = `<svg width="0" height="0" style="position:absolute" aria-hidden
 	`<line x1="0" y1="0" x2="0" y2="7" stroke="#ffffff" stroke-opacity="0.7" stroke-width="3.5"/></pattern>` +
 	`</defs></svg>`
 
-func repWriteHTML(w io.Writer, h History, violations []Violation, s Summary) error {
+func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation, s Summary) error {
 	t := newRepTimeline(h, violations)
 	p := repPage{
 		S:        s,

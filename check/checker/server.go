@@ -1,14 +1,16 @@
-package check
+package checker
 
 import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // isServerEvent reports whether op is a committed event from a node's log.
-func isServerEvent(op Op) bool {
-	return op.Kind == OpServerGrant || op.Kind == OpServerRelease || op.Kind == OpServerExpire
+func isServerEvent(op history.Op) bool {
+	return op.Kind == history.OpServerGrant || op.Kind == history.OpServerRelease || op.Kind == history.OpServerExpire
 }
 
 // serverBatch is the events one node logged for one Raft index (Seq), in
@@ -17,11 +19,13 @@ func isServerEvent(op Op) bool {
 type serverBatch struct {
 	seq    uint64
 	node   string
-	events []Op
-	// truncatable is set when the node logged nothing for a later index
-	// after this batch before it restarted (its Seq went back) or its log
-	// ended: a node killed while applying the entry may have logged only
-	// the first events of it.
+	events []history.
+		// truncatable is set when the node logged nothing for a later index
+		// after this batch before it restarted (its Seq went back) or its log
+		// ended: a node killed while applying the entry may have logged only
+		// the first events of it.
+		Op
+
 	truncatable bool
 }
 
@@ -45,7 +49,7 @@ type serverLog struct {
 // was at.) Two nodes, or one node twice, that logged different events at
 // one index are replicas that diverged, unless one batch is a prefix of
 // the other and was cut short by the node's crash.
-func mergeServerEvents(h History) serverLog {
+func mergeServerEvents(h history.History) serverLog {
 	perNode := map[string][]serverBatch{}
 	var log serverLog
 	seen := false
@@ -64,7 +68,7 @@ func mergeServerEvents(h History) serverLog {
 			bs[n-1].events = append(bs[n-1].events, op)
 			continue
 		}
-		perNode[op.Process] = append(bs, serverBatch{seq: op.Seq, node: op.Process, events: []Op{op}})
+		perNode[op.Process] = append(bs, serverBatch{seq: op.Seq, node: op.Process, events: []history.Op{op}})
 	}
 	canonical := map[uint64]serverBatch{}
 	for _, node := range sortedMapKeys(perNode) {
@@ -102,9 +106,9 @@ func mergeServerEvents(h History) serverLog {
 }
 
 // hasServerEvent reports whether events holds one equal to op.
-func hasServerEvent(events []Op, op Op) bool {
+func hasServerEvent(events []history.Op, op history.Op) bool {
 	for _, e := range events {
-		if sameServerEvents([]Op{e}, []Op{op}) {
+		if sameServerEvents([]history.Op{e}, []history.Op{op}) {
 			return true
 		}
 	}
@@ -112,7 +116,7 @@ func hasServerEvent(events []Op, op Op) bool {
 }
 
 // sameServerEvents compares two nodes' events for one index.
-func sameServerEvents(a, b []Op) bool {
+func sameServerEvents(a, b []history.Op) bool {
 	if len(a) != len(b) {
 		return false
 	}
@@ -131,14 +135,14 @@ func describeBatch(b serverBatch) string {
 	parts := make([]string, len(b.events))
 	for i, op := range b.events {
 		switch op.Kind {
-		case OpServerGrant:
+		case history.OpServerGrant:
 			parts[i] = fmt.Sprintf("grant %q to session %d token %d", op.Name, op.Session, op.Token)
-		case OpServerRelease:
+		case history.OpServerRelease:
 			parts[i] = fmt.Sprintf("release %q by session %d token %d", op.Name, op.Session, op.Token)
 			if op.Result != "" {
 				parts[i] += " (" + op.Result + ")"
 			}
-		case OpServerExpire:
+		case history.OpServerExpire:
 			parts[i] = fmt.Sprintf("expire session %d", op.Session)
 		}
 	}
@@ -147,13 +151,13 @@ func describeBatch(b serverBatch) string {
 
 // divergenceOps picks a few events of two diverging batches: the first
 // event where they differ from each, or the batches' first events.
-func divergenceOps(d serverDivergence) []Op {
+func divergenceOps(d serverDivergence) []history.Op {
 	a, b := d.a.events, d.b.events
 	i := 0
 	for i < len(a) && i < len(b) && sameServerEvents(a[i:i+1], b[i:i+1]) {
 		i++
 	}
-	var ops []Op
+	var ops []history.Op
 	if i < len(a) {
 		ops = append(ops, a[i])
 	} else if len(a) > 0 {

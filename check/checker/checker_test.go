@@ -1,9 +1,11 @@
-package check
+package checker
 
 import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // ckBase is the start of the synthetic histories: 2026-01-01T00:00:00Z.
@@ -12,49 +14,49 @@ const ckBase = int64(1767225600) * int64(time.Second)
 // ckMs is ckBase plus ms milliseconds.
 func ckMs(ms float64) int64 { return ckBase + int64(ms*float64(time.Millisecond)) }
 
-func ckAcquire(p, name string, session, token uint64, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpAcquire, Name: name, Session: session, Token: token, Outcome: OK, Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckAcquire(p, name string, session, token uint64, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpAcquire, Name: name, Session: session, Token: token, Outcome: history.OK, Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
-func ckAcquireFailed(p, name, outcome string, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpAcquire, Name: name, Outcome: outcome, Error: "not granted", Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckAcquireFailed(p, name, outcome string, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpAcquire, Name: name, Outcome: outcome, Error: "not granted", Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
-func ckRelease(p, name string, session, token uint64, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpRelease, Name: name, Session: session, Token: token, Outcome: OK, Result: "released", Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckRelease(p, name string, session, token uint64, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpRelease, Name: name, Session: session, Token: token, Outcome: history.OK, Result: "released", Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
 // ckWrite is an accepted write.
-func ckWrite(p, key string, token uint64, value string, version uint64, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpWrite, Key: key, Token: token, Value: value, Outcome: OK, Version: version, Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckWrite(p, key string, token uint64, value string, version uint64, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpWrite, Key: key, Token: token, Value: value, Outcome: history.OK, Version: version, Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
 // ckStaleWrite is a write rejected for its token.
-func ckStaleWrite(p, key string, token uint64, value string, required uint64, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpWrite, Key: key, Token: token, Value: value, Outcome: Stale, Required: required, Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckStaleWrite(p, key string, token uint64, value string, required uint64, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpWrite, Key: key, Token: token, Value: value, Outcome: history.Stale, Required: required, Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
 // ckUnknownWrite is a write that timed out.
-func ckUnknownWrite(p, key string, token uint64, value string, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpWrite, Key: key, Token: token, Value: value, Outcome: Unknown, Error: "context deadline exceeded", Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckUnknownWrite(p, key string, token uint64, value string, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpWrite, Key: key, Token: token, Value: value, Outcome: history.Unknown, Error: "context deadline exceeded", Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
-func ckRead(p, key, value string, version, token uint64, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpRead, Key: key, Value: value, Version: version, Token: token, Outcome: OK, Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckRead(p, key, value string, version, token uint64, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpRead, Key: key, Value: value, Version: version, Token: token, Outcome: history.OK, Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
-func ckReadMissing(p, key string, inv, comp float64) Op {
-	return Op{Process: p, Kind: OpRead, Key: key, Outcome: NotFound, Invoke: ckMs(inv), Complete: ckMs(comp)}
+func ckReadMissing(p, key string, inv, comp float64) history.Op {
+	return history.Op{Process: p, Kind: history.OpRead, Key: key, Outcome: history.NotFound, Invoke: ckMs(inv), Complete: ckMs(comp)}
 }
 
 // ckEvent is a committed server event as node logged it at index seq, at
 // time at.
-func ckEvent(node string, kind Kind, seq uint64, name string, session, token uint64, at float64) Op {
-	op := Op{Process: node, Kind: kind, Seq: seq, Name: name, Session: session, Token: token, Invoke: ckMs(at), Complete: ckMs(at)}
+func ckEvent(node string, kind history.Kind, seq uint64, name string, session, token uint64, at float64) history.Op {
+	op := history.Op{Process: node, Kind: kind, Seq: seq, Name: name, Session: session, Token: token, Invoke: ckMs(at), Complete: ckMs(at)}
 	switch kind {
-	case OpServerRelease:
+	case history.OpServerRelease:
 		op.Result = "released"
-	case OpServerExpire:
+	case history.OpServerExpire:
 		op.Name, op.Token = "", 0
 	}
 	return op
@@ -62,8 +64,8 @@ func ckEvent(node string, kind Kind, seq uint64, name string, session, token uin
 
 // ckReplicate logs events on every node, each a little later than the
 // one before.
-func ckReplicate(nodes []string, events ...Op) History {
-	var h History
+func ckReplicate(nodes []string, events ...history.Op) history.History {
+	var h history.History
 	for i, n := range nodes {
 		for _, e := range events {
 			e.Process = n
@@ -89,8 +91,8 @@ var ckNodes = []string{"n1", "n2", "n3"}
 //
 // Server events are logged by three nodes; n2 restarts at 150ms and
 // re-applies its log.
-func ckHandover() History {
-	var h History
+func ckHandover() history.History {
+	var h history.History
 	h = append(h,
 		ckAcquire("p1", "lock-1", 11, 3, 0, 10),
 		ckReadMissing("p1", "lock-1", 12, 15),
@@ -106,34 +108,34 @@ func ckHandover() History {
 		ckAcquire("p3", "lock-2", 13, 4, 30, 35),
 		ckWrite("p3", "lock-2", 4, "p3-0", 1, 36, 40),
 		ckRelease("p3", "lock-2", 13, 4, 41, 45),
-		Op{Process: "nemesis", Kind: OpFault, Fault: "pause", Target: "p1", Outcome: "started", Invoke: ckMs(25), Complete: ckMs(25)},
-		Op{Process: "nemesis", Kind: OpFault, Fault: "all", Outcome: "healed", Invoke: ckMs(200), Complete: ckMs(200)},
+		history.Op{Process: "nemesis", Kind: history.OpFault, Fault: "pause", Target: "p1", Outcome: "started", Invoke: ckMs(25), Complete: ckMs(25)},
+		history.Op{Process: "nemesis", Kind: history.OpFault, Fault: "all", Outcome: "healed", Invoke: ckMs(200), Complete: ckMs(200)},
 		ckAcquire("p1", "lock-1", 14, 7, 201, 210),
 		ckWrite("p1", "lock-1", 7, "p1-2", 5, 211, 215),
 		ckRelease("p1", "lock-1", 14, 7, 216, 220),
 		ckAcquire("p2", "lock-2", 15, 6, 190, 205), // in flight across the heal
 		ckRelease("p2", "lock-2", 15, 6, 206, 208),
-		ckAcquireFailed("p3", "lock-1", Fail, 211, 212),
+		ckAcquireFailed("p3", "lock-1", history.Fail, 211, 212),
 		ckAcquire("p3", "lock-1", 16, 8, 221, 230),
 		ckRelease("p3", "lock-1", 16, 8, 231, 235),
-		ckRead(FinalProcess, "lock-1", "p1-2", 5, 7, 300, 301),
-		ckRead(FinalProcess, "lock-2", "p3-0", 1, 4, 301, 302),
+		ckRead(history.FinalProcess, "lock-1", "p1-2", 5, 7, 300, 301),
+		ckRead(history.FinalProcess, "lock-2", "p3-0", 1, 4, 301, 302),
 	)
-	events := []Op{
-		ckEvent("", OpServerGrant, 5, "lock-1", 11, 3, 9),
-		ckEvent("", OpServerGrant, 7, "lock-2", 13, 4, 34),
-		ckEvent("", OpServerRelease, 9, "lock-2", 13, 4, 44),
+	events := []history.Op{
+		ckEvent("", history.OpServerGrant, 5, "lock-1", 11, 3, 9),
+		ckEvent("", history.OpServerGrant, 7, "lock-2", 13, 4, 34),
+		ckEvent("", history.OpServerRelease, 9, "lock-2", 13, 4, 44),
 		// p1's session expires; p2 is next in the queue.
-		ckEvent("", OpServerRelease, 12, "lock-1", 11, 3, 58),
-		ckEvent("", OpServerGrant, 12, "lock-1", 12, 5, 58),
-		ckEvent("", OpServerExpire, 12, "", 11, 0, 58),
-		ckEvent("", OpServerRelease, 15, "lock-1", 12, 5, 94),
-		ckEvent("", OpServerGrant, 18, "lock-2", 15, 6, 204),
-		ckEvent("", OpServerRelease, 19, "lock-2", 15, 6, 207),
-		ckEvent("", OpServerGrant, 20, "lock-1", 14, 7, 209),
-		ckEvent("", OpServerRelease, 21, "lock-1", 14, 7, 219),
-		ckEvent("", OpServerGrant, 22, "lock-1", 16, 8, 229),
-		ckEvent("", OpServerRelease, 23, "lock-1", 16, 8, 234),
+		ckEvent("", history.OpServerRelease, 12, "lock-1", 11, 3, 58),
+		ckEvent("", history.OpServerGrant, 12, "lock-1", 12, 5, 58),
+		ckEvent("", history.OpServerExpire, 12, "", 11, 0, 58),
+		ckEvent("", history.OpServerRelease, 15, "lock-1", 12, 5, 94),
+		ckEvent("", history.OpServerGrant, 18, "lock-2", 15, 6, 204),
+		ckEvent("", history.OpServerRelease, 19, "lock-2", 15, 6, 207),
+		ckEvent("", history.OpServerGrant, 20, "lock-1", 14, 7, 209),
+		ckEvent("", history.OpServerRelease, 21, "lock-1", 14, 7, 219),
+		ckEvent("", history.OpServerGrant, 22, "lock-1", 16, 8, 229),
+		ckEvent("", history.OpServerRelease, 23, "lock-1", 16, 8, 234),
 	}
 	h = append(h, ckReplicate(ckNodes, events...)...)
 	// n2 restarts and re-applies its log from index 5.
@@ -146,13 +148,13 @@ func ckHandover() History {
 }
 
 // ckHandoverOptions are the options ckHandover passes with.
-func ckHandoverOptions() CheckOptions {
-	return CheckOptions{HealedAt: ckMs(200), LivenessBound: 50 * time.Millisecond, LiveProcesses: []string{"p1", "p2", "p3"}}
+func ckHandoverOptions() Options {
+	return Options{HealedAt: ckMs(200), LivenessBound: 50 * time.Millisecond, LiveProcesses: []string{"p1", "p2", "p3"}}
 }
 
 // ckWithout returns h without the ops for which drop is true.
-func ckWithout(h History, drop func(Op) bool) History {
-	var out History
+func ckWithout(h history.History, drop func(history.Op) bool) history.History {
+	var out history.History
 	for _, op := range h {
 		if !drop(op) {
 			out = append(out, op)
@@ -163,8 +165,8 @@ func ckWithout(h History, drop func(Op) bool) History {
 
 // ckReplace returns h with every op for which match is true replaced by
 // fix(op).
-func ckReplace(h History, match func(Op) bool, fix func(Op) Op) History {
-	out := append(History(nil), h...)
+func ckReplace(h history.History, match func(history.Op) bool, fix func(history.Op) history.Op) history.History {
+	out := append(history.History(nil), h...)
 	for i, op := range out {
 		if match(op) {
 			out[i] = fix(op)
@@ -206,15 +208,15 @@ func ckWant(t *testing.T, got []Violation, wantCheck, wantText string) {
 }
 
 func TestCheckAll_handover(t *testing.T) {
-	ckWant(t, CheckAll(ckHandover(), ckHandoverOptions()), "", "")
+	ckWant(t, All(ckHandover(), ckHandoverOptions()), "", "")
 }
 
 func TestCheckAll_order(t *testing.T) {
 	// A kv that accepts a paused holder's write, and loses it: several
 	// checkers fail, in the documented order.
-	h := ckReplace(ckHandover(), func(op Op) bool { return op.Kind == OpWrite && op.Outcome == Stale },
-		func(op Op) Op { op.Outcome, op.Required, op.Version = OK, 0, 3; return op })
-	got := CheckAll(h, ckHandoverOptions())
+	h := ckReplace(ckHandover(), func(op history.Op) bool { return op.Kind == history.OpWrite && op.Outcome == history.Stale },
+		func(op history.Op) history.Op { op.Outcome, op.Required, op.Version = history.OK, 0, 3; return op })
+	got := All(h, ckHandoverOptions())
 	order := map[string]int{StaleWriteCheck: 0, TokenOrderCheck: 1, MutualExclusionCheck: 2, LinearizabilityCheck: 3, LostAckCheck: 4, LivenessCheck: 5}
 	seen := map[string]bool{}
 	for i, v := range got {
@@ -229,7 +231,7 @@ func TestCheckAll_order(t *testing.T) {
 			t.Errorf("no %s violation", c)
 		}
 	}
-	again := CheckAll(h, ckHandoverOptions())
+	again := All(h, ckHandoverOptions())
 	if len(again) != len(got) {
 		t.Fatalf("second run: %d violations, first %d", len(again), len(got))
 	}
@@ -243,9 +245,9 @@ func TestCheckAll_order(t *testing.T) {
 func TestViolationSet_cap(t *testing.T) {
 	v := newViolationSet(TokenOrderCheck)
 	for i := 0; i < maxViolationsPerRule+5; i++ {
-		v.add("committed order", "bad", Op{})
+		v.add("committed order", "bad", history.Op{})
 	}
-	v.add("duplicate token", "bad", Op{})
+	v.add("duplicate token", "bad", history.Op{})
 	got := v.list()
 	if len(got) != maxViolationsPerRule+2 {
 		t.Fatalf("len(list())=%d, want %d", len(got), maxViolationsPerRule+2)

@@ -1,10 +1,11 @@
-package check
+package checker
 
 import (
 	"fmt"
 	"hash/maphash"
 
 	"github.com/anishathalye/porcupine"
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // The fenced kv, one key, as a porcupine model: a register with a
@@ -55,11 +56,11 @@ func kvStep(s kvModelState, in kvModelInput, out kvModelOutput) []kvModelState {
 	applied := kvModelState{exists: true, value: in.value, version: s.version + 1, token: in.token}
 	if in.read {
 		switch out.outcome {
-		case OK:
+		case history.OK:
 			if s.exists && s.value == out.value && s.version == out.version && s.token == out.token {
 				return []kvModelState{s}
 			}
-		case NotFound:
+		case history.NotFound:
 			if !s.exists && (out.token == 0 || out.token == s.token) {
 				return []kvModelState{s}
 			}
@@ -67,15 +68,15 @@ func kvStep(s kvModelState, in kvModelInput, out kvModelOutput) []kvModelState {
 		return nil
 	}
 	switch out.outcome {
-	case OK:
+	case history.OK:
 		if in.token >= s.token && out.version == s.version+1 {
 			return []kvModelState{applied}
 		}
-	case Stale:
+	case history.Stale:
 		if in.token < s.token && out.required == s.token {
 			return []kvModelState{s}
 		}
-	case Unknown:
+	case history.Unknown:
 		if in.token >= s.token {
 			return []kvModelState{s, applied}
 		}
@@ -103,16 +104,16 @@ func kvModel() porcupine.Model {
 		DescribeOperation: func(input, output interface{}) string {
 			in, out := input.(kvModelInput), output.(kvModelOutput)
 			if in.read {
-				if out.outcome == NotFound {
+				if out.outcome == history.NotFound {
 					return "read() -> not found"
 				}
 				return fmt.Sprintf("read() -> %q v%d t%d", out.value, out.version, out.token)
 			}
 			s := fmt.Sprintf("write(t%d, %q) -> ", in.token, in.value)
 			switch out.outcome {
-			case OK:
+			case history.OK:
 				return s + fmt.Sprintf("ok v%d", out.version)
-			case Stale:
+			case history.Stale:
 				return s + fmt.Sprintf("stale (required t%d)", out.required)
 			}
 			return s + out.outcome
@@ -132,12 +133,12 @@ func describeKVState(s kvModelState) string {
 
 // kvOperation converts a history op to porcupine's form; ok is false for
 // operations the model leaves out.
-func kvOperation(op Op) (in kvModelInput, out kvModelOutput, ok bool) {
+func kvOperation(op history.Op) (in kvModelInput, out kvModelOutput, ok bool) {
 	switch {
-	case op.Kind == OpWrite && (op.Outcome == OK || op.Outcome == Stale || op.Outcome == Unknown):
+	case op.Kind == history.OpWrite && (op.Outcome == history.OK || op.Outcome == history.Stale || op.Outcome == history.Unknown):
 		return kvModelInput{token: op.Token, value: op.Value},
 			kvModelOutput{outcome: op.Outcome, version: op.Version, required: op.Required}, true
-	case op.Kind == OpRead && (op.Outcome == OK || op.Outcome == NotFound):
+	case op.Kind == history.OpRead && (op.Outcome == history.OK || op.Outcome == history.NotFound):
 		return kvModelInput{read: true},
 			kvModelOutput{outcome: op.Outcome, value: op.Value, version: op.Version, token: op.Token}, true
 	}

@@ -1,9 +1,11 @@
-package check
+package checker
 
 import (
 	"fmt"
 	"sort"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // Names of the checkers, as they appear in Violation.Check.
@@ -17,7 +19,7 @@ const (
 )
 
 // DefaultLinearizableTimeout is how long porcupine may search for a
-// linearization of one model (kv or locks) when CheckOptions leaves
+// linearization of one model (kv or locks) when Options leaves
 // LinearizableTimeout zero.
 const DefaultLinearizableTimeout = 30 * time.Second
 
@@ -27,9 +29,9 @@ const DefaultLinearizableTimeout = 30 * time.Second
 // The rest are counted in one last violation.
 const maxViolationsPerRule = 10
 
-// CheckOptions are the settings of the checkers that need more than the
+// Options are the settings of the checkers that need more than the
 // history. The zero value checks safety only: no visualisation, no liveness.
-type CheckOptions struct {
+type Options struct {
 	// OutDir is where a linearizability failure writes porcupine's HTML
 	// visualisation (linearizability-kv.html, linearizability-lock.html);
 	// "" writes none.
@@ -50,18 +52,18 @@ type CheckOptions struct {
 	LinearizableTimeout time.Duration
 }
 
-// CheckAll runs every checker over h and returns their violations in a
+// All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
 // linearizability, lost-ack, liveness; within a checker in the order of
 // keys, names and time. An empty result means the history passed.
-func CheckAll(h History, o CheckOptions) []Violation {
+func All(h history.History, o Options) []Violation {
 	var out []Violation
-	out = append(out, CheckStaleWrites(h)...)
-	out = append(out, CheckTokenOrder(h)...)
-	out = append(out, CheckMutualExclusion(h)...)
-	out = append(out, CheckLinearizable(h, o)...)
-	out = append(out, CheckLostAcks(h)...)
-	out = append(out, CheckLiveness(h, o)...)
+	out = append(out, StaleWrites(h)...)
+	out = append(out, TokenOrder(h)...)
+	out = append(out, MutualExclusion(h)...)
+	out = append(out, Linearizable(h, o)...)
+	out = append(out, LostAcks(h)...)
+	out = append(out, Liveness(h, o)...)
 	return out
 }
 
@@ -80,7 +82,7 @@ func newViolationSet(check string) *violationSet {
 }
 
 // add records a violation of rule (a short label such as "version order").
-func (v *violationSet) add(rule, msg string, ops ...Op) {
+func (v *violationSet) add(rule, msg string, ops ...history.Op) {
 	if v.count[rule] >= maxViolationsPerRule {
 		if v.dropped[rule] == 0 {
 			v.rules = append(v.rules, rule)
@@ -89,7 +91,7 @@ func (v *violationSet) add(rule, msg string, ops ...Op) {
 		return
 	}
 	v.count[rule]++
-	v.out = append(v.out, Violation{Check: v.check, Message: msg, Ops: append([]Op(nil), ops...)})
+	v.out = append(v.out, Violation{Check: v.check, Message: msg, Ops: append([]history.Op(nil), ops...)})
 }
 
 // list returns the violations, ending with one per rule that had more than
@@ -106,43 +108,43 @@ func (v *violationSet) list() []Violation {
 
 // opLabel names an operation for a violation message, for example
 // `p3 write "lock-1" token 7 -> ok version 12`.
-func opLabel(op Op) string {
+func opLabel(op history.Op) string {
 	switch op.Kind {
-	case OpAcquire:
+	case history.OpAcquire:
 		s := fmt.Sprintf("%s acquire %q -> %s", op.Process, op.Name, op.Outcome)
-		if op.Outcome == OK {
+		if op.Outcome == history.OK {
 			s += fmt.Sprintf(" token %d session %d", op.Token, op.Session)
 		}
 		return s
-	case OpWrite:
+	case history.OpWrite:
 		s := fmt.Sprintf("%s write %q token %d value %q -> %s", op.Process, op.Key, op.Token, op.Value, op.Outcome)
 		switch op.Outcome {
-		case OK:
+		case history.OK:
 			s += fmt.Sprintf(" version %d", op.Version)
-		case Stale:
+		case history.Stale:
 			s += fmt.Sprintf(" (required %d)", op.Required)
 		}
 		return s
-	case OpRead:
+	case history.OpRead:
 		s := fmt.Sprintf("%s read %q -> %s", op.Process, op.Key, op.Outcome)
 		switch op.Outcome {
-		case OK:
+		case history.OK:
 			s += fmt.Sprintf(" value %q version %d token %d", op.Value, op.Version, op.Token)
-		case NotFound:
+		case history.NotFound:
 			if op.Token != 0 {
 				s += fmt.Sprintf(" (watermark %d)", op.Token)
 			}
 		}
 		return s
-	case OpServerGrant:
+	case history.OpServerGrant:
 		return fmt.Sprintf("%s@%d grant %q to session %d token %d", op.Process, op.Seq, op.Name, op.Session, op.Token)
-	case OpServerRelease:
+	case history.OpServerRelease:
 		s := fmt.Sprintf("%s@%d release %q by session %d token %d", op.Process, op.Seq, op.Name, op.Session, op.Token)
 		if op.Result != "" {
 			s += " (" + op.Result + ")"
 		}
 		return s
-	case OpServerExpire:
+	case history.OpServerExpire:
 		return fmt.Sprintf("%s@%d expire session %d", op.Process, op.Seq, op.Session)
 	}
 	s := fmt.Sprintf("%s %s -> %s", op.Process, op.Kind, op.Outcome)
@@ -156,7 +158,7 @@ func opLabel(op Op) string {
 }
 
 // sinceCompleted is the time from a's completion to b's invocation, for messages.
-func sinceCompleted(a, b Op) time.Duration {
+func sinceCompleted(a, b history.Op) time.Duration {
 	return time.Duration(b.Invoke - a.Complete)
 }
 
@@ -167,7 +169,7 @@ type realTimeInversion struct{ before, after int }
 // realTimeInversions finds, among ops (indices into h), every op whose token is
 // below the highest token of an op that completed before it was invoked,
 // pairing it with that op. ops are all of one key or one name.
-func realTimeInversions(h History, ops []int) []realTimeInversion {
+func realTimeInversions(h history.History, ops []int) []realTimeInversion {
 	byInvoke := append([]int(nil), ops...)
 	sort.SliceStable(byInvoke, func(i, j int) bool { return h[byInvoke[i]].Invoke < h[byInvoke[j]].Invoke })
 	byComplete := append([]int(nil), ops...)

@@ -1,4 +1,4 @@
-package check
+package history
 
 import (
 	"bufio"
@@ -39,6 +39,16 @@ const (
 	OpServerGrant   Kind = "server_grant"
 	OpServerRelease Kind = "server_release"
 	OpServerExpire  Kind = "server_expire"
+)
+
+// Processes that are not client workers or server nodes.
+const (
+	// NemesisProcess is the process of the faults the harness injects.
+	NemesisProcess = "nemesis"
+	// FinalProcess is the process of the reads the harness makes of every
+	// key after healing every fault, which the lost-ack checker compares
+	// with the writes that were acknowledged.
+	FinalProcess = "final"
 )
 
 // Outcomes of client operations.
@@ -101,8 +111,8 @@ func (h History) WriteJSONLines(w io.Writer) error {
 	return nil
 }
 
-// ReadHistory reads JSON lines written by WriteJSONLines (or by workers).
-func ReadHistory(r io.Reader) (History, error) {
+// Read reads JSON lines written by WriteJSONLines (or by workers).
+func Read(r io.Reader) (History, error) {
 	var h History
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 4<<20)
@@ -119,14 +129,14 @@ func ReadHistory(r io.Reader) (History, error) {
 	return h, sc.Err()
 }
 
-// ReadHistoryFile reads a history file.
-func ReadHistoryFile(path string) (History, error) {
+// ReadFile reads a history file.
+func ReadFile(path string) (History, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	return ReadHistory(f)
+	return Read(f)
 }
 
 // Sorted returns h ordered by invocation time (server events by Seq within
@@ -135,15 +145,4 @@ func (h History) Sorted() History {
 	out := append(History(nil), h...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].Invoke < out[j].Invoke })
 	return out
-}
-
-// Violation is one failed check, with the operations involved.
-type Violation struct {
-	// Check names the checker: stale-write, token-order, mutual-exclusion,
-	// linearizability, lost-ack, liveness.
-	Check string `json:"check"`
-	// Message says what is wrong.
-	Message string `json:"message"`
-	// Ops are the operations involved.
-	Ops []Op `json:"ops"`
 }

@@ -1,4 +1,4 @@
-package check
+package checker
 
 import (
 	"os"
@@ -6,12 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 func TestCheckLinearizable(t *testing.T) {
 	tests := []struct {
 		name      string
-		h         History
+		h         history.History
 		wantCheck string
 		wantText  string
 	}{
@@ -20,7 +22,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// A follower answers a read from its stale copy after a newer
 			// write was acknowledged.
 			name: "stale read",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckWrite("p2", "k", 4, "p2-0", 2, 20, 30),
 				ckRead("p3", "k", "p1-0", 1, 3, 40, 50),
@@ -32,7 +34,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// The write timed out but was applied: the next accepted write
 			// got version 3, and a read saw the timed-out value.
 			name: "unknown write that happened",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckUnknownWrite("p1", "k", 3, "p1-1", 20, 1020),
 				ckRead("p3", "k", "p1-1", 2, 3, 1500, 1510),
@@ -44,7 +46,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// The write timed out and was applied late, after a write
 			// invoked after it.
 			name: "unknown write applied late",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckUnknownWrite("p1", "k", 3, "p1-1", 20, 1020),
 				ckWrite("p1", "k", 3, "p1-2", 2, 30, 40),
@@ -55,7 +57,7 @@ func TestCheckLinearizable(t *testing.T) {
 		{
 			// The write timed out and never happened.
 			name: "unknown write that did not happen",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckUnknownWrite("p1", "k", 3, "p1-1", 20, 1020),
 				ckWrite("p2", "k", 5, "p2-0", 2, 2000, 2010),
@@ -65,7 +67,7 @@ func TestCheckLinearizable(t *testing.T) {
 		{
 			// A read returns a value before the write of it was invoked.
 			name: "read from the future",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckRead("p3", "k", "p1-1", 2, 3, 12, 15),
 				ckUnknownWrite("p1", "k", 3, "p1-1", 20, 1020),
@@ -76,7 +78,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// A resource that rejects an equal token (DESIGN §1: an equal
 			// token is accepted).
 			name: "equal token rejected",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 5, "p1-0", 1, 0, 10),
 				ckStaleWrite("p1", "k", 5, "p1-1", 5, 20, 30),
 			},
@@ -84,7 +86,7 @@ func TestCheckLinearizable(t *testing.T) {
 		},
 		{
 			name: "stale with the wrong required token",
-			h: History{
+			h: history.History{
 				ckWrite("p2", "k", 5, "p2-0", 1, 0, 10),
 				ckStaleWrite("p1", "k", 3, "p1-0", 4, 20, 30),
 			},
@@ -94,7 +96,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// A write is acknowledged with a version that skips one no
 			// other write can have taken.
 			name: "version gap",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckWrite("p1", "k", 3, "p1-1", 3, 20, 30),
 			},
@@ -104,7 +106,7 @@ func TestCheckLinearizable(t *testing.T) {
 			// The SDK retried a put whose first attempt was applied: the
 			// put took two versions and reported the second.
 			name: "write applied twice",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckRead("p2", "k", "p1-0", 1, 3, 11, 12),
 				ckWrite("p1", "k", 3, "p1-1", 3, 20, 700),
@@ -114,7 +116,7 @@ func TestCheckLinearizable(t *testing.T) {
 		},
 		{
 			name: "key absent after a write",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckReadMissing("p2", "k", 20, 30),
 			},
@@ -123,7 +125,7 @@ func TestCheckLinearizable(t *testing.T) {
 		{
 			// Grants of one lock: a later grant with a lower token.
 			name: "lock token goes down",
-			h: History{
+			h: history.History{
 				ckAcquire("p1", "lock-1", 11, 7, 0, 10),
 				ckAcquire("p2", "lock-1", 12, 5, 20, 30),
 			},
@@ -133,7 +135,7 @@ func TestCheckLinearizable(t *testing.T) {
 		{
 			// Two sessions told the same token of one lock, concurrently.
 			name: "lock token granted twice",
-			h: History{
+			h: history.History{
 				ckAcquire("p1", "lock-1", 11, 7, 0, 10),
 				ckAcquire("p2", "lock-1", 12, 7, 5, 30),
 			},
@@ -143,19 +145,19 @@ func TestCheckLinearizable(t *testing.T) {
 			// The holder re-acquiring is told its grant again; grants to
 			// others are concurrent and may be ordered either way.
 			name: "lock re-reported and concurrent grants",
-			h: History{
+			h: history.History{
 				ckAcquire("p1", "lock-1", 11, 7, 0, 10),
 				ckAcquire("p1", "lock-1", 11, 7, 12, 14),
 				ckAcquire("p2", "lock-1", 12, 9, 5, 40),
 				ckAcquire("p3", "lock-1", 13, 8, 6, 50),
-				ckAcquireFailed("p4", "lock-1", Unknown, 7, 1007),
+				ckAcquireFailed("p4", "lock-1", history.Unknown, 7, 1007),
 			},
 		},
 		{
 			// The holder is told its old grant after another session
 			// was granted the lock.
 			name: "lock re-reported after another grant",
-			h: History{
+			h: history.History{
 				ckAcquire("p1", "lock-1", 11, 7, 0, 10),
 				ckAcquire("p2", "lock-1", 12, 9, 20, 30),
 				ckAcquire("p1", "lock-1", 11, 7, 40, 50),
@@ -165,7 +167,7 @@ func TestCheckLinearizable(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ckWant(t, CheckLinearizable(tt.h, CheckOptions{}), tt.wantCheck, tt.wantText)
+			ckWant(t, Linearizable(tt.h, Options{}), tt.wantCheck, tt.wantText)
 		})
 	}
 }
@@ -173,7 +175,7 @@ func TestCheckLinearizable(t *testing.T) {
 func TestCheckLinearizable_visualisation(t *testing.T) {
 	dir := t.TempDir()
 	h := append(ckHandover(), ckRead("p3", "lock-2", "p3-0", 1, 3, 250, 251))
-	got := CheckLinearizable(h, CheckOptions{OutDir: dir})
+	got := Linearizable(h, Options{OutDir: dir})
 	path := filepath.Join(dir, "linearizability-kv.html")
 	ckWant(t, got, LinearizabilityCheck, "(visualisation: "+path+")")
 	b, err := os.ReadFile(path)
@@ -189,7 +191,7 @@ func TestCheckLinearizable_visualisation(t *testing.T) {
 }
 
 func TestCheckLinearizable_timeout(t *testing.T) {
-	got := CheckLinearizable(ckHandover(), CheckOptions{LinearizableTimeout: time.Nanosecond})
+	got := Linearizable(ckHandover(), Options{LinearizableTimeout: time.Nanosecond})
 	if len(got) == 0 {
 		t.Fatal("no violation, want undecided partitions reported")
 	}
@@ -211,18 +213,18 @@ func TestKVStep(t *testing.T) {
 		out  kvModelOutput
 		want []kvModelState
 	}{
-		{"write higher", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: OK, version: 5}, []kvModelState{{true, "b", 5, 8}}},
-		{"write equal", kvModelInput{token: 7, value: "b"}, kvModelOutput{outcome: OK, version: 5}, []kvModelState{{true, "b", 5, 7}}},
-		{"write lower accepted", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: OK, version: 5}, nil},
-		{"write wrong version", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: OK, version: 6}, nil},
-		{"stale", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: Stale, required: 7}, []kvModelState{s}},
-		{"stale wrong required", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: Stale, required: 8}, nil},
-		{"stale equal", kvModelInput{token: 7, value: "b"}, kvModelOutput{outcome: Stale, required: 7}, nil},
-		{"unknown", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: Unknown}, []kvModelState{s, {true, "b", 5, 8}}},
-		{"unknown below", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: Unknown}, []kvModelState{s}},
-		{"read", kvModelInput{read: true}, kvModelOutput{outcome: OK, value: "a", version: 4, token: 7}, []kvModelState{s}},
-		{"read other token", kvModelInput{read: true}, kvModelOutput{outcome: OK, value: "a", version: 4, token: 6}, nil},
-		{"read missing", kvModelInput{read: true}, kvModelOutput{outcome: NotFound}, nil},
+		{"write higher", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: history.OK, version: 5}, []kvModelState{{true, "b", 5, 8}}},
+		{"write equal", kvModelInput{token: 7, value: "b"}, kvModelOutput{outcome: history.OK, version: 5}, []kvModelState{{true, "b", 5, 7}}},
+		{"write lower accepted", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: history.OK, version: 5}, nil},
+		{"write wrong version", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: history.OK, version: 6}, nil},
+		{"stale", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: history.Stale, required: 7}, []kvModelState{s}},
+		{"stale wrong required", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: history.Stale, required: 8}, nil},
+		{"stale equal", kvModelInput{token: 7, value: "b"}, kvModelOutput{outcome: history.Stale, required: 7}, nil},
+		{"unknown", kvModelInput{token: 8, value: "b"}, kvModelOutput{outcome: history.Unknown}, []kvModelState{s, {true, "b", 5, 8}}},
+		{"unknown below", kvModelInput{token: 6, value: "b"}, kvModelOutput{outcome: history.Unknown}, []kvModelState{s}},
+		{"read", kvModelInput{read: true}, kvModelOutput{outcome: history.OK, value: "a", version: 4, token: 7}, []kvModelState{s}},
+		{"read other token", kvModelInput{read: true}, kvModelOutput{outcome: history.OK, value: "a", version: 4, token: 6}, nil},
+		{"read missing", kvModelInput{read: true}, kvModelOutput{outcome: history.NotFound}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -237,7 +239,7 @@ func TestKVStep(t *testing.T) {
 			}
 		})
 	}
-	if got := kvStep(kvModelState{}, kvModelInput{read: true}, kvModelOutput{outcome: NotFound}); len(got) != 1 {
+	if got := kvStep(kvModelState{}, kvModelInput{read: true}, kvModelOutput{outcome: history.NotFound}); len(got) != 1 {
 		t.Errorf("read missing of an absent key: kvStep()=%v, want the state unchanged", got)
 	}
 }
@@ -245,14 +247,14 @@ func TestKVStep(t *testing.T) {
 func TestDelayUnknownWrites(t *testing.T) {
 	tests := []struct {
 		name     string
-		h        History
+		h        history.History
 		wantCall float64 // of the unknown write, in ms
 	}{
 		{
 			// Versions 1 and 2 belong to accepted writes: applied, the
 			// timed-out write took version 3, after p2's next write.
 			name: "no gap",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckUnknownWrite("p2", "k", 4, "p2-0", 5, 1005),
 				ckWrite("p2", "k", 4, "p2-1", 2, 20, 30),
@@ -264,7 +266,7 @@ func TestDelayUnknownWrites(t *testing.T) {
 			// Version 2 is missing: the timed-out write may have taken it
 			// right after p1's first write.
 			name: "gap",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckUnknownWrite("p1", "k", 3, "p1-1", 5, 1005),
 				ckRead("p3", "k", "p1-1", 2, 3, 12, 15),
@@ -277,11 +279,11 @@ func TestDelayUnknownWrites(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			m := kvLinModel(tt.h)
 			for _, op := range m.parts[0].ops {
-				if op.Output.(kvModelOutput).outcome == Unknown && op.Call != ckMs(tt.wantCall) {
+				if op.Output.(kvModelOutput).outcome == history.Unknown && op.Call != ckMs(tt.wantCall) {
 					t.Errorf("unknown write's Call=%v, want %v", time.Duration(op.Call-ckBase), time.Duration(ckMs(tt.wantCall)-ckBase))
 				}
 			}
-			ckWant(t, CheckLinearizable(tt.h, CheckOptions{}), "", "")
+			ckWant(t, Linearizable(tt.h, Options{}), "", "")
 		})
 	}
 }

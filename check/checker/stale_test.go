@@ -1,14 +1,16 @@
-package check
+package checker
 
 import (
 	"testing"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 func TestCheckStaleWrites(t *testing.T) {
-	isStale := func(op Op) bool { return op.Kind == OpWrite && op.Outcome == Stale }
+	isStale := func(op history.Op) bool { return op.Kind == history.OpWrite && op.Outcome == history.Stale }
 	tests := []struct {
 		name      string
-		h         History
+		h         history.History
 		wantCheck string
 		wantText  string
 	}{
@@ -17,8 +19,8 @@ func TestCheckStaleWrites(t *testing.T) {
 			// The paused holder's write with token 3 is accepted after
 			// p2's token 5 raised the watermark: an unfenced resource.
 			name: "stale write accepted",
-			h: ckReplace(ckHandover(), isStale, func(op Op) Op {
-				op.Outcome, op.Required, op.Version = OK, 0, 3
+			h: ckReplace(ckHandover(), isStale, func(op history.Op) history.Op {
+				op.Outcome, op.Required, op.Version = history.OK, 0, 3
 				return op
 			}),
 			wantCheck: StaleWriteCheck, wantText: "write with token 3 was accepted as version 3 after version 2 had raised the watermark to token 5",
@@ -27,7 +29,7 @@ func TestCheckStaleWrites(t *testing.T) {
 			// The same, before p2's write completed but committed after
 			// it: commit order still rules it out.
 			name: "stale write accepted concurrently",
-			h: History{
+			h: history.History{
 				ckWrite("p2", "k", 5, "p2-0", 1, 0, 10),
 				ckWrite("p1", "k", 3, "p1-0", 2, 1, 12),
 			},
@@ -35,7 +37,7 @@ func TestCheckStaleWrites(t *testing.T) {
 		},
 		{
 			name: "duplicate version",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "k", 3, "p1-0", 1, 0, 10),
 				ckWrite("p2", "k", 4, "p2-0", 2, 11, 20),
 				ckWrite("p3", "k", 4, "p3-0", 2, 12, 21),
@@ -46,7 +48,7 @@ func TestCheckStaleWrites(t *testing.T) {
 			// Versions and tokens agree, but the write with token 3 was
 			// invoked after the one with token 5 had been acknowledged.
 			name: "real-time order",
-			h: History{
+			h: history.History{
 				ckWrite("p2", "k", 5, "p2-0", 2, 0, 10),
 				ckWrite("p1", "k", 3, "p1-0", 1, 20, 30),
 			},
@@ -56,7 +58,7 @@ func TestCheckStaleWrites(t *testing.T) {
 			// Equal tokens are fine (several writes under one grant), and
 			// so are writes to other keys with lower tokens.
 			name: "equal tokens and other keys",
-			h: History{
+			h: history.History{
 				ckWrite("p1", "a", 5, "p1-0", 1, 0, 10),
 				ckWrite("p1", "a", 5, "p1-1", 2, 11, 20),
 				ckWrite("p2", "b", 3, "p2-0", 1, 21, 30),
@@ -66,7 +68,7 @@ func TestCheckStaleWrites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ckWant(t, CheckStaleWrites(tt.h), tt.wantCheck, tt.wantText)
+			ckWant(t, StaleWrites(tt.h), tt.wantCheck, tt.wantText)
 		})
 	}
 }

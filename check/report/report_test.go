@@ -1,4 +1,4 @@
-package check_test
+package report_test
 
 import (
 	"encoding/json"
@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced-dev/fenced/check"
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
+	"github.com/fenced-dev/fenced/check/report"
 )
 
-// go test ./check -run TestWriteReport -report.out=/tmp/report also writes
+// go test ./check/report -run TestWriteReport -report.out=/tmp/report also writes
 // the sample reports there, to look at in a browser.
 var reportOut = flag.String("report.out", "", "also write the sample reports into this directory")
 
@@ -31,58 +33,58 @@ func at(sec float64) int64 { return base + int64(sec*1e9) }
 // writes, p1 wakes up and writes with token 3 and the resource rejects it.
 // It also has a partition, a kill, a leadership transfer, a write with an
 // unknown outcome and, for the report to show, a violation.
-func staleStory() (check.History, []check.Violation) {
-	p2Write := check.Op{Process: "p2", Kind: check.OpWrite, Key: "lock-a", Token: 5, Value: "p2-1-0", Version: 3, Invoke: at(5.3), Complete: at(5.34), Outcome: check.OK}
-	finalRead := check.Op{Process: "final", Kind: check.OpRead, Key: "lock-a", Token: 5, Value: "p1-0-1", Version: 2, Invoke: at(9.6), Complete: at(9.62), Outcome: check.OK}
-	h := check.History{
-		{Process: "p1", Kind: check.OpAcquire, Name: "lock-a", Session: 101, Token: 3, Invoke: at(0.1), Complete: at(0.15), Outcome: check.OK},
-		{Process: "n1", Kind: check.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.14), Complete: at(0.14)},
-		{Process: "n2", Kind: check.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.145), Complete: at(0.145)},
-		{Process: "n3", Kind: check.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.146), Complete: at(0.146)},
-		{Process: "p1", Kind: check.OpRead, Key: "lock-a", Invoke: at(0.3), Complete: at(0.32), Outcome: check.NotFound},
-		{Process: "p1", Kind: check.OpWrite, Key: "lock-a", Token: 3, Value: "p1-0-0", Version: 1, Invoke: at(0.5), Complete: at(0.53), Outcome: check.OK},
-		{Process: "p1", Kind: check.OpWrite, Key: "lock-a", Token: 3, Value: "p1-0-1", Version: 2, Invoke: at(1.0), Complete: at(1.02), Outcome: check.OK},
-		{Process: "p2", Kind: check.OpAcquire, Name: "lock-a", Session: 102, Token: 5, Invoke: at(1.2), Complete: at(4.8), Outcome: check.OK},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "pause-client", Target: "p1", Invoke: at(1.4), Complete: at(1.4), Outcome: "start"},
-		{Process: "p1", Kind: check.OpAcquire, Name: "lock-b", Session: 103, Invoke: at(1.3), Complete: at(1.38), Outcome: check.Fail, Error: "lock-b is held"},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "partition", Target: "isolate n3", Invoke: at(2.5), Complete: at(2.5), Outcome: "start"},
-		{Process: "n1", Kind: check.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(4.7), Complete: at(4.7)},
-		{Process: "n2", Kind: check.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(4.71), Complete: at(4.71)},
-		{Process: "n1", Kind: check.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(4.75), Complete: at(4.75)},
-		{Process: "n2", Kind: check.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(4.76), Complete: at(4.76)},
-		{Process: "p2", Kind: check.OpRead, Key: "lock-a", Token: 3, Value: "p1-0-1", Version: 2, Invoke: at(5.0), Complete: at(5.02), Outcome: check.OK},
+func staleStory() (history.History, []checker.Violation) {
+	p2Write := history.Op{Process: "p2", Kind: history.OpWrite, Key: "lock-a", Token: 5, Value: "p2-1-0", Version: 3, Invoke: at(5.3), Complete: at(5.34), Outcome: history.OK}
+	finalRead := history.Op{Process: "final", Kind: history.OpRead, Key: "lock-a", Token: 5, Value: "p1-0-1", Version: 2, Invoke: at(9.6), Complete: at(9.62), Outcome: history.OK}
+	h := history.History{
+		{Process: "p1", Kind: history.OpAcquire, Name: "lock-a", Session: 101, Token: 3, Invoke: at(0.1), Complete: at(0.15), Outcome: history.OK},
+		{Process: "n1", Kind: history.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.14), Complete: at(0.14)},
+		{Process: "n2", Kind: history.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.145), Complete: at(0.145)},
+		{Process: "n3", Kind: history.OpServerGrant, Name: "lock-a", Session: 101, Token: 3, Seq: 7, Invoke: at(0.146), Complete: at(0.146)},
+		{Process: "p1", Kind: history.OpRead, Key: "lock-a", Invoke: at(0.3), Complete: at(0.32), Outcome: history.NotFound},
+		{Process: "p1", Kind: history.OpWrite, Key: "lock-a", Token: 3, Value: "p1-0-0", Version: 1, Invoke: at(0.5), Complete: at(0.53), Outcome: history.OK},
+		{Process: "p1", Kind: history.OpWrite, Key: "lock-a", Token: 3, Value: "p1-0-1", Version: 2, Invoke: at(1.0), Complete: at(1.02), Outcome: history.OK},
+		{Process: "p2", Kind: history.OpAcquire, Name: "lock-a", Session: 102, Token: 5, Invoke: at(1.2), Complete: at(4.8), Outcome: history.OK},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "pause-client", Target: "p1", Invoke: at(1.4), Complete: at(1.4), Outcome: "start"},
+		{Process: "p1", Kind: history.OpAcquire, Name: "lock-b", Session: 103, Invoke: at(1.3), Complete: at(1.38), Outcome: history.Fail, Error: "lock-b is held"},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "partition", Target: "isolate n3", Invoke: at(2.5), Complete: at(2.5), Outcome: "start"},
+		{Process: "n1", Kind: history.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(4.7), Complete: at(4.7)},
+		{Process: "n2", Kind: history.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(4.71), Complete: at(4.71)},
+		{Process: "n1", Kind: history.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(4.75), Complete: at(4.75)},
+		{Process: "n2", Kind: history.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(4.76), Complete: at(4.76)},
+		{Process: "p2", Kind: history.OpRead, Key: "lock-a", Token: 3, Value: "p1-0-1", Version: 2, Invoke: at(5.0), Complete: at(5.02), Outcome: history.OK},
 		p2Write,
-		{Process: "nemesis", Kind: check.OpFault, Fault: "partition", Target: "isolate n3", Invoke: at(5.5), Complete: at(5.5), Outcome: "healed"},
-		{Process: "n3", Kind: check.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(5.6), Complete: at(5.6)},
-		{Process: "n3", Kind: check.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(5.61), Complete: at(5.61)},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "pause-client", Target: "p1", Invoke: at(6.4), Complete: at(6.4), Outcome: "healed"},
-		{Process: "p1", Kind: check.OpWrite, Key: "lock-a", Token: 3, Required: 5, Value: "p1-0-2", Invoke: at(6.45), Complete: at(6.5), Outcome: check.Stale},
-		{Process: "p1", Kind: check.OpExpire, Name: "lock-a", Session: 101, Token: 3, Invoke: at(6.52), Complete: at(6.6), Outcome: check.OK},
-		{Process: "p2", Kind: check.OpWrite, Key: "lock-a", Token: 5, Value: "p2-1-1", Invoke: at(6.8), Complete: at(7.8), Outcome: check.Unknown, Error: "context deadline exceeded"},
-		{Process: "p1", Kind: check.OpAcquire, Name: "lock-b", Session: 104, Token: 6, Invoke: at(6.9), Complete: at(6.95), Outcome: check.OK},
-		{Process: "n1", Kind: check.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.94), Complete: at(6.94)},
-		{Process: "n2", Kind: check.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.945), Complete: at(6.945)},
-		{Process: "n3", Kind: check.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.946), Complete: at(6.946)},
-		{Process: "p1", Kind: check.OpWrite, Key: "lock-b", Token: 6, Value: "p1-1-0", Version: 1, Invoke: at(7.2), Complete: at(7.23), Outcome: check.OK},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "transfer", Target: "n2", Invoke: at(7.5), Complete: at(7.5), Outcome: "start"},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "transfer", Target: "n2", Invoke: at(7.5), Complete: at(7.5), Outcome: "healed"},
-		{Process: "p2", Kind: check.OpRelease, Name: "lock-a", Session: 102, Token: 5, Result: "released", Invoke: at(8.2), Complete: at(8.25), Outcome: check.OK},
-		{Process: "p1", Kind: check.OpWrite, Key: "lock-b", Token: 6, Value: "p1-1-1", Version: 2, Invoke: at(8.3), Complete: at(8.32), Outcome: check.OK},
-		{Process: "p1", Kind: check.OpRelease, Name: "lock-b", Session: 104, Token: 6, Result: "released", Invoke: at(8.5), Complete: at(8.55), Outcome: check.OK},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "kill", Target: "n1", Invoke: at(8.6), Complete: at(8.6), Outcome: "start"},
-		{Process: "nemesis", Kind: check.OpFault, Fault: "all", Invoke: at(9.4), Complete: at(9.4), Outcome: "healed"},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "partition", Target: "isolate n3", Invoke: at(5.5), Complete: at(5.5), Outcome: "healed"},
+		{Process: "n3", Kind: history.OpServerExpire, Name: "lock-a", Session: 101, Token: 3, Seq: 10, Invoke: at(5.6), Complete: at(5.6)},
+		{Process: "n3", Kind: history.OpServerGrant, Name: "lock-a", Session: 102, Token: 5, Seq: 11, Invoke: at(5.61), Complete: at(5.61)},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "pause-client", Target: "p1", Invoke: at(6.4), Complete: at(6.4), Outcome: "healed"},
+		{Process: "p1", Kind: history.OpWrite, Key: "lock-a", Token: 3, Required: 5, Value: "p1-0-2", Invoke: at(6.45), Complete: at(6.5), Outcome: history.Stale},
+		{Process: "p1", Kind: history.OpExpire, Name: "lock-a", Session: 101, Token: 3, Invoke: at(6.52), Complete: at(6.6), Outcome: history.OK},
+		{Process: "p2", Kind: history.OpWrite, Key: "lock-a", Token: 5, Value: "p2-1-1", Invoke: at(6.8), Complete: at(7.8), Outcome: history.Unknown, Error: "context deadline exceeded"},
+		{Process: "p1", Kind: history.OpAcquire, Name: "lock-b", Session: 104, Token: 6, Invoke: at(6.9), Complete: at(6.95), Outcome: history.OK},
+		{Process: "n1", Kind: history.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.94), Complete: at(6.94)},
+		{Process: "n2", Kind: history.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.945), Complete: at(6.945)},
+		{Process: "n3", Kind: history.OpServerGrant, Name: "lock-b", Session: 104, Token: 6, Seq: 12, Invoke: at(6.946), Complete: at(6.946)},
+		{Process: "p1", Kind: history.OpWrite, Key: "lock-b", Token: 6, Value: "p1-1-0", Version: 1, Invoke: at(7.2), Complete: at(7.23), Outcome: history.OK},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "transfer", Target: "n2", Invoke: at(7.5), Complete: at(7.5), Outcome: "start"},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "transfer", Target: "n2", Invoke: at(7.5), Complete: at(7.5), Outcome: "healed"},
+		{Process: "p2", Kind: history.OpRelease, Name: "lock-a", Session: 102, Token: 5, Result: "released", Invoke: at(8.2), Complete: at(8.25), Outcome: history.OK},
+		{Process: "p1", Kind: history.OpWrite, Key: "lock-b", Token: 6, Value: "p1-1-1", Version: 2, Invoke: at(8.3), Complete: at(8.32), Outcome: history.OK},
+		{Process: "p1", Kind: history.OpRelease, Name: "lock-b", Session: 104, Token: 6, Result: "released", Invoke: at(8.5), Complete: at(8.55), Outcome: history.OK},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "kill", Target: "n1", Invoke: at(8.6), Complete: at(8.6), Outcome: "start"},
+		{Process: "nemesis", Kind: history.OpFault, Fault: "all", Invoke: at(9.4), Complete: at(9.4), Outcome: "healed"},
 		finalRead,
 	}
-	vs := []check.Violation{{
+	vs := []checker.Violation{{
 		Check:   "lost-ack",
 		Message: "write lock-a=p2-1-0 was acknowledged with version 3, but the final read returned version 2",
-		Ops:     []check.Op{p2Write, finalRead},
+		Ops:     []history.Op{p2Write, finalRead},
 	}}
 	return h, vs
 }
 
-func storySummary(h check.History, vs []check.Violation) check.Summary {
-	s := check.Summarize(h, vs)
+func storySummary(h history.History, vs []checker.Violation) report.Summary {
+	s := report.Summarize(h, vs)
 	s.Seed, s.Nodes, s.Duration, s.Resource = 42, 3, 10*time.Second, "fenced"
 	s.Faults = []string{"pause-client", "partition", "kill", "transfer"}
 	s.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack"}
@@ -98,7 +100,7 @@ func outDir(t *testing.T, name string) string {
 
 func TestSummarize(t *testing.T) {
 	h, vs := staleStory()
-	s := check.Summarize(h, vs)
+	s := report.Summarize(h, vs)
 	for _, c := range []struct {
 		name      string
 		got, want int
@@ -123,13 +125,13 @@ func TestSummarize(t *testing.T) {
 
 func TestSummary_Line(t *testing.T) {
 	for _, tt := range []struct {
-		s    check.Summary
+		s    report.Summary
 		want string
 	}{
-		{check.Summary{}, "ops=0 grants=0 stale_rejected=0 faults=0 violations=0"},
-		{check.Summary{Ops: 18234, Grants: 2210, StaleRejected: 37, FaultsInjected: 41, Violations: 0, Seed: 7, Nodes: 5},
+		{report.Summary{}, "ops=0 grants=0 stale_rejected=0 faults=0 violations=0"},
+		{report.Summary{Ops: 18234, Grants: 2210, StaleRejected: 37, FaultsInjected: 41, Violations: 0, Seed: 7, Nodes: 5},
 			"ops=18234 grants=2210 stale_rejected=37 faults=41 violations=0"},
-		{check.Summary{Ops: 1, Grants: 2, StaleRejected: 3, FaultsInjected: 4, Violations: 5},
+		{report.Summary{Ops: 1, Grants: 2, StaleRejected: 3, FaultsInjected: 4, Violations: 5},
 			"ops=1 grants=2 stale_rejected=3 faults=4 violations=5"},
 	} {
 		if got := tt.s.Line(); got != tt.want {
@@ -150,7 +152,7 @@ func TestSummary_JSON(t *testing.T) {
 			t.Errorf("summary JSON %s lacks %s", b, want)
 		}
 	}
-	var got check.Summary
+	var got report.Summary
 	if err := json.Unmarshal(b, &got); err != nil {
 		t.Fatal(err)
 	}
@@ -164,20 +166,20 @@ func TestWriteReport(t *testing.T) {
 	h, vs := staleStory()
 	s := storySummary(h, vs)
 	dir := outDir(t, "story")
-	if err := check.WriteReport(dir, h, vs, s); err != nil {
-		t.Fatalf("WriteReport: %v", err)
+	if err := report.Write(dir, h, vs, s); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 
-	gotH, err := check.ReadHistoryFile(filepath.Join(dir, "history.jsonl"))
+	gotH, err := history.ReadFile(filepath.Join(dir, "history.jsonl"))
 	if err != nil || len(gotH) != len(h) {
 		t.Fatalf("history.jsonl: %d ops, %v; want %d ops", len(gotH), err, len(h))
 	}
-	var gotS check.Summary
+	var gotS report.Summary
 	readJSON(t, filepath.Join(dir, "summary.json"), &gotS)
 	if gotS.Line() != s.Line() || gotS.Seed != 42 {
 		t.Errorf("summary.json: %q seed %d, want %q seed 42", gotS.Line(), gotS.Seed, s.Line())
 	}
-	var gotV []check.Violation
+	var gotV []checker.Violation
 	readJSON(t, filepath.Join(dir, "violations.json"), &gotV)
 	if len(gotV) != 1 || gotV[0].Check != "lost-ack" || len(gotV[0].Ops) != 2 {
 		t.Errorf("violations.json=%+v, want the lost-ack violation with 2 ops", gotV)
@@ -255,8 +257,8 @@ func TestWriteReport_pass(t *testing.T) {
 	h, _ := staleStory()
 	s := storySummary(h, nil)
 	dir := outDir(t, "pass")
-	if err := check.WriteReport(dir, h, nil, s); err != nil {
-		t.Fatalf("WriteReport: %v", err)
+	if err := report.Write(dir, h, nil, s); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 	if got := strings.TrimSpace(readFile(t, filepath.Join(dir, "violations.json"))); got != "[]" {
 		t.Errorf("violations.json=%s, want []", got)
@@ -270,8 +272,8 @@ func TestWriteReport_pass(t *testing.T) {
 
 func TestWriteReport_empty(t *testing.T) {
 	dir := t.TempDir()
-	if err := check.WriteReport(dir, nil, nil, check.Summary{}); err != nil {
-		t.Fatalf("WriteReport: %v", err)
+	if err := report.Write(dir, nil, nil, report.Summary{}); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 	page := readFile(t, filepath.Join(dir, "report.html"))
 	parseSVG(t, svgParts(t, page)["timeline"])
@@ -282,11 +284,11 @@ func TestWriteReport_empty(t *testing.T) {
 // logs the time.
 func TestWriteReport_large(t *testing.T) {
 	h, vs := bigHistory(20000, 10*time.Minute)
-	s := check.Summarize(h, vs)
+	s := report.Summarize(h, vs)
 	dir := outDir(t, "large")
 	start := time.Now()
-	if err := check.WriteReport(dir, h, vs, s); err != nil {
-		t.Fatalf("WriteReport: %v", err)
+	if err := report.Write(dir, h, vs, s); err != nil {
+		t.Fatalf("Write: %v", err)
 	}
 	took := time.Since(start)
 	fi, err := os.Stat(filepath.Join(dir, "report.html"))
@@ -309,10 +311,10 @@ func TestWriteReport_large(t *testing.T) {
 
 func BenchmarkWriteReport(b *testing.B) {
 	h, vs := bigHistory(20000, 10*time.Minute)
-	s := check.Summarize(h, vs)
+	s := report.Summarize(h, vs)
 	dir := b.TempDir()
 	for b.Loop() {
-		if err := check.WriteReport(dir, h, vs, s); err != nil {
+		if err := report.Write(dir, h, vs, s); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -321,9 +323,9 @@ func BenchmarkWriteReport(b *testing.B) {
 // bigHistory is n ops of a run of length d: ten clients taking five locks,
 // reading and writing under them, five nodes applying the grants, a fault
 // every few seconds; a paused holder's late write is rejected now and then.
-func bigHistory(n int, d time.Duration) (check.History, []check.Violation) {
+func bigHistory(n int, d time.Duration) (history.History, []checker.Violation) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	var h check.History
+	var h history.History
 	nodes := []string{"n1", "n2", "n3", "n4", "n5"}
 	faults := []string{"pause-client", "pause-server", "kill", "partition", "transfer", "skew", "membership"}
 	for ft := int64(2e9); ft < int64(d); ft += int64(5e9 + rng.IntN(10e9)) {
@@ -342,11 +344,11 @@ func bigHistory(n int, d time.Duration) (check.History, []check.Violation) {
 			end = ft
 		}
 		h = append(h,
-			check.Op{Process: "nemesis", Kind: check.OpFault, Fault: f, Target: target, Invoke: base + ft, Complete: base + ft, Outcome: "start"},
-			check.Op{Process: "nemesis", Kind: check.OpFault, Fault: f, Target: target, Invoke: base + end, Complete: base + end, Outcome: "healed"})
+			history.Op{Process: "nemesis", Kind: history.OpFault, Fault: f, Target: target, Invoke: base + ft, Complete: base + ft, Outcome: "start"},
+			history.Op{Process: "nemesis", Kind: history.OpFault, Fault: f, Target: target, Invoke: base + end, Complete: base + end, Outcome: "healed"})
 	}
 	var token uint64 = 1
-	var vs []check.Violation
+	var vs []checker.Violation
 	clients := 10
 	per := (n - len(h)) / clients
 	now := make([]int64, clients)
@@ -369,32 +371,32 @@ func bigHistory(n int, d time.Duration) (check.History, []check.Violation) {
 		}
 		token++
 		tok := token
-		acq := check.Op{Process: p, Kind: check.OpAcquire, Name: name, Session: tok, Token: tok, Invoke: t0, Complete: t0 + int64(rng.IntN(2e8)), Outcome: check.OK}
+		acq := history.Op{Process: p, Kind: history.OpAcquire, Name: name, Session: tok, Token: tok, Invoke: t0, Complete: t0 + int64(rng.IntN(2e8)), Outcome: history.OK}
 		h = append(h, acq)
 		for _, nd := range nodes {
 			at := acq.Complete - int64(rng.IntN(1e6))
-			h = append(h, check.Op{Process: nd, Kind: check.OpServerGrant, Name: name, Session: tok, Token: tok, Seq: tok, Invoke: at, Complete: at})
+			h = append(h, history.Op{Process: nd, Kind: history.OpServerGrant, Name: name, Session: tok, Token: tok, Seq: tok, Invoke: at, Complete: at})
 		}
 		tt := acq.Complete
 		for i := 0; i < 2+rng.IntN(6); i++ {
 			tt += int64(rng.IntN(5e7))
-			op := check.Op{Process: p, Kind: check.OpWrite, Key: name, Token: tok, Value: fmt.Sprintf("%s-%d", p, i), Version: uint64(i + 1), Invoke: tt, Complete: tt + int64(rng.IntN(2e7)), Outcome: check.OK}
+			op := history.Op{Process: p, Kind: history.OpWrite, Key: name, Token: tok, Value: fmt.Sprintf("%s-%d", p, i), Version: uint64(i + 1), Invoke: tt, Complete: tt + int64(rng.IntN(2e7)), Outcome: history.OK}
 			switch r := rng.IntN(100); {
 			case r < 2:
-				op.Outcome, op.Required, op.Version = check.Stale, tok+1, 0
+				op.Outcome, op.Required, op.Version = history.Stale, tok+1, 0
 			case r < 4:
-				op.Outcome, op.Error, op.Complete = check.Unknown, "context deadline exceeded", tt+int64(1e9)
+				op.Outcome, op.Error, op.Complete = history.Unknown, "context deadline exceeded", tt+int64(1e9)
 			case r < 50:
-				op.Kind, op.Value = check.OpRead, ""
+				op.Kind, op.Value = history.OpRead, ""
 			}
 			h = append(h, op)
 			tt = op.Complete
 			if len(vs) < 3 && rng.IntN(per) == 0 {
-				vs = append(vs, check.Violation{Check: "linearizability", Message: fmt.Sprintf("read of %s is not linearizable", name), Ops: []check.Op{op}})
+				vs = append(vs, checker.Violation{Check: "linearizability", Message: fmt.Sprintf("read of %s is not linearizable", name), Ops: []history.Op{op}})
 			}
 		}
 		tt += int64(rng.IntN(5e7))
-		h = append(h, check.Op{Process: p, Kind: check.OpRelease, Name: name, Session: tok, Token: tok, Result: "released", Invoke: tt, Complete: tt + int64(rng.IntN(1e7)), Outcome: check.OK})
+		h = append(h, history.Op{Process: p, Kind: history.OpRelease, Name: name, Session: tok, Token: tok, Result: "released", Invoke: tt, Complete: tt + int64(rng.IntN(1e7)), Outcome: history.OK})
 		now[c] = tt - base + gap/2 + rng.Int64N(gap)
 	}
 	return h.Sorted(), vs
@@ -555,7 +557,7 @@ func allText(t *testing.T, page string) []string {
 }
 
 func ExampleSummary_Line() {
-	s := check.Summary{Ops: 18234, Grants: 2210, StaleRejected: 37, FaultsInjected: 41}
+	s := report.Summary{Ops: 18234, Grants: 2210, StaleRejected: 37, FaultsInjected: 41}
 	fmt.Println(s.Line())
 	// Output: ops=18234 grants=2210 stale_rejected=37 faults=41 violations=0
 }

@@ -1,16 +1,18 @@
-package check
+package checker
 
 import (
 	"testing"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 func TestCheckLostAcks(t *testing.T) {
-	isFinal := func(key string) func(Op) bool {
-		return func(op Op) bool { return op.Process == FinalProcess && op.Key == key }
+	isFinal := func(key string) func(history.Op) bool {
+		return func(op history.Op) bool { return op.Process == history.FinalProcess && op.Key == key }
 	}
 	tests := []struct {
 		name      string
-		h         History
+		h         history.History
 		wantCheck string
 		wantText  string
 	}{
@@ -19,7 +21,7 @@ func TestCheckLostAcks(t *testing.T) {
 			// The leader acknowledged version 5 and lost it in a failover:
 			// the key reads back at version 4.
 			name: "acknowledged write lost",
-			h: ckReplace(ckHandover(), isFinal("lock-1"), func(op Op) Op {
+			h: ckReplace(ckHandover(), isFinal("lock-1"), func(op history.Op) history.Op {
 				op.Value, op.Version, op.Token = "p2-2", 4, 5
 				return op
 			}),
@@ -27,15 +29,15 @@ func TestCheckLostAcks(t *testing.T) {
 		},
 		{
 			name: "key lost",
-			h: ckReplace(ckHandover(), isFinal("lock-2"), func(op Op) Op {
-				op.Outcome, op.Value, op.Version, op.Token = NotFound, "", 0, 0
+			h: ckReplace(ckHandover(), isFinal("lock-2"), func(op history.Op) history.Op {
+				op.Outcome, op.Value, op.Version, op.Token = history.NotFound, "", 0, 0
 				return op
 			}),
 			wantCheck: LostAckCheck, wantText: `key "lock-2": the final read found no key, but it had 1 acknowledged write`,
 		},
 		{
 			name: "other value at the acknowledged version",
-			h: ckReplace(ckHandover(), isFinal("lock-1"), func(op Op) Op {
+			h: ckReplace(ckHandover(), isFinal("lock-1"), func(op history.Op) history.Op {
 				op.Value = "p3-9"
 				return op
 			}),
@@ -48,8 +50,8 @@ func TestCheckLostAcks(t *testing.T) {
 		},
 		{
 			name: "final read timed out",
-			h: ckReplace(ckHandover(), isFinal("lock-2"), func(op Op) Op {
-				op.Outcome, op.Error, op.Value, op.Version, op.Token = Unknown, "context deadline exceeded", "", 0, 0
+			h: ckReplace(ckHandover(), isFinal("lock-2"), func(op history.Op) history.Op {
+				op.Outcome, op.Error, op.Value, op.Version, op.Token = history.Unknown, "context deadline exceeded", "", 0, 0
 				return op
 			}),
 			wantCheck: LostAckCheck, wantText: "its final read did not answer (unknown: context deadline exceeded)",
@@ -57,24 +59,24 @@ func TestCheckLostAcks(t *testing.T) {
 		{
 			// A retried final read that answered counts.
 			name: "final read retried",
-			h: append(ckReplace(ckHandover(), isFinal("lock-2"), func(op Op) Op {
-				op.Outcome, op.Error, op.Value, op.Version, op.Token = Unknown, "connection refused", "", 0, 0
+			h: append(ckReplace(ckHandover(), isFinal("lock-2"), func(op history.Op) history.Op {
+				op.Outcome, op.Error, op.Value, op.Version, op.Token = history.Unknown, "connection refused", "", 0, 0
 				return op
-			}), ckRead(FinalProcess, "lock-2", "p3-0", 1, 4, 303, 304)),
+			}), ckRead(history.FinalProcess, "lock-2", "p3-0", 1, 4, 303, 304)),
 		},
 		{
 			// Unknown and rejected writes are not acknowledged.
 			name: "only unacknowledged writes",
-			h: History{
+			h: history.History{
 				ckUnknownWrite("p1", "k", 3, "p1-0", 0, 1000),
 				ckStaleWrite("p2", "k", 2, "p2-0", 3, 10, 20),
-				ckReadMissing(FinalProcess, "k", 2000, 2001),
+				ckReadMissing(history.FinalProcess, "k", 2000, 2001),
 			},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ckWant(t, CheckLostAcks(tt.h), tt.wantCheck, tt.wantText)
+			ckWant(t, LostAcks(tt.h), tt.wantCheck, tt.wantText)
 		})
 	}
 }

@@ -1,28 +1,30 @@
-package check
+package checker
 
 import (
 	"testing"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 func TestCheckMutualExclusion(t *testing.T) {
 	tests := []struct {
 		name      string
-		h         History
+		h         history.History
 		wantCheck string
 		wantText  string
 	}{
 		{name: "handover", h: ckHandover()},
-		{name: "no server events", h: History{ckAcquire("p1", "lock-1", 11, 3, 0, 10)}},
+		{name: "no server events", h: history.History{ckAcquire("p1", "lock-1", 11, 3, 0, 10)}},
 		{
 			// p1's session expired: the expiry frees its lock even though
 			// no release was logged for it.
 			name: "expiry frees every lock of the session",
 			h: ckReplicate(ckNodes,
-				ckEvent("", OpServerGrant, 5, "lock-1", 11, 3, 10),
-				ckEvent("", OpServerGrant, 6, "lock-2", 11, 4, 20),
-				ckEvent("", OpServerExpire, 7, "", 11, 0, 30),
-				ckEvent("", OpServerGrant, 8, "lock-1", 12, 5, 40),
-				ckEvent("", OpServerGrant, 9, "lock-2", 13, 6, 50),
+				ckEvent("", history.OpServerGrant, 5, "lock-1", 11, 3, 10),
+				ckEvent("", history.OpServerGrant, 6, "lock-2", 11, 4, 20),
+				ckEvent("", history.OpServerExpire, 7, "", 11, 0, 30),
+				ckEvent("", history.OpServerGrant, 8, "lock-1", 12, 5, 40),
+				ckEvent("", history.OpServerGrant, 9, "lock-2", 13, 6, 50),
 			).Sorted(),
 		},
 		{
@@ -30,8 +32,8 @@ func TestCheckMutualExclusion(t *testing.T) {
 			// the release, and grants it on.
 			name: "grant while held",
 			h: ckReplicate(ckNodes,
-				ckEvent("", OpServerGrant, 5, "lock-1", 11, 3, 10),
-				ckEvent("", OpServerGrant, 8, "lock-1", 12, 4, 40),
+				ckEvent("", history.OpServerGrant, 5, "lock-1", 11, 3, 10),
+				ckEvent("", history.OpServerGrant, 8, "lock-1", 12, 4, 40),
 			).Sorted(),
 			wantCheck: MutualExclusionCheck, wantText: `lock "lock-1" was granted to session 12 (token 4) at log index 8 while session 11 held it (token 3, granted at index 5)`,
 		},
@@ -40,9 +42,9 @@ func TestCheckMutualExclusion(t *testing.T) {
 			// nothing.
 			name: "release by another session",
 			h: ckReplicate(ckNodes,
-				ckEvent("", OpServerGrant, 5, "lock-1", 11, 3, 10),
-				ckEvent("", OpServerRelease, 7, "lock-1", 99, 3, 30),
-				ckEvent("", OpServerGrant, 8, "lock-1", 12, 4, 40),
+				ckEvent("", history.OpServerGrant, 5, "lock-1", 11, 3, 10),
+				ckEvent("", history.OpServerRelease, 7, "lock-1", 99, 3, 30),
+				ckEvent("", history.OpServerGrant, 8, "lock-1", 12, 4, 40),
 			).Sorted(),
 			wantCheck: MutualExclusionCheck, wantText: "while session 11 held it",
 		},
@@ -51,16 +53,16 @@ func TestCheckMutualExclusion(t *testing.T) {
 			// next waiter before the release is a double grant.
 			name: "grant before the release at one index",
 			h: ckReplicate(ckNodes,
-				ckEvent("", OpServerGrant, 5, "lock-1", 11, 3, 10),
-				ckEvent("", OpServerGrant, 8, "lock-1", 12, 4, 40),
-				ckEvent("", OpServerRelease, 8, "lock-1", 11, 3, 40),
+				ckEvent("", history.OpServerGrant, 5, "lock-1", 11, 3, 10),
+				ckEvent("", history.OpServerGrant, 8, "lock-1", 12, 4, 40),
+				ckEvent("", history.OpServerRelease, 8, "lock-1", 11, 3, 40),
 			).Sorted(),
 			wantCheck: MutualExclusionCheck, wantText: "while session 11 held it",
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			ckWant(t, CheckMutualExclusion(tt.h), tt.wantCheck, tt.wantText)
+			ckWant(t, MutualExclusion(tt.h), tt.wantCheck, tt.wantText)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package check
+package checker
 
 import (
 	"container/heap"
@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // ckSim simulates the workload of `fenced check` against a correct
@@ -19,7 +21,7 @@ import (
 // and re-applies part of its log.
 type ckSim struct {
 	rng *rand.Rand
-	h   History
+	h   history.History
 
 	// unknownOneIn is how rare timed-out requests are: one in this many
 	// (50 unless set).
@@ -33,7 +35,7 @@ type ckSim struct {
 	token, grants, seq, sessions uint64
 	holders                      map[string]ckSimGrant
 	kv                           map[string]kvModelState
-	events                       History // committed events, node "" (replicated at the end)
+	events                       history.History // committed events, node "" (replicated at the end)
 }
 
 type ckSimGrant struct{ session, token uint64 }
@@ -44,11 +46,12 @@ type ckSimProc struct {
 	id      string
 	grant   ckSimGrant
 	name    string
-	todo    int  // writes left under the grant
-	zombie  bool // paused past its session: still writes with its token
-	n       int  // operations done, for unique values
-	pending Op   // invoked, not yet applied
-	at      int64
+	todo    int      // writes left under the grant
+	zombie  bool     // paused past its session: still writes with its token
+	n       int      // operations done, for unique values
+	pending history. // invoked, not yet applied
+		Op
+	at int64
 }
 
 type ckSimQueue []*ckSimProc
@@ -67,7 +70,7 @@ func (q *ckSimQueue) Pop() any {
 // ckSimulate returns a history of at least n entries from procs processes
 // on locks locks, and the options to check it with. bug, if not nil,
 // breaks the simulated cluster.
-func ckSimulate(seed uint64, n, procs, locks int, bug func(*ckSim)) (History, CheckOptions) {
+func ckSimulate(seed uint64, n, procs, locks int, bug func(*ckSim)) (history.History, Options) {
 	s := &ckSim{
 		rng:     rand.New(rand.NewPCG(seed, 0xc4ec)),
 		holders: map[string]ckSimGrant{},
@@ -99,17 +102,17 @@ func ckSimulate(seed uint64, n, procs, locks int, bug func(*ckSim)) (History, Ch
 		p := heap.Pop(q).(*ckSimProc)
 		if healedAt == 0 && len(s.h)+3*len(s.events) >= n*3/5 {
 			healedAt = p.at
-			s.h = append(s.h, Op{Process: "nemesis", Kind: OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
+			s.h = append(s.h, history.Op{Process: "nemesis", Kind: history.OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
 		}
 		op := s.apply(p, names)
 		// Completion: a while after taking effect; timed-out requests
 		// report Unknown after the request timeout.
 		op.Complete = p.at + int64(s.rng.IntN(3000))*int64(time.Microsecond)
-		if op.Outcome == Unknown {
+		if op.Outcome == history.Unknown {
 			op.Complete = op.Invoke + 200*ms
 			op.Error = "context deadline exceeded"
 		}
-		if healedAt != 0 && op.Kind == OpAcquire && op.Outcome == OK && op.Complete >= healedAt {
+		if healedAt != 0 && op.Kind == history.OpAcquire && op.Outcome == history.OK && op.Complete >= healedAt {
 			grantedSince[p.id] = true
 		}
 		s.h = append(s.h, op)
@@ -119,11 +122,11 @@ func ckSimulate(seed uint64, n, procs, locks int, bug func(*ckSim)) (History, Ch
 	}
 	t := end + ms
 	for _, key := range names {
-		r := Op{Process: FinalProcess, Kind: OpRead, Key: key, Invoke: t, Complete: t + ms/2}
+		r := history.Op{Process: history.FinalProcess, Kind: history.OpRead, Key: key, Invoke: t, Complete: t + ms/2}
 		if st, ok := s.kv[key]; ok && st.exists {
-			r.Outcome, r.Value, r.Version, r.Token = OK, st.value, st.version, st.token
+			r.Outcome, r.Value, r.Version, r.Token = history.OK, st.value, st.version, st.token
 		} else {
-			r.Outcome = NotFound
+			r.Outcome = history.NotFound
 		}
 		s.h = append(s.h, r)
 		t += ms
@@ -154,42 +157,42 @@ func ckSimulate(seed uint64, n, procs, locks int, bug func(*ckSim)) (History, Ch
 			s.h = append(s.h, e)
 		}
 	}
-	return s.h.Sorted(), CheckOptions{HealedAt: healedAt, LiveProcesses: live}
+	return s.h.Sorted(), Options{HealedAt: healedAt, LiveProcesses: live}
 }
 
 // next decides p's next operation and when it takes effect.
 func (s *ckSim) next(p *ckSimProc, invoke int64) {
 	p.n++
-	op := Op{Process: p.id, Invoke: invoke}
+	op := history.Op{Process: p.id, Invoke: invoke}
 	switch {
 	case p.grant.token == 0:
-		op.Kind = OpAcquire
+		op.Kind = history.OpAcquire
 	case p.todo > 0 && s.rng.IntN(3) == 0:
-		op.Kind, op.Key = OpRead, p.name
+		op.Kind, op.Key = history.OpRead, p.name
 	case p.todo > 0:
-		op.Kind, op.Key, op.Token, op.Value = OpWrite, p.name, p.grant.token, fmt.Sprintf("%s-%d", p.id, p.n)
+		op.Kind, op.Key, op.Token, op.Value = history.OpWrite, p.name, p.grant.token, fmt.Sprintf("%s-%d", p.id, p.n)
 		p.todo--
 	default:
-		op.Kind, op.Name, op.Session, op.Token = OpRelease, p.name, p.grant.session, p.grant.token
+		op.Kind, op.Name, op.Session, op.Token = history.OpRelease, p.name, p.grant.session, p.grant.token
 	}
 	p.pending = op
 	p.at = invoke + int64(100+s.rng.IntN(1500))*int64(time.Microsecond)
 }
 
 // apply lets p's pending operation take effect at p.at.
-func (s *ckSim) apply(p *ckSimProc, names []string) Op {
+func (s *ckSim) apply(p *ckSimProc, names []string) history.Op {
 	op := p.pending
 	unknown := s.rng.IntN(s.unknownOneIn) == 0 // timed out: applied or not
 	switch op.Kind {
-	case OpAcquire:
+	case history.OpAcquire:
 		name := names[s.rng.IntN(len(names))]
 		op.Name = name
 		if unknown {
-			op.Outcome = Unknown // and not applied
+			op.Outcome = history.Unknown // and not applied
 			return op
 		}
 		if _, held := s.holders[name]; held {
-			op.Outcome, op.Error = Fail, "not granted"
+			op.Outcome, op.Error = history.Fail, "not granted"
 			return op
 		}
 		s.sessions++
@@ -200,57 +203,57 @@ func (s *ckSim) apply(p *ckSimProc, names []string) Op {
 		}
 		g := ckSimGrant{session: s.sessions, token: s.token}
 		s.holders[name] = g
-		s.event(OpServerGrant, name, g, p.at)
-		op.Outcome, op.Session, op.Token = OK, g.session, g.token
+		s.event(history.OpServerGrant, name, g, p.at)
+		op.Outcome, op.Session, op.Token = history.OK, g.session, g.token
 		p.grant, p.name, p.todo, p.zombie = g, name, 1+s.rng.IntN(4), false
-	case OpRead:
-		op.Outcome = OK
+	case history.OpRead:
+		op.Outcome = history.OK
 		if unknown {
-			op.Outcome = Unknown
+			op.Outcome = history.Unknown
 			return op
 		}
 		st, ok := s.kv[op.Key]
 		if !ok || !st.exists {
-			op.Outcome, op.Token = NotFound, st.token
+			op.Outcome, op.Token = history.NotFound, st.token
 			return op
 		}
 		op.Value, op.Version, op.Token = st.value, st.version, st.token
-	case OpWrite:
+	case history.OpWrite:
 		st := s.kv[op.Key]
 		if op.Token < st.token && !s.unfenced {
-			op.Outcome, op.Required = Stale, st.token
+			op.Outcome, op.Required = history.Stale, st.token
 			if unknown {
-				op.Outcome, op.Required = Unknown, 0
+				op.Outcome, op.Required = history.Unknown, 0
 			}
 			return op
 		}
 		if unknown && s.rng.IntN(2) == 0 {
-			op.Outcome = Unknown // not applied
+			op.Outcome = history.Unknown // not applied
 			return op
 		}
 		st = kvModelState{exists: true, value: op.Value, version: st.version + 1, token: max(st.token, op.Token)}
 		s.kv[op.Key] = st
-		op.Outcome, op.Version = OK, st.version
+		op.Outcome, op.Version = history.OK, st.version
 		if unknown {
-			op.Outcome, op.Version = Unknown, 0 // applied
+			op.Outcome, op.Version = history.Unknown, 0 // applied
 		}
-	case OpRelease:
-		op.Outcome, op.Result = OK, "already_released"
+	case history.OpRelease:
+		op.Outcome, op.Result = history.OK, "already_released"
 		if h, ok := s.holders[op.Name]; ok && h.session == op.Session {
 			if !p.zombie && s.rng.IntN(8) == 0 {
 				// Paused past its session's TTL: the session expires, and
 				// the process, not knowing, writes once more later.
 				delete(s.holders, op.Name)
-				s.event(OpServerRelease, op.Name, h, p.at)
-				s.event(OpServerExpire, "", h, p.at)
+				s.event(history.OpServerRelease, op.Name, h, p.at)
+				s.event(history.OpServerExpire, "", h, p.at)
 				s.events[len(s.events)-2].Result = "expired"
 				s.events[len(s.events)-2].Seq = s.seq // same index as the expiry
-				op.Kind, op.Outcome, op.Result = OpExpire, OK, ""
+				op.Kind, op.Outcome, op.Result = history.OpExpire, history.OK, ""
 				p.zombie, p.todo = true, 1
 				return op
 			}
 			delete(s.holders, op.Name)
-			s.event(OpServerRelease, op.Name, h, p.at)
+			s.event(history.OpServerRelease, op.Name, h, p.at)
 			op.Result = "released"
 		}
 		p.grant, p.zombie = ckSimGrant{}, false
@@ -259,13 +262,13 @@ func (s *ckSim) apply(p *ckSimProc, names []string) Op {
 }
 
 // event commits a server event at a new index.
-func (s *ckSim) event(kind Kind, name string, g ckSimGrant, at int64) {
+func (s *ckSim) event(kind history.Kind, name string, g ckSimGrant, at int64) {
 	s.seq++
-	e := Op{Kind: kind, Name: name, Session: g.session, Token: g.token, Seq: s.seq, Invoke: at, Complete: at}
+	e := history.Op{Kind: kind, Name: name, Session: g.session, Token: g.token, Seq: s.seq, Invoke: at, Complete: at}
 	switch kind {
-	case OpServerRelease:
+	case history.OpServerRelease:
 		e.Result = "released"
-	case OpServerExpire:
+	case history.OpServerExpire:
 		e.Name, e.Token = "", 0
 	}
 	s.events = append(s.events, e)
@@ -275,7 +278,7 @@ func TestCheckAll_simulated(t *testing.T) {
 	for seed := uint64(1); seed <= 5; seed++ {
 		t.Run(fmt.Sprint(seed), func(t *testing.T) {
 			h, o := ckSimulate(seed, 3000, 5, 3, nil)
-			ckWant(t, CheckAll(h, o), "", "")
+			ckWant(t, All(h, o), "", "")
 		})
 	}
 }
@@ -297,7 +300,7 @@ func TestCheckAll_simulatedBugs(t *testing.T) {
 			if tt.name == "token reset" && !ckHasToken(h, 1, 2) {
 				t.Fatal("the simulated counter was not reset")
 			}
-			got := CheckAll(h, o)
+			got := All(h, o)
 			seen := map[string]int{}
 			for _, v := range got {
 				seen[v.Check]++
@@ -337,12 +340,12 @@ func TestCheckAll_large(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, o := ckSimulate(42, 20000, 10, 5, func(s *ckSim) { s.unknownOneIn = tt.unknownOneIn })
 			start := time.Now()
-			got := CheckAll(h, o)
+			got := All(h, o)
 			d := time.Since(start)
-			t.Logf("CheckAll over %d operations: %v", len(h), d)
+			t.Logf("All over %d operations: %v", len(h), d)
 			ckWant(t, got, "", "")
 			if d > 2*time.Minute {
-				t.Errorf("CheckAll took %v", d)
+				t.Errorf("All took %v", d)
 			}
 		})
 	}
@@ -352,7 +355,7 @@ func BenchmarkCheckAll(b *testing.B) {
 	h, o := ckSimulate(42, 20000, 10, 5, func(s *ckSim) { s.unknownOneIn = 8 })
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if got := CheckAll(h, o); len(got) != 0 {
+		if got := All(h, o); len(got) != 0 {
 			b.Fatalf("%d violations: %s", len(got), got[0].Message)
 		}
 	}
@@ -360,10 +363,10 @@ func BenchmarkCheckAll(b *testing.B) {
 
 // ckHasToken reports whether some acquire in h was granted a token of
 // tokens more than once.
-func ckHasToken(h History, tokens ...uint64) bool {
+func ckHasToken(h history.History, tokens ...uint64) bool {
 	n := map[uint64]int{}
 	for _, op := range h {
-		if op.Kind == OpAcquire && op.Outcome == OK {
+		if op.Kind == history.OpAcquire && op.Outcome == history.OK {
 			n[op.Token]++
 		}
 	}

@@ -1,10 +1,12 @@
-package check
+package checker
 
 import (
 	"fmt"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// CheckTokenOrder checks that tokens are issued in acquisition order and
+// TokenOrder checks that tokens are issued in acquisition order and
 // never reused (DESIGN §1 condition 1, §2), from both sides.
 //
 // The clients' view, over the acquires that were granted (Kind acquire,
@@ -30,7 +32,7 @@ import (
 //     after the first of them was logged.
 //
 // Violations have Check "token-order".
-func CheckTokenOrder(h History) []Violation {
+func TokenOrder(h history.History) []Violation {
 	v := newViolationSet(TokenOrderCheck)
 	checkClientTokens(h, v)
 	checkServerTokens(h, v)
@@ -44,11 +46,11 @@ type grantKey struct {
 	token   uint64
 }
 
-func checkClientTokens(h History, v *violationSet) {
+func checkClientTokens(h history.History, v *violationSet) {
 	byName := map[string][]int{}
 	byToken := map[uint64]int{}
 	for i, op := range h {
-		if op.Kind != OpAcquire || op.Outcome != OK {
+		if op.Kind != history.OpAcquire || op.Outcome != history.OK {
 			continue
 		}
 		if op.Token == 0 {
@@ -72,7 +74,7 @@ func checkClientTokens(h History, v *violationSet) {
 	}
 }
 
-func checkServerTokens(h History, v *violationSet) {
+func checkServerTokens(h history.History, v *violationSet) {
 	log := mergeServerEvents(h)
 	if len(log.batches) == 0 {
 		return
@@ -82,11 +84,11 @@ func checkServerTokens(h History, v *violationSet) {
 			d.a.seq, d.a.node, describeBatch(d.a), d.b.node, describeBatch(d.b)), divergenceOps(d)...)
 	}
 	committed := map[grantKey]bool{}
-	var last Op
+	var last history.Op
 	haveLast := false
 	for _, b := range log.batches {
 		for _, op := range b.events {
-			if op.Kind != OpServerGrant {
+			if op.Kind != history.OpServerGrant {
 				continue
 			}
 			committed[grantKey{op.Name, op.Session, op.Token}] = true
@@ -100,7 +102,7 @@ func checkServerTokens(h History, v *violationSet) {
 		}
 	}
 	for _, op := range h {
-		if op.Kind != OpAcquire || op.Outcome != OK || op.Token == 0 || op.Complete < log.first {
+		if op.Kind != history.OpAcquire || op.Outcome != history.OK || op.Token == 0 || op.Complete < log.first {
 			continue
 		}
 		if !committed[grantKey{op.Name, op.Session, op.Token}] {

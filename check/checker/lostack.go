@@ -1,15 +1,12 @@
-package check
+package checker
 
 import (
 	"fmt"
+
+	"github.com/fenced-dev/fenced/check/history"
 )
 
-// FinalProcess is the process of the reads the harness makes of every key
-// after healing every fault, which CheckLostAcks compares with the writes
-// that were acknowledged.
-const FinalProcess = "final"
-
-// CheckLostAcks checks that no acknowledged write was lost: for every key
+// LostAcks checks that no acknowledged write was lost: for every key
 // with accepted writes (Kind write, Outcome OK), the final read of the key
 // (process "final", the last one if there are several) must show a
 // watermark at least the highest token of those writes, a version at least
@@ -20,17 +17,17 @@ const FinalProcess = "final"
 // verify it.
 //
 // Violations have Check "lost-ack".
-func CheckLostAcks(h History) []Violation {
+func LostAcks(h history.History) []Violation {
 	v := newViolationSet(LostAckCheck)
 	type acked struct {
 		n                    int
-		maxToken, maxVersion Op
+		maxToken, maxVersion history.Op
 	}
 	keys := map[string]*acked{}
-	finals := map[string]Op{}
+	finals := map[string]history.Op{}
 	for _, op := range h {
 		switch {
-		case op.Kind == OpWrite && op.Outcome == OK:
+		case op.Kind == history.OpWrite && op.Outcome == history.OK:
 			a := keys[op.Key]
 			if a == nil {
 				a = &acked{maxToken: op, maxVersion: op}
@@ -43,7 +40,7 @@ func CheckLostAcks(h History) []Violation {
 			if op.Version > a.maxVersion.Version {
 				a.maxVersion = op
 			}
-		case op.Kind == OpRead && op.Process == FinalProcess:
+		case op.Kind == history.OpRead && op.Process == history.FinalProcess:
 			if f, ok := finals[op.Key]; !ok || finalReadBetter(op, f) {
 				finals[op.Key] = op
 			}
@@ -56,10 +53,10 @@ func CheckLostAcks(h History) []Violation {
 		case !ok:
 			v.add("no final read", fmt.Sprintf("key %q has %s (up to version %d) but the harness never read it at the end, so none could be verified",
 				key, nounCount(a.n, "acknowledged write"), a.maxVersion.Version), a.maxVersion)
-		case f.Outcome != OK && f.Outcome != NotFound:
+		case f.Outcome != history.OK && f.Outcome != history.NotFound:
 			v.add("no final read", fmt.Sprintf("key %q has %s (up to version %d) but its final read did not answer (%s: %s), so none could be verified",
 				key, nounCount(a.n, "acknowledged write"), a.maxVersion.Version, f.Outcome, f.Error), a.maxVersion, f)
-		case f.Outcome == NotFound:
+		case f.Outcome == history.NotFound:
 			v.add("lost write", fmt.Sprintf("key %q: the final read found no key, but it had %s, the last as version %d with token %d",
 				key, nounCount(a.n, "acknowledged write"), a.maxVersion.Version, a.maxVersion.Token), a.maxVersion, f)
 		default:
@@ -81,8 +78,8 @@ func CheckLostAcks(h History) []Violation {
 
 // finalReadBetter reports whether final read a should be used rather than
 // b: one that answered beats one that did not, then the later one.
-func finalReadBetter(a, b Op) bool {
-	answered := func(op Op) bool { return op.Outcome == OK || op.Outcome == NotFound }
+func finalReadBetter(a, b history.Op) bool {
+	answered := func(op history.Op) bool { return op.Outcome == history.OK || op.Outcome == history.NotFound }
 	if answered(a) != answered(b) {
 		return answered(a)
 	}

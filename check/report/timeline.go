@@ -1,4 +1,4 @@
-package check
+package report
 
 import (
 	"fmt"
@@ -9,6 +9,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
 )
 
 // The timeline of report.html is one inline SVG: time runs left to right,
@@ -59,13 +62,13 @@ type tlFaultStyle struct {
 }
 
 var tlFaultStyles = map[string]tlFaultStyle{
-	FaultPauseClient: {"#f2c230", "#7a5c00", "paused (SIGSTOP)", false},
-	FaultPauseServer: {"#f08a24", "#8a4300", "paused (SIGSTOP)", false},
-	FaultKill:        {"#6b6b6b", "#333333", "killed", false},
-	FaultPartition:   {"#3d9be0", "#0d4f80", "partitioned", false},
-	FaultSkew:        {"#b07cd8", "#5b2d80", "clock skewed", false},
-	FaultTransfer:    {"#1f9e8f", "#0b5c53", "leadership transfer", true},
-	FaultMembership:  {"#7d8a96", "#3c4650", "membership change", true},
+	history.FaultPauseClient: {"#f2c230", "#7a5c00", "paused (SIGSTOP)", false},
+	history.FaultPauseServer: {"#f08a24", "#8a4300", "paused (SIGSTOP)", false},
+	history.FaultKill:        {"#6b6b6b", "#333333", "killed", false},
+	history.FaultPartition:   {"#3d9be0", "#0d4f80", "partitioned", false},
+	history.FaultSkew:        {"#b07cd8", "#5b2d80", "clock skewed", false},
+	history.FaultTransfer:    {"#1f9e8f", "#0b5c53", "leadership transfer", true},
+	history.FaultMembership:  {"#7d8a96", "#3c4650", "membership change", true},
 }
 
 func tlStyleOf(fault string) tlFaultStyle {
@@ -93,7 +96,7 @@ type tlLane struct {
 type tlGrant struct {
 	proc, name     string
 	token, session uint64
-	acquire        Op
+	acquire        history.Op
 	start, end     int64
 	lostFrom       int64 // when the holder stopped renewing (expire), or 0
 	how            string
@@ -116,7 +119,7 @@ type tlFault struct {
 }
 
 type repTimeline struct {
-	ops           History // sorted
+	ops           history.History // sorted
 	t0, t1        int64
 	pxPerSec      float64
 	width, height float64
@@ -128,8 +131,8 @@ type repTimeline struct {
 	grants        []tlGrant
 	faults        []tlFault
 	faultKinds    []string
-	marked        map[Op][]int // op -> numbers (1-based) of its violations
-	violations    []Violation
+	marked        map[history.Op][]int // op -> numbers (1-based) of its violations
+	violations    []checker.Violation
 	violationX    []float64 // x of each violation's earliest op, or -1
 	b             strings.Builder
 }
@@ -141,15 +144,15 @@ var (
 )
 
 // newTimeline lays out h: lanes, scale, grants and faults.
-func newRepTimeline(h History, violations []Violation) *repTimeline {
+func newRepTimeline(h history.History, violations []checker.Violation) *repTimeline {
 	t := &repTimeline{
 		ops:        h.Sorted(),
 		byName:     map[string]*tlLane{},
 		lockColor:  map[string]string{},
-		marked:     map[Op][]int{},
+		marked:     map[history.Op][]int{},
 		violations: violations,
 	}
-	all := append(History(nil), t.ops...)
+	all := append(history.History(nil), t.ops...)
 	for i, v := range violations {
 		for _, op := range v.Ops {
 			t.marked[op] = append(t.marked[op], i+1)
@@ -201,7 +204,7 @@ func (t *repTimeline) x(ns int64) float64 {
 }
 
 // span returns an op's x extent; an op that never completed runs to the end.
-func (t *repTimeline) span(op Op) (x1, x2 float64) {
+func (t *repTimeline) span(op history.Op) (x1, x2 float64) {
 	end := op.Complete
 	if end < op.Invoke {
 		end = t.t1
@@ -213,11 +216,11 @@ func (t *repTimeline) rel(ns int64) string { return repRel(ns - t.t0) }
 
 // layoutLanes creates the lanes: clients (p1, p2, ... then any other
 // process), nodes, the nemesis.
-func (t *repTimeline) layoutLanes(all History) {
+func (t *repTimeline) layoutLanes(all history.History) {
 	seen := map[string]bool{}
 	var clients, others, nodes []string
 	add := func(name string) {
-		if name == "" || seen[name] || name == repNemesis {
+		if name == "" || seen[name] || name == history.NemesisProcess {
 			return
 		}
 		seen[name] = true
@@ -232,7 +235,7 @@ func (t *repTimeline) layoutLanes(all History) {
 	}
 	hasNemesis := false
 	for _, op := range all {
-		if op.Kind == OpFault || op.Process == repNemesis {
+		if op.Kind == history.OpFault || op.Process == history.NemesisProcess {
 			hasNemesis = true
 			for _, tok := range tlLaneTok.FindAllString(op.Target, -1) {
 				if tlNodeRE.MatchString(tok) || tlClientRE.MatchString(tok) {
@@ -242,7 +245,7 @@ func (t *repTimeline) layoutLanes(all History) {
 			continue
 		}
 		add(op.Process)
-		if op.Kind == OpAcquire && op.Name != "" {
+		if op.Kind == history.OpAcquire && op.Name != "" {
 			if _, ok := t.lockColor[op.Name]; !ok {
 				t.lockColor[op.Name] = ""
 				t.lockNames = append(t.lockNames, op.Name)
@@ -263,7 +266,7 @@ func (t *repTimeline) layoutLanes(all History) {
 		t.addLane(n, tlNode)
 	}
 	if hasNemesis || len(t.lanes) == 0 {
-		t.nemesis = t.addLane(repNemesis, tlNemesis)
+		t.nemesis = t.addLane(history.NemesisProcess, tlNemesis)
 	}
 }
 
@@ -326,8 +329,8 @@ func (t *repTimeline) findGrants() {
 		}
 		k := [2]string{op.Process, op.Name}
 		switch op.Kind {
-		case OpAcquire:
-			if op.Outcome != OK {
+		case history.OpAcquire:
+			if op.Outcome != history.OK {
 				continue
 			}
 			if i, ok := open[k]; ok {
@@ -337,7 +340,7 @@ func (t *repTimeline) findGrants() {
 			t.grants = append(t.grants, tlGrant{proc: op.Process, name: op.Name, token: op.Token,
 				session: op.Session, acquire: op, start: start})
 			open[k] = len(t.grants) - 1
-		case OpRelease:
+		case history.OpRelease:
 			i, ok := open[k]
 			if !ok {
 				continue
@@ -348,7 +351,7 @@ func (t *repTimeline) findGrants() {
 			}
 			closeAt(i, max(op.Complete, op.Invoke), how)
 			delete(open, k)
-		case OpExpire:
+		case history.OpExpire:
 			i, ok := open[k]
 			if !ok {
 				continue
@@ -378,13 +381,13 @@ func (t *repTimeline) findGone() {
 	expires := map[uint64][]ev{} // session -> server expiries, by time
 	for _, op := range t.ops {
 		switch {
-		case op.Kind == OpServerGrant:
+		case op.Kind == history.OpServerGrant:
 			others[op.Name] = append(others[op.Name], ev{op.Invoke, op.Session, op.Process,
 				fmt.Sprintf("%s granted %s to session %d (token %d)", op.Process, op.Name, op.Session, op.Token)})
-		case op.Kind == OpServerExpire && op.Session != 0:
+		case op.Kind == history.OpServerExpire && op.Session != 0:
 			expires[op.Session] = append(expires[op.Session], ev{op.Invoke, op.Session, op.Process,
 				fmt.Sprintf("%s expired session %d", op.Process, op.Session)})
-		case op.Kind == OpAcquire && op.Outcome == OK && repIsClientOp(op):
+		case op.Kind == history.OpAcquire && op.Outcome == history.OK && repIsClientOp(op):
 			at := max(op.Complete, op.Invoke)
 			others[op.Name] = append(others[op.Name], ev{at, op.Session, op.Process,
 				fmt.Sprintf("%s was granted %s with token %d", op.Process, op.Name, op.Token)})
@@ -423,11 +426,11 @@ func (t *repTimeline) findGone() {
 
 func tlJoinResult(result, outcome string) string {
 	switch {
-	case result != "" && outcome != "" && outcome != OK:
+	case result != "" && outcome != "" && outcome != history.OK:
 		return result + ", " + outcome
 	case result != "":
 		return result
-	case outcome != OK:
+	case outcome != history.OK:
 		return outcome
 	}
 	return ""
@@ -441,7 +444,7 @@ func (t *repTimeline) findFaults() {
 	open := map[key][]int{}
 	kinds := map[string]bool{}
 	for _, op := range t.ops {
-		if op.Kind != OpFault {
+		if op.Kind != history.OpFault {
 			continue
 		}
 		k := key{op.Fault, op.Target}
@@ -599,7 +602,7 @@ func (t *repTimeline) faultShading() {
 			fmt.Fprintf(b, `<g><title>%s</title><rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s" fill-opacity="0.28" stroke="%s" stroke-dasharray="5 3"/>`,
 				title, x1, l.y+1, math.Max(x2-x1, 2), l.h-2, st.color, st.color)
 			label := st.label
-			if f.fault == FaultPartition && f.target != "" {
+			if f.fault == history.FaultPartition && f.target != "" {
 				label += ": " + f.target
 			}
 			if !f.healed {
@@ -608,7 +611,7 @@ func (t *repTimeline) faultShading() {
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600" class="halo">%s</text></g>`,
 				x1+4, l.y+l.h-5, st.text, repEsc(label))
 		}
-		if f.fault == FaultPartition && len(f.lanes) > 1 {
+		if f.fault == history.FaultPartition && len(f.lanes) > 1 {
 			// A bracket joining the partitioned nodes at the start.
 			top, bot := f.lanes[0].y, f.lanes[0].y+f.lanes[0].h
 			for _, l := range f.lanes {
@@ -716,13 +719,15 @@ func (t *repTimeline) grantBars() {
 // neighbours.
 type tlMark struct {
 	x  float64
-	op Op
+	op history.
+
+		// clientOps draws every client op but stale writes: accepted writes as
+		// green ticks, reads as dots, failures grey, unknown outcomes hatched.
+		// Accepted writes and reads closer than tlBucket pixels on one lane are
+		// merged into one mark whose tooltip counts them.
+		Op
 }
 
-// clientOps draws every client op but stale writes: accepted writes as
-// green ticks, reads as dots, failures grey, unknown outcomes hatched.
-// Accepted writes and reads closer than tlBucket pixels on one lane are
-// merged into one mark whose tooltip counts them.
 func (t *repTimeline) clientOps() {
 	b := &t.b
 	writes := map[*tlLane][]tlMark{}
@@ -739,31 +744,31 @@ func (t *repTimeline) clientOps() {
 		x1, x2 := t.span(op)
 		_, marked := t.marked[op]
 		switch {
-		case op.Outcome == Unknown || op.Complete < op.Invoke:
+		case op.Outcome == history.Unknown || op.Complete < op.Invoke:
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="19" fill="url(#hatch)" stroke="#8a8a8a" stroke-width="0.8"><title>%s</title></rect>`,
 				x1, l.y+29, math.Max(x2-x1, 4), t.opTitle(op))
-		case op.Kind == OpWrite && op.Outcome == Stale:
+		case op.Kind == history.OpWrite && op.Outcome == history.Stale:
 			// Drawn on top, by staleWrites.
-		case op.Kind == OpWrite && op.Outcome == OK:
+		case op.Kind == history.OpWrite && op.Outcome == history.OK:
 			if marked {
 				t.tick(l, x2, tlColOK, 2, t.opTitle(op))
 			} else {
 				writes[l] = append(writes[l], tlMark{x2, op})
 			}
-		case op.Kind == OpRead && (op.Outcome == OK || op.Outcome == NotFound):
+		case op.Kind == history.OpRead && (op.Outcome == history.OK || op.Outcome == history.NotFound):
 			if marked {
-				t.dot(l, x2, op.Outcome == OK, t.opTitle(op))
+				t.dot(l, x2, op.Outcome == history.OK, t.opTitle(op))
 			} else {
 				reads[l] = append(reads[l], tlMark{x2, op})
 			}
-		case op.Outcome == Fail || (op.Outcome != OK && op.Kind != OpRelease):
+		case op.Outcome == history.Fail || (op.Outcome != history.OK && op.Kind != history.OpRelease):
 			fmt.Fprintf(b, `<g><title>%s</title><line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.2"/>`,
 				t.opTitle(op), x1, math.Max(x2, x1+2), l.y+35, l.y+35, tlColFail)
 			fmt.Fprintf(b, `<path d="M%.1f %.1fl6 6m0 -6l-6 6" stroke="%s" stroke-width="1.5"/></g>`, x2-3, l.y+32, tlColFail)
-		case op.Kind == OpRelease || op.Kind == OpExpire:
+		case op.Kind == history.OpRelease || op.Kind == history.OpExpire:
 			// Where its grant's bar ends; a small cap for the tooltip.
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="3" height="20" fill="#555"><title>%s</title></rect>`, x2-1.5, l.y+6, t.opTitle(op))
-		case op.Kind == OpAcquire:
+		case op.Kind == history.OpAcquire:
 			// The grant bar shows it.
 		default:
 			fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="2" fill="#888"><title>%s</title></circle>`, x2, l.y+45, t.opTitle(op))
@@ -779,7 +784,7 @@ func (t *repTimeline) clientOps() {
 		})
 		t.merged(reads[l], func(ms []tlMark) {
 			if len(ms) == 1 {
-				t.dot(l, ms[0].x, ms[0].op.Outcome == OK, t.opTitle(ms[0].op))
+				t.dot(l, ms[0].x, ms[0].op.Outcome == history.OK, t.opTitle(ms[0].op))
 				return
 			}
 			t.dot(l, ms[0].x, true, t.groupTitle(ms, "reads"))
@@ -829,13 +834,13 @@ func (t *repTimeline) serverEvents() {
 	b := &t.b
 	type evKey struct {
 		l    *tlLane
-		kind Kind
+		kind history.Kind
 	}
 	evs := map[evKey][]tlMark{}
 	b.WriteString(`<g class="server">`)
 	for _, op := range t.ops {
 		switch op.Kind {
-		case OpServerGrant, OpServerRelease, OpServerExpire:
+		case history.OpServerGrant, history.OpServerRelease, history.OpServerExpire:
 		default:
 			continue
 		}
@@ -847,7 +852,7 @@ func (t *repTimeline) serverEvents() {
 		evs[k] = append(evs[k], tlMark{t.x(op.Invoke), op})
 	}
 	for _, l := range t.lanes {
-		for _, kind := range []Kind{OpServerGrant, OpServerRelease, OpServerExpire} {
+		for _, kind := range []history.Kind{history.OpServerGrant, history.OpServerRelease, history.OpServerExpire} {
 			groups := tlGroups(evs[evKey{l, kind}])
 			for gi, ms := range groups {
 				op := ms[0].op
@@ -858,7 +863,7 @@ func (t *repTimeline) serverEvents() {
 				x := ms[0].x
 				w := math.Max(2, ms[len(ms)-1].x-x+2)
 				switch kind {
-				case OpServerGrant:
+				case history.OpServerGrant:
 					col := t.lockColor[op.Name]
 					if col == "" || len(ms) > 1 && !tlSameName(ms) {
 						col = "#555555"
@@ -872,9 +877,9 @@ func (t *repTimeline) serverEvents() {
 					if len(ms) == 1 && op.Token != 0 && room >= float64(len(label))*tlCharW+10 {
 						fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600">%s</text>`, x+4, l.y+21, col, label)
 					}
-				case OpServerRelease:
+				case history.OpServerRelease:
 					fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="9" fill="#8a8a8a"><title>%s</title></rect>`, x-1, l.y+29, w, title)
-				case OpServerExpire:
+				case history.OpServerExpire:
 					fmt.Fprintf(b, `<path d="M%.1f %.1fl7 7m0 -7l-7 7" stroke="%s" stroke-width="2"><title>%s</title></path>`, x-3.5, l.y+37, tlColExpire, title)
 				}
 			}
@@ -935,7 +940,7 @@ func (t *repTimeline) staleWrites() {
 	b := &t.b
 	byLane := map[*tlLane][]tlMark{}
 	for _, op := range t.ops {
-		if op.Kind != OpWrite || op.Outcome != Stale {
+		if op.Kind != history.OpWrite || op.Outcome != history.Stale {
 			continue
 		}
 		if l := t.byName[op.Process]; l != nil {
@@ -991,7 +996,7 @@ func (t *repTimeline) violationMarks() {
 		n := i + 1
 		for _, op := range v.Ops {
 			l := t.byName[op.Process]
-			if op.Kind == OpFault || l == nil {
+			if op.Kind == history.OpFault || l == nil {
 				l = t.nemesis
 			}
 			if l == nil {
@@ -1017,28 +1022,28 @@ func (t *repTimeline) violationMarks() {
 }
 
 // opTitle is the tooltip of one op.
-func (t *repTimeline) opTitle(op Op) string {
+func (t *repTimeline) opTitle(op history.Op) string {
 	var s strings.Builder
 	what := string(op.Kind)
 	switch op.Kind {
-	case OpAcquire, OpRelease, OpExpire, OpServerGrant, OpServerRelease, OpServerExpire:
+	case history.OpAcquire, history.OpRelease, history.OpExpire, history.OpServerGrant, history.OpServerRelease, history.OpServerExpire:
 		if op.Name != "" {
 			what += " " + op.Name
 		}
-	case OpWrite, OpRead:
+	case history.OpWrite, history.OpRead:
 		if op.Key != "" {
 			what += " " + op.Key
 		}
 	}
 	outcome := op.Outcome
 	switch {
-	case op.Kind == OpWrite && op.Outcome == Stale:
+	case op.Kind == history.OpWrite && op.Outcome == history.Stale:
 		outcome = "REJECTED, stale token"
-	case op.Outcome == Unknown:
+	case op.Outcome == history.Unknown:
 		outcome = "unknown outcome (may or may not have taken effect)"
 	}
 	fmt.Fprintf(&s, "%s by %s: %s", what, op.Process, outcome)
-	if op.Kind == OpWrite && op.Outcome == Stale {
+	if op.Kind == history.OpWrite && op.Outcome == history.Stale {
 		fmt.Fprintf(&s, "\npresented token %d, required %d", op.Token, op.Required)
 	} else if op.Token != 0 {
 		fmt.Fprintf(&s, "\ntoken %d", op.Token)
@@ -1122,7 +1127,7 @@ func (t *repTimeline) overview() string {
 		fmt.Fprintf(&b, `<rect x="%.1f" y="20" width="%.1f" height="4" fill="%s" fill-opacity="0.5"/>`, x1, math.Max(x2-x1, 1), t.lockColor[g.name])
 	}
 	for _, op := range t.ops {
-		if op.Kind == OpWrite && op.Outcome == Stale {
+		if op.Kind == history.OpWrite && op.Outcome == history.Stale {
 			fmt.Fprintf(&b, `<rect x="%.1f" y="24" width="%.1f" height="16" fill="%s"/>`, t.x(op.Complete), tw, tlColStale)
 		}
 	}
