@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -19,6 +18,7 @@ import (
 	"github.com/fenced-dev/fenced/check/history"
 	"github.com/fenced-dev/fenced/check/report"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/launch"
 )
 
 // Config configures a run of the harness.
@@ -84,9 +84,8 @@ func (c Config) Validate() error {
 // workerProc is one running worker process.
 type workerProc struct {
 	id   string
-	cmd  *exec.Cmd
+	proc *launch.Process
 	out  string
-	done chan struct{}
 }
 
 // holding reports whether the worker's last recorded operation shows it
@@ -115,9 +114,7 @@ func (w *workerProc) holding() bool {
 }
 
 func (w *workerProc) signal(sig syscall.Signal) {
-	if w.cmd.Process != nil {
-		w.cmd.Process.Signal(sig)
-	}
+	w.proc.Signal(sig)
 }
 
 // Result is the outcome of a run.
@@ -184,11 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			w.signal(syscall.SIGTERM)
 		}
 		for _, w := range workers {
-			select {
-			case <-w.done:
-			case <-time.After(10 * time.Second):
+			if !w.proc.Wait(10 * time.Second) {
 				w.signal(syscall.SIGKILL)
-				<-w.done
+				<-w.proc.Done()
 			}
 		}
 	}
@@ -262,17 +257,14 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(cfg.Binary, "check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
-		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	args := []string{"check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
+		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out}
+	p, err := launch.Start(launch.Spec{Bin: cfg.Binary, Args: args, Out: logf, OwnGroup: true, OnExit: func() { logf.Close() }})
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker %s: %w", id, err)
 	}
-	w := &workerProc{id: id, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { cmd.Wait(); logf.Close(); close(w.done) }()
-	return w, nil
+	return &workerProc{id: id, proc: p, out: out}, nil
 }
 
 // finalReads reads every key once all faults are healed (process "final").
