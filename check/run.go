@@ -37,7 +37,7 @@ type Config struct {
 	Seed int64
 	// Faults are the enabled fault kinds.
 	Faults []string
-	// TTL is the workers' session and lease TTL.
+	// TTL is the TTL of the workers' sessions and TTL locks.
 	TTL time.Duration
 	// Resource is "fenced" (the kv checks tokens) or "unfenced" (the kv
 	// accepts every write: the stale-write checker's negative control).

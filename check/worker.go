@@ -25,7 +25,7 @@ type WorkerConfig struct {
 	// Names are the contended locks; each lock protects the kv key of the
 	// same name.
 	Names []string
-	// TTL is the session and lease TTL.
+	// TTL is the TTL of sessions and TTL locks.
 	TTL time.Duration
 	// Seed seeds the worker's choices.
 	Seed uint64
@@ -77,7 +77,7 @@ func errText(err error) string {
 
 // RunWorker runs the workload of one client process until ctx ends: it
 // repeatedly takes one of the contended locks (waiting in the queue with a
-// session, or as a one-shot lease it then lets expire), reads and writes
+// session, or as a TTL lock it then lets expire), reads and writes
 // the lock's kv key under the token, and releases or lets the grant
 // expire. It writes with its token without first checking that it still
 // holds the lock: the naive holder whose late writes fencing must stop.
@@ -95,7 +95,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		if rng.IntN(10) < 7 {
 			sessionRound(ctx, c, rec, rng, cfg, name, n)
 		} else {
-			leaseRound(ctx, c, rec, rng, cfg, name, n)
+			ttlLockRound(ctx, c, rec, rng, cfg, name, n)
 		}
 	}
 	return nil
@@ -143,9 +143,9 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 	rec.record(rel)
 }
 
-// leaseRound tries name once as a one-shot lease, works under it and lets
+// ttlLockRound tries name once as a TTL lock, works under it and lets
 // it expire without releasing.
-func leaseRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func ttlLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	op := history.Op{Kind: history.OpAcquire, Name: name, Invoke: time.Now().UnixNano()}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	l, err := c.Acquire(actx, name, cfg.TTL)

@@ -15,7 +15,7 @@ import (
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
-// TestClient_AcquireExpires checks a per-grant lease: its Context ends by
+// TestClient_AcquireExpires checks a TTL lock: its Context ends by
 // its TTL, and another client gets the lock only after that.
 func TestClient_AcquireExpires(t *testing.T) {
 	srv := testserver.Start(t)
@@ -38,10 +38,10 @@ func TestClient_AcquireExpires(t *testing.T) {
 		t.Errorf("ValidUntil() = %v, after sent+ttl %v", vu, before.Add(ttl))
 	}
 	if err := l.Context().Err(); err != nil {
-		t.Fatalf("Context() of a new lease: %v", err)
+		t.Fatalf("Context() of a new TTL lock: %v", err)
 	}
 
-	var l2 *client.Lease
+	var l2 *client.TTLLock
 	eventually(t, "second acquire", func() bool {
 		var err error
 		l2, err = c2.Acquire(testCtx(t), "lease", ttl)
@@ -51,29 +51,29 @@ func TestClient_AcquireExpires(t *testing.T) {
 		if err != nil {
 			t.Fatalf("second Acquire: %v", err)
 		}
-		// Granted to c2: c1 must already have given the lease up.
+		// Granted to c2: c1 must already have given the lock up.
 		if l.Context().Err() == nil {
-			t.Errorf("the lock was granted again while the first lease's Context() was alive")
+			t.Errorf("the lock was granted again while the first TTL lock's Context() was alive")
 		}
 		return true
 	})
-	within(t, "lease Context", l.Context().Done())
+	within(t, "TTL lock Context", l.Context().Done())
 	if err := context.Cause(l.Context()); !errors.Is(err, fence.ErrLockLost) || !errors.Is(err, client.ErrExpired) {
 		t.Errorf("Context() cause = %v, want fence.ErrLockLost and client.ErrExpired", err)
 	}
 	if l2.Token() <= l.Token() {
-		t.Errorf("second lease's Token() = %v, want > %v", l2.Token(), l.Token())
+		t.Errorf("second TTL lock's Token() = %v, want > %v", l2.Token(), l.Token())
 	}
-	// Releasing the expired lease does not touch the new holder.
+	// Releasing the expired TTL lock does not touch the new holder.
 	if err := l.Release(testCtx(t)); !errors.Is(err, client.ErrNotOwned) {
-		t.Errorf("Release of an expired lease = %v, want client.ErrNotOwned", err)
+		t.Errorf("Release of an expired TTL lock = %v, want client.ErrNotOwned", err)
 	}
 	if err := l2.Context().Err(); err != nil {
-		t.Errorf("new lease's Context(): %v", err)
+		t.Errorf("new TTL lock's Context(): %v", err)
 	}
 }
 
-func TestLease_Release(t *testing.T) {
+func TestTTLLock_Release(t *testing.T) {
 	srv := testserver.Start(t)
 	c := newClient(t, []string{srv.Addr()})
 	l, err := c.Acquire(testCtx(t), "release", time.Minute)
@@ -86,7 +86,7 @@ func TestLease_Release(t *testing.T) {
 	// A session's TryLock sees it held too.
 	m := client.NewMutex(newSession(t, c), "release")
 	if err := m.TryLock(testCtx(t)); !errors.Is(err, fence.ErrNotGranted) {
-		t.Errorf("TryLock of a leased lock = %v, want fence.ErrNotGranted", err)
+		t.Errorf("TryLock of a TTL-locked lock = %v, want fence.ErrNotGranted", err)
 	}
 
 	if err := l.Release(testCtx(t)); err != nil {
@@ -102,7 +102,7 @@ func TestLease_Release(t *testing.T) {
 		t.Fatalf("TryLock after Release: %v", err)
 	}
 	if m.Token() <= l.Token() {
-		t.Errorf("Token() after the lease = %v, want > %v", m.Token(), l.Token())
+		t.Errorf("Token() after the TTL lock = %v, want > %v", m.Token(), l.Token())
 	}
 }
 
@@ -127,7 +127,7 @@ func TestClient_AcquireRetryAppliedOnce(t *testing.T) {
 
 	p.SetOneWay(faultproxy.ServerToClient, true)
 	type result struct {
-		l   *client.Lease
+		l   *client.TTLLock
 		err error
 	}
 	done := make(chan result, 1)

@@ -12,14 +12,16 @@ import (
 // effect waits before it is proposed again.
 const retryExpiryAfter = time.Second
 
-// lease is one session's deadline on this node's monotonic clock.
-type lease struct {
+// sessionDeadline is one session's deadline on this node's monotonic
+// clock.
+type sessionDeadline struct {
 	ttl      time.Duration
 	deadline time.Time
 	expiring time.Time // when an expiry was proposed; zero if none
 }
 
-// leases is the in-memory lease table. Every node tracks every session
+// sessionExpiry is the in-memory table of session deadlines, from which
+// the leader proposes session expiries. Every node tracks every session
 // (started when its creation is applied), but only the leader renews and
 // expires: a follower's deadlines are reset when it takes over.
 //
@@ -30,35 +32,35 @@ type lease struct {
 //
 // Deadlines are kept in a min-heap so that finding the due sessions costs
 // nothing while none is due, however many sessions there are. A renewal
-// only moves a lease's deadline; its heap entry keeps the old one and is
+// only moves a session's deadline; its heap entry keeps the old one and is
 // moved when it comes up (once per TTL at most), so renewals stay O(1).
-type leases struct {
+type sessionExpiry struct {
 	clock fence.Clock
 	mu    sync.Mutex
-	table map[uint64]*lease
-	queue deadlineHeap // one entry per lease in table, at or before its deadline
+	table map[uint64]*sessionDeadline
+	queue deadlineHeap // one entry per session in table, at or before its deadline
 }
 
-func newLeases(clock fence.Clock) *leases {
-	return &leases{clock: clock, table: make(map[uint64]*lease)}
+func newSessionExpiry(clock fence.Clock) *sessionExpiry {
+	return &sessionExpiry{clock: clock, table: make(map[uint64]*sessionDeadline)}
 }
 
 // start tracks a new session from now.
-func (l *leases) start(id uint64, ttl time.Duration) {
+func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	deadline := l.clock.Now().Add(ttl)
 	_, queued := l.table[id]
-	l.table[id] = &lease{ttl: ttl, deadline: deadline}
+	l.table[id] = &sessionDeadline{ttl: ttl, deadline: deadline}
 	if !queued {
-		// A lease started again keeps its entry, which is before the new
+		// A session started again keeps its entry, which is before the new
 		// deadline (deadlines are always some now+ttl, and now only grows).
 		heap.Push(&l.queue, deadlineEntry{id: id, at: deadline})
 	}
 }
 
 // end stops tracking a session. Its heap entry is dropped when it comes up.
-func (l *leases) end(id uint64) {
+func (l *sessionExpiry) end(id uint64) {
 	l.mu.Lock()
 	delete(l.table, id)
 	l.mu.Unlock()
@@ -67,7 +69,7 @@ func (l *leases) end(id uint64) {
 // renew extends a session's deadline to now+ttl. It fails for a session
 // that is unknown or whose expiry was already proposed: confirming that
 // renewal would let the client trust a session the cluster is ending.
-func (l *leases) renew(id uint64) (time.Duration, bool) {
+func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls := l.table[id]
@@ -82,7 +84,7 @@ func (l *leases) renew(id uint64) (time.Duration, bool) {
 
 // restartAll gives every session its full TTL from now, as a new leader
 // must: deadlines only move later, so the heap entries stay valid.
-func (l *leases) restartAll() {
+func (l *sessionExpiry) restartAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
@@ -96,7 +98,7 @@ func (l *leases) restartAll() {
 
 // due marks and returns the sessions whose deadline has passed and whose
 // expiry has not been proposed in the last retryExpiryAfter.
-func (l *leases) due() []uint64 {
+func (l *sessionExpiry) due() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()
@@ -122,13 +124,13 @@ func (l *leases) due() []uint64 {
 }
 
 // count returns the number of tracked sessions.
-func (l *leases) count() int {
+func (l *sessionExpiry) count() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.table)
 }
 
-// deadlineEntry is a lease's place in the deadline heap.
+// deadlineEntry is a session's place in the deadline heap.
 type deadlineEntry struct {
 	id uint64
 	at time.Time

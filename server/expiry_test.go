@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// fakeClock is a settable clock for the lease table.
+// fakeClock is a settable clock for the session expiry table.
 type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
@@ -26,9 +26,9 @@ func (c *fakeClock) advance(d time.Duration) {
 	c.mu.Unlock()
 }
 
-func TestLeases_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
+func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1000, 0)}
-	l := newLeases(clock)
+	l := newSessionExpiry(clock)
 	l.start(1, 3*time.Second)
 	l.start(2, 5*time.Second)
 	l.start(3, 3*time.Second)
@@ -82,7 +82,7 @@ func BenchmarkLeasesDue(b *testing.B) {
 	for _, n := range []int{1000, 100000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
 			clock := &fakeClock{now: time.Unix(1000, 0)}
-			l := newLeases(clock)
+			l := newSessionExpiry(clock)
 			for i := range n {
 				l.start(uint64(i+1), time.Minute)
 			}

@@ -11,14 +11,16 @@ import (
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
-// Lease is a lock granted with a TTL of its own (see Client.Acquire): the
+// TTLLock is a lock granted with a TTL of its own (see Client.Acquire): the
 // server holds it for at least the TTL and then releases it; nothing keeps
-// it alive. Its validity is measured like a session's: from just before
+// it alive. Unlike a Mutex, whose grant lasts as long as its Session is
+// kept alive, a TTLLock is never renewed: it suits work that fits in one
+// TTL. Its validity is measured like a session's: from just before
 // the acquire was first sent, ValidUntil = sent + TTL - margin, with the
 // default margin of WithMargin.
 //
-// A Lease is safe for concurrent use.
-type Lease struct {
+// A TTLLock is safe for concurrent use.
+type TTLLock struct {
 	c          *Client
 	grant      fence.Grant
 	validUntil time.Time
@@ -38,7 +40,7 @@ type Lease struct {
 //
 // Network failures are retried, on the next endpoint if need be, with the
 // same request id, so a retried acquire is applied once. Retries stop when
-// ctx ends or when the lease's validity (ttl - margin from the first
+// ctx ends or when the lock's validity (ttl - margin from the first
 // attempt) runs out; in the latter case Acquire returns an error wrapping
 // fence.ErrLockLost: the lock may have been granted, and if so the server
 // releases it within ttl. A grant whose reply arrives after the validity
@@ -47,7 +49,7 @@ type Lease struct {
 // Acquire fails with an error wrapping fence.ErrInvalidArgument for an
 // invalid name or a ttl outside fence.MinTTL..fence.MaxTTL, before sending
 // anything.
-func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*TTLLock, error) {
 	if err := fence.ValidateName(name); err != nil {
 		return nil, fmt.Errorf("client: acquire: %w", err)
 	}
@@ -74,23 +76,23 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	})
 	switch {
 	case err != nil && errors.Is(err, errTooLate) && ctx.Err() == nil:
-		return nil, fmt.Errorf("client: acquire %q: %w: no reply within the lease's validity; if it was granted, the server releases it within %v",
+		return nil, fmt.Errorf("client: acquire %q: %w: no reply within the lock's validity; if it was granted, the server releases it within %v",
 			name, fence.ErrLockLost, ttl)
 	case err != nil:
 		return nil, fmt.Errorf("client: acquire %q: %w", name, err)
 	case !resp.GetGranted():
 		return nil, fmt.Errorf("client: acquire %q: %w: held by session %d", name, fence.ErrNotGranted, resp.GetHolder())
 	}
-	l := &Lease{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), validUntil: validUntil}
+	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), validUntil: validUntil}
 	if !c.clock.Now().Before(validUntil) {
 		rctx, cancel := c.cleanup(ctx)
 		defer cancel()
 		l.Release(rctx)
-		return nil, fmt.Errorf("client: acquire %q: %w: granted with token %d after the lease's validity ran out; released",
+		return nil, fmt.Errorf("client: acquire %q: %w: granted with token %d after the lock's validity ran out; released",
 			name, fence.ErrLockLost, l.grant.Token)
 	}
 	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	lost := fmt.Errorf("%w: lease on %q (token %d): %w", fence.ErrLockLost, name, l.grant.Token, ErrExpired)
+	lost := fmt.Errorf("%w: TTL lock on %q (token %d): %w", fence.ErrLockLost, name, l.grant.Token, ErrExpired)
 	var expire func()
 	expire = func() {
 		// A clock without timers is only read when a timer fires.
@@ -110,21 +112,21 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	return l, nil
 }
 
-// Token returns the lease's fencing token.
-func (l *Lease) Token() fence.Token { return l.grant.Token }
+// Token returns the lock's fencing token.
+func (l *TTLLock) Token() fence.Token { return l.grant.Token }
 
-// Grant returns the lease's grant. Its Session is the server-side session
+// Grant returns the lock's grant. Its Session is the server-side session
 // created for this grant alone.
-func (l *Lease) Grant() fence.Grant { return l.grant }
+func (l *TTLLock) Grant() fence.Grant { return l.grant }
 
 // ValidUntil returns the monotonic time at which the client stops trusting
-// the lease.
-func (l *Lease) ValidUntil() time.Time { return l.validUntil }
+// the lock.
+func (l *TTLLock) ValidUntil() time.Time { return l.validUntil }
 
-// Context returns a context for the work done under the lease. It is
+// Context returns a context for the work done under the lock. It is
 // cancelled at ValidUntil, with a cause wrapping fence.ErrLockLost and
 // ErrExpired, or by Release, with ErrNotHeld.
-func (l *Lease) Context() context.Context {
+func (l *TTLLock) Context() context.Context {
 	if l.ctx == nil {
 		return notHeld
 	}
@@ -137,7 +139,7 @@ func (l *Lease) Context() context.Context {
 // no longer had it (its TTL ran out), and an error wrapping ErrNotOwned
 // when another session holds it, which means the TTL ran out and the lock
 // was granted again.
-func (l *Lease) Release(ctx context.Context) error {
+func (l *TTLLock) Release(ctx context.Context) error {
 	l.mu.Lock()
 	l.released = true
 	if l.timer != nil {
@@ -149,7 +151,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	cctx, cancel := l.c.until(ctx, time.Time{}, nil)
 	defer cancel()
-	// The server used seq 1 of the lease's session for the acquire.
+	// The server used seq 1 of the lock's session for the acquire.
 	res, err := releaseLock(cctx, l.c, l.grant.Name, l.grant.Session, 2)
 	switch {
 	case errors.Is(err, fence.ErrSessionNotFound):
