@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/fenced-dev/fenced/check/history"
 )
 

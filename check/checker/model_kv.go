@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 
 	"github.com/anishathalye/porcupine"
+
 	"github.com/fenced-dev/fenced/check/history"
 )
 

@@ -9,8 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenced-dev/fenced/check"
 	"github.com/spf13/cobra"
+
+	"github.com/fenced-dev/fenced/check"
 )
 
 func newCheckCommand() *cobra.Command {
