@@ -12,8 +12,8 @@ import (
 	"github.com/fenced-dev/fenced/check/history"
 )
 
-// repPage is what reportTemplate shows.
-type repPage struct {
+// page is what pageTemplate shows.
+type page struct {
 	S          Summary
 	Line       string
 	Pass       bool
@@ -22,9 +22,9 @@ type repPage struct {
 	Ended      string
 	Faults     string
 	Checks     string
-	Violations []repViolation
-	Locks      []repSwatch
-	FaultKinds []repSwatch
+	Violations []violationItem
+	Locks      []swatch
+	FaultKinds []swatch
 	Defs       template.HTML
 	Labels     template.HTML
 	Timeline   template.HTML
@@ -34,7 +34,7 @@ type repPage struct {
 	NViolate   int
 }
 
-type repViolation struct {
+type violationItem struct {
 	N       int
 	Check   string
 	Message string
@@ -43,32 +43,32 @@ type repViolation struct {
 	HasX    bool
 }
 
-type repSwatch struct {
+type swatch struct {
 	Name, Color, Text, Label string
 	Marker                   bool
 }
 
-// repDefs are the patterns the timeline and the legend share.
-const repDefs = `<svg width="0" height="0" style="position:absolute" aria-hidden="true" xmlns="http://www.w3.org/2000/svg"><defs>` +
+// svgDefs are the patterns the timeline and the legend share.
+const svgDefs = `<svg width="0" height="0" style="position:absolute" aria-hidden="true" xmlns="http://www.w3.org/2000/svg"><defs>` +
 	`<pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
 	`<rect width="6" height="6" fill="#eeeeee"/><line x1="0" y1="0" x2="0" y2="6" stroke="#8a8a8a" stroke-width="2"/></pattern>` +
 	`<pattern id="gone" width="7" height="7" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">` +
 	`<line x1="0" y1="0" x2="0" y2="7" stroke="#ffffff" stroke-opacity="0.7" stroke-width="3.5"/></pattern>` +
 	`</defs></svg>`
 
-func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation, s Summary) error {
-	t := newRepTimeline(h, violations)
-	p := repPage{
+func writeHTML(w io.Writer, h history.History, violations []checker.Violation, s Summary) error {
+	t := newTimeline(h, violations)
+	p := page{
 		S:        s,
 		Line:     s.Line(),
 		Pass:     len(violations) == 0 && s.Violations == 0,
 		NViolate: max(len(violations), s.Violations),
 		Duration: s.Duration.String(),
-		Started:  repClock(s.Started),
-		Ended:    repClock(s.Ended),
+		Started:  clockText(s.Started),
+		Ended:    clockText(s.Ended),
 		Faults:   strings.Join(s.Faults, ", "),
 		Checks:   strings.Join(s.ChecksRun, ", "),
-		Defs:     template.HTML(repDefs),
+		Defs:     template.HTML(svgDefs),
 		Labels:   template.HTML(t.labels()),
 		Timeline: template.HTML(t.render()),
 		Empty:    len(h) == 0,
@@ -81,7 +81,7 @@ func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation
 		p.Overview = template.HTML(t.overview())
 	}
 	for i, v := range violations {
-		rv := repViolation{N: i + 1, Check: v.Check, Message: v.Message}
+		rv := violationItem{N: i + 1, Check: v.Check, Message: v.Message}
 		var procs []string
 		seen := map[string]bool{}
 		var first int64
@@ -94,7 +94,7 @@ func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation
 				first = op.Invoke
 			}
 		}
-		sort.Slice(procs, func(a, b int) bool { return tlLaneLess(procs[a], procs[b]) })
+		sort.Slice(procs, func(a, b int) bool { return laneLess(procs[a], procs[b]) })
 		if x := t.violationX[i]; x >= 0 {
 			rv.X, rv.HasX = int(x), true
 			rv.Where = fmt.Sprintf("at %s on %s, %d op(s)", t.rel(first), strings.Join(procs, ", "), len(v.Ops))
@@ -102,7 +102,7 @@ func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation
 		p.Violations = append(p.Violations, rv)
 	}
 	for _, n := range t.lockNames {
-		p.Locks = append(p.Locks, repSwatch{Name: n, Color: t.lockColor[n]})
+		p.Locks = append(p.Locks, swatch{Name: n, Color: t.lockColor[n]})
 	}
 	kinds := map[string]bool{}
 	for _, k := range append(append([]string(nil), s.Faults...), t.faultKinds...) {
@@ -110,20 +110,20 @@ func repWriteHTML(w io.Writer, h history.History, violations []checker.Violation
 			continue
 		}
 		kinds[k] = true
-		st := tlStyleOf(k)
-		p.FaultKinds = append(p.FaultKinds, repSwatch{Name: k, Color: st.color, Text: st.text, Label: st.label, Marker: st.marker})
+		st := styleOf(k)
+		p.FaultKinds = append(p.FaultKinds, swatch{Name: k, Color: st.color, Text: st.text, Label: st.label, Marker: st.marker})
 	}
-	return repTemplate.Execute(w, p)
+	return pageTemplate.Execute(w, p)
 }
 
-func repClock(t time.Time) string {
+func clockText(t time.Time) string {
 	if t.IsZero() {
 		return "—"
 	}
 	return t.UTC().Format("2006-01-02 15:04:05.000 UTC")
 }
 
-var repTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
+var pageTemplate = template.Must(template.New("report").Parse(`<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

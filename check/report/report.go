@@ -39,25 +39,25 @@ func Write(dir string, h history.History, violations []checker.Violation, s Summ
 		write func(w io.Writer) error
 	}{
 		{HistoryFile, h.WriteJSONLines},
-		{SummaryFile, func(w io.Writer) error { return repWriteJSON(w, s) }},
-		{ViolationsFile, func(w io.Writer) error { return repWriteJSON(w, violations) }},
-		{ReportFile, func(w io.Writer) error { return repWriteHTML(w, h, violations, s) }},
+		{SummaryFile, func(w io.Writer) error { return writeJSON(w, s) }},
+		{ViolationsFile, func(w io.Writer) error { return writeJSON(w, violations) }},
+		{ReportFile, func(w io.Writer) error { return writeHTML(w, h, violations, s) }},
 	}
 	for _, f := range files {
-		if err := repWriteFile(filepath.Join(dir, f.name), f.write); err != nil {
+		if err := writeFile(filepath.Join(dir, f.name), f.write); err != nil {
 			return fmt.Errorf("report: write %s: %w", f.name, err)
 		}
 	}
 	return nil
 }
 
-func repWriteJSON(w io.Writer, v any) error {
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func repWriteFile(path string, write func(w io.Writer) error) error {
+func writeFile(path string, write func(w io.Writer) error) error {
 	f, err := os.Create(path)
 	if err != nil {
 		return err
@@ -74,9 +74,9 @@ func repWriteFile(path string, write func(w io.Writer) error) error {
 	return f.Close()
 }
 
-// repRel formats an offset in nanoseconds from the start of the run, such as
+// relTime formats an offset in nanoseconds from the start of the run, such as
 // "+4.120s" or "+2m05.250s".
-func repRel(ns int64) string {
+func relTime(ns int64) string {
 	sign := "+"
 	if ns < 0 {
 		sign, ns = "-", -ns

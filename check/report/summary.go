@@ -74,10 +74,10 @@ type summaryJSON struct {
 func (s Summary) MarshalJSON() ([]byte, error) {
 	return json.Marshal(summaryJSON{
 		Seed: s.Seed, Nodes: s.Nodes, Duration: s.Duration.String(),
-		Faults: repNonNil(s.Faults), Resource: s.Resource,
+		Faults: nonNil(s.Faults), Resource: s.Resource,
 		Ops: s.Ops, Grants: s.Grants, StaleRejected: s.StaleRejected,
 		FaultsInjected: s.FaultsInjected, Violations: s.Violations,
-		ChecksRun: repNonNil(s.ChecksRun), Started: s.Started, Ended: s.Ended,
+		ChecksRun: nonNil(s.ChecksRun), Started: s.Started, Ended: s.Ended,
 		Line: s.Line(),
 	})
 }
@@ -104,16 +104,16 @@ func (s *Summary) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-func repNonNil(s []string) []string {
+func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
 	}
 	return s
 }
 
-// repIsClientOp reports whether op is a client operation, as opposed to a
+// isClientOp reports whether op is a client operation, as opposed to a
 // fault or a server event.
-func repIsClientOp(op history.Op) bool {
+func isClientOp(op history.Op) bool {
 	switch op.Kind {
 	case history.OpFault, history.OpServerGrant, history.OpServerRelease, history.OpServerExpire:
 		return false
@@ -130,7 +130,7 @@ func repIsClientOp(op history.Op) bool {
 // the run's own bounds.
 func Summarize(h history.History, violations []checker.Violation) Summary {
 	s := Summary{Violations: len(violations)}
-	t0, t1 := repBounds(h)
+	t0, t1 := bounds(h)
 	if len(h) > 0 {
 		s.Started, s.Ended = time.Unix(0, t0), time.Unix(0, t1)
 	}
@@ -140,7 +140,7 @@ func Summarize(h history.History, violations []checker.Violation) Summary {
 			if op.Outcome == "start" {
 				s.FaultsInjected++
 			}
-		case !repIsClientOp(op):
+		case !isClientOp(op):
 		default:
 			s.Ops++
 			if op.Kind == history.OpAcquire && op.Outcome == history.OK {
@@ -154,9 +154,9 @@ func Summarize(h history.History, violations []checker.Violation) Summary {
 	return s
 }
 
-// repBounds returns the first invocation and the last completion (or
+// bounds returns the first invocation and the last completion (or
 // invocation, for ops that never completed) in h, in Unix nanoseconds.
-func repBounds(h history.History) (t0, t1 int64) {
+func bounds(h history.History) (t0, t1 int64) {
 	first := true
 	for _, op := range h {
 		if op.Invoke == 0 && op.Complete == 0 {

@@ -14,7 +14,8 @@ import (
 // one lane per client process, per server node and for the nemesis. It is
 // drawn by hand into a strings.Builder (html/template would escape every one
 // of tens of thousands of elements through its contextual machinery); every
-// piece of text goes through repEsc, so the SVG is well-formed XML.
+// piece of text goes through esc, so the SVG is well-formed XML.
+
 // Geometry, in CSS pixels.
 const (
 	tlPad      = 24.0    // margin left of the time range
@@ -43,27 +44,30 @@ const (
 	tlColExpire  = "#c0561a"
 )
 
-var tlPalette = []string{
+var palette = []string{
 	"#3b6fb6", "#7b4fb0", "#b5651d", "#2a8c8c", "#a0527a",
 	"#5b7a2e", "#4a5a8c", "#8c6d1f", "#1f6f5a", "#6d4c41",
 }
 
-type tlLaneKind int
+// laneKind is what a lane shows: a client process, a server node or the
+// nemesis.
+type laneKind int
 
 const (
-	tlClient tlLaneKind = iota
-	tlNode
-	tlNemesis
+	laneClient laneKind = iota
+	laneNode
+	laneNemesis
 )
 
-type tlLane struct {
+// lane is one row of the timeline, at y, h high.
+type lane struct {
 	name string
-	kind tlLaneKind
+	kind laneKind
 	y, h float64
 }
 
 // grantSpan is one grant as its holder saw it.
-type tlGrant struct {
+type grantSpan struct {
 	proc, name     string
 	token, session uint64
 	acquire        history.Op
@@ -78,28 +82,29 @@ type tlGrant struct {
 }
 
 // faultSpan is one fault, from its start to its heal.
-type tlFault struct {
+type faultSpan struct {
 	fault, target string
 	start, end    int64
 	healed        bool
 	startErr      string
 	healErr       string
-	lanes         []*tlLane
+	lanes         []*lane
 	row           int
 }
 
-type repTimeline struct {
+// timeline is the laid-out run that render draws.
+type timeline struct {
 	ops           history.History // sorted
 	t0, t1        int64
 	pxPerSec      float64
 	width, height float64
-	lanes         []*tlLane
-	byName        map[string]*tlLane
-	nemesis       *tlLane
+	lanes         []*lane
+	byName        map[string]*lane
+	nemesis       *lane
 	lockColor     map[string]string
 	lockNames     []string
-	grants        []tlGrant
-	faults        []tlFault
+	grants        []grantSpan
+	faults        []faultSpan
 	faultKinds    []string
 	marked        map[history.Op][]int // op -> numbers (1-based) of its violations
 	violations    []checker.Violation
@@ -108,10 +113,10 @@ type repTimeline struct {
 }
 
 // newTimeline lays out h: lanes, scale, grants and faults.
-func newRepTimeline(h history.History, violations []checker.Violation) *repTimeline {
-	t := &repTimeline{
+func newTimeline(h history.History, violations []checker.Violation) *timeline {
+	t := &timeline{
 		ops:        h.Sorted(),
-		byName:     map[string]*tlLane{},
+		byName:     map[string]*lane{},
 		lockColor:  map[string]string{},
 		marked:     map[history.Op][]int{},
 		violations: violations,
@@ -123,7 +128,7 @@ func newRepTimeline(h history.History, violations []checker.Violation) *repTimel
 			all = append(all, op)
 		}
 	}
-	t.t0, t.t1 = repBounds(all)
+	t.t0, t.t1 = bounds(all)
 	if t.t1 <= t.t0 {
 		t.t1 = t.t0 + int64(time.Second)
 	}
@@ -131,7 +136,7 @@ func newRepTimeline(h history.History, violations []checker.Violation) *repTimel
 	// Enough room for the ops of a busy lane: about tlOpPx pixels apart.
 	clientOps, clientLanes := 0, map[string]bool{}
 	for _, op := range t.ops {
-		if repIsClientOp(op) {
+		if isClientOp(op) {
 			clientOps++
 			clientLanes[op.Process] = true
 		}
@@ -160,7 +165,7 @@ func newRepTimeline(h history.History, violations []checker.Violation) *repTimel
 }
 
 // x maps a Unix-nanosecond time to the canvas.
-func (t *repTimeline) x(ns int64) float64 {
+func (t *timeline) x(ns int64) float64 {
 	if ns == 0 {
 		ns = t.t0
 	}
@@ -168,7 +173,7 @@ func (t *repTimeline) x(ns int64) float64 {
 }
 
 // span returns an op's x extent; an op that never completed runs to the end.
-func (t *repTimeline) span(op history.Op) (x1, x2 float64) {
+func (t *timeline) span(op history.Op) (x1, x2 float64) {
 	end := op.Complete
 	if end < op.Invoke {
 		end = t.t1
@@ -176,10 +181,10 @@ func (t *repTimeline) span(op history.Op) (x1, x2 float64) {
 	return t.x(op.Invoke), t.x(end)
 }
 
-func (t *repTimeline) rel(ns int64) string { return repRel(ns - t.t0) }
+func (t *timeline) rel(ns int64) string { return relTime(ns - t.t0) }
 
 // render writes the whole SVG.
-func (t *repTimeline) render() string {
+func (t *timeline) render() string {
 	b := &t.b
 	fmt.Fprintf(b, `<svg id="timeline" xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" viewBox="0 0 %.0f %.0f" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif" font-size="11">`,
 		t.width, t.height, t.width, t.height)

@@ -11,7 +11,7 @@ import (
 
 // grid draws the time axis above and below the lanes, with a gridline every
 // step.
-func (t *repTimeline) grid() {
+func (t *timeline) grid() {
 	steps := []float64{0.1, 0.2, 0.5, 1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 1800, 3600}
 	step := steps[len(steps)-1]
 	for _, s := range steps {
@@ -27,7 +27,7 @@ func (t *repTimeline) grid() {
 	for i := 0; float64(i)*step <= dur+1e-9; i++ {
 		sec := float64(i) * step
 		x := tlPad + sec*t.pxPerSec
-		label := tlAxisLabel(sec)
+		label := axisLabel(sec)
 		fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, x, x, top-6, bottom+6, tlColGrid)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666">%s</text>`, x, top-10, label)
 		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" fill="#666">%s</text>`, x, bottom+20, label)
@@ -35,7 +35,7 @@ func (t *repTimeline) grid() {
 	b.WriteString(`</g>`)
 }
 
-func tlAxisLabel(sec float64) string {
+func axisLabel(sec float64) string {
 	d := time.Duration(math.Round(sec*10)) * 100 * time.Millisecond
 	if d == 0 {
 		return "0s"
@@ -45,7 +45,7 @@ func tlAxisLabel(sec float64) string {
 
 // overview is a strip the width of the page with the whole run: fault spans,
 // stale writes and violations. Clicking it scrolls the timeline there.
-func (t *repTimeline) overview() string {
+func (t *timeline) overview() string {
 	var b strings.Builder
 	w := t.width
 	fmt.Fprintf(&b, `<svg id="overview" xmlns="http://www.w3.org/2000/svg" viewBox="0 0 %.0f 40" preserveAspectRatio="none" width="100%%" height="40" data-width="%.0f">`, w, w)
@@ -53,7 +53,7 @@ func (t *repTimeline) overview() string {
 	tw := math.Max(2, w/700)
 	for i := range t.faults {
 		f := &t.faults[i]
-		st := tlStyleOf(f.fault)
+		st := styleOf(f.fault)
 		x1, x2 := t.x(f.start), t.x(f.end)
 		fmt.Fprintf(&b, `<rect x="%.1f" y="2" width="%.1f" height="16" fill="%s" fill-opacity="0.6"/>`, x1, math.Max(x2-x1, tw), st.color)
 	}

@@ -10,14 +10,14 @@ import (
 )
 
 // faultStyle is how a fault kind is drawn.
-type tlFaultStyle struct {
+type faultStyle struct {
 	color  string // fill of its spans and markers
 	text   string // colour of its labels
 	label  string // what the shading on an affected lane says
 	marker bool   // drawn as a marker at its start instead of a span
 }
 
-var tlFaultStyles = map[string]tlFaultStyle{
+var faultStyles = map[string]faultStyle{
 	history.FaultPauseClient: {"#f2c230", "#7a5c00", "paused (SIGSTOP)", false},
 	history.FaultPauseServer: {"#f08a24", "#8a4300", "paused (SIGSTOP)", false},
 	history.FaultKill:        {"#6b6b6b", "#333333", "killed", false},
@@ -27,17 +27,17 @@ var tlFaultStyles = map[string]tlFaultStyle{
 	history.FaultMembership:  {"#7d8a96", "#3c4650", "membership change", true},
 }
 
-func tlStyleOf(fault string) tlFaultStyle {
-	if st, ok := tlFaultStyles[fault]; ok {
+func styleOf(fault string) faultStyle {
+	if st, ok := faultStyles[fault]; ok {
 		return st
 	}
-	return tlFaultStyle{"#a0a0a0", "#444444", fault, false}
+	return faultStyle{"#a0a0a0", "#444444", fault, false}
 }
 
 // findFaults pairs each fault's start with its heal (same Fault and Target;
 // Fault "all" heals everything still open) and lays the spans out in rows of
 // the nemesis lane.
-func (t *repTimeline) findFaults() {
+func (t *timeline) findFaults() {
 	type key struct{ fault, target string }
 	open := map[key][]int{}
 	kinds := map[string]bool{}
@@ -48,7 +48,7 @@ func (t *repTimeline) findFaults() {
 		k := key{op.Fault, op.Target}
 		switch {
 		case op.Outcome == "start":
-			t.faults = append(t.faults, tlFault{fault: op.Fault, target: op.Target,
+			t.faults = append(t.faults, faultSpan{fault: op.Fault, target: op.Target,
 				start: op.Invoke, end: t.t1, startErr: op.Error})
 			open[k] = append(open[k], len(t.faults)-1)
 			kinds[op.Fault] = true
@@ -65,8 +65,8 @@ func (t *repTimeline) findFaults() {
 			t.faults[i].end, t.faults[i].healed, t.faults[i].healErr = op.Invoke, true, op.Error
 		default:
 			// A heal without a start, or an outcome we do not know: a marker.
-			t.faults = append(t.faults, tlFault{fault: op.Fault, target: op.Target,
-				start: op.Invoke, end: op.Invoke, healed: true, startErr: repJoin("; ", op.Outcome, op.Error)})
+			t.faults = append(t.faults, faultSpan{fault: op.Fault, target: op.Target,
+				start: op.Invoke, end: op.Invoke, healed: true, startErr: joinNonEmpty("; ", op.Outcome, op.Error)})
 			kinds[op.Fault] = true
 		}
 	}
@@ -78,13 +78,13 @@ func (t *repTimeline) findFaults() {
 	var rowEnd []float64
 	for i := range t.faults {
 		f := &t.faults[i]
-		for _, tok := range tlLaneTok.FindAllString(f.target, -1) {
-			if l := t.byName[tok]; l != nil && l.kind != tlNemesis {
+		for _, tok := range laneToken.FindAllString(f.target, -1) {
+			if l := t.byName[tok]; l != nil && l.kind != laneNemesis {
 				f.lanes = append(f.lanes, l)
 			}
 		}
 		x1, x2 := t.x(f.start), t.x(f.end)
-		if tlStyleOf(f.fault).marker {
+		if styleOf(f.fault).marker {
 			x1 -= 6
 		}
 		ext := math.Max(x2, x1+14+float64(len(f.label()))*tlCharW)
@@ -102,7 +102,7 @@ func (t *repTimeline) findFaults() {
 	}
 }
 
-func (f *tlFault) label() string {
+func (f *faultSpan) label() string {
 	if f.target == "" {
 		return f.fault
 	}
@@ -111,12 +111,12 @@ func (f *tlFault) label() string {
 
 // faultShading shades every lane a fault affects, from start to heal, and
 // marks transfers and membership changes on their node.
-func (t *repTimeline) faultShading() {
+func (t *timeline) faultShading() {
 	b := &t.b
 	b.WriteString(`<g class="faults">`)
 	for i := range t.faults {
 		f := &t.faults[i]
-		st := tlStyleOf(f.fault)
+		st := styleOf(f.fault)
 		title := t.faultTitle(f)
 		for _, l := range f.lanes {
 			if st.marker {
@@ -124,7 +124,7 @@ func (t *repTimeline) faultShading() {
 				fmt.Fprintf(b, `<g><title>%s</title><line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2" stroke-dasharray="4 3"/>`,
 					title, x, x, l.y+2, l.y+l.h-2, st.color)
 				fmt.Fprintf(b, `<path d="%s" fill="%s"/><text x="%.1f" y="%.1f" fill="%s" class="halo">%s</text></g>`,
-					tlDiamond(x, l.y+l.h-10, 6), st.color, x+8, l.y+l.h-6, st.text, repEsc(st.label))
+					diamond(x, l.y+l.h-10, 6), st.color, x+8, l.y+l.h-6, st.text, esc(st.label))
 				continue
 			}
 			x1, x2 := t.x(f.start), t.x(f.end)
@@ -138,7 +138,7 @@ func (t *repTimeline) faultShading() {
 				label += ", never healed"
 			}
 			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600" class="halo">%s</text></g>`,
-				x1+4, l.y+l.h-5, st.text, repEsc(label))
+				x1+4, l.y+l.h-5, st.text, esc(label))
 		}
 		if f.fault == history.FaultPartition && len(f.lanes) > 1 {
 			// A bracket joining the partitioned nodes at the start.
@@ -153,7 +153,7 @@ func (t *repTimeline) faultShading() {
 	b.WriteString(`</g>`)
 }
 
-func (t *repTimeline) faultTitle(f *tlFault) string {
+func (t *timeline) faultTitle(f *faultSpan) string {
 	var s strings.Builder
 	fmt.Fprintf(&s, "fault %s", f.fault)
 	if f.target != "" {
@@ -161,9 +161,9 @@ func (t *repTimeline) faultTitle(f *tlFault) string {
 	}
 	fmt.Fprintf(&s, "\ninjected %s", t.rel(f.start))
 	switch {
-	case tlStyleOf(f.fault).marker && f.end == f.start:
+	case styleOf(f.fault).marker && f.end == f.start:
 	case f.healed:
-		fmt.Fprintf(&s, ", healed %s (after %s)", t.rel(f.end), repDur(f.end-f.start))
+		fmt.Fprintf(&s, ", healed %s (after %s)", t.rel(f.end), shortDur(f.end-f.start))
 	default:
 		s.WriteString(", never healed")
 	}
@@ -173,11 +173,11 @@ func (t *repTimeline) faultTitle(f *tlFault) string {
 	if f.healErr != "" {
 		fmt.Fprintf(&s, "\nheal error: %s", f.healErr)
 	}
-	return repEsc(s.String())
+	return esc(s.String())
 }
 
 // nemesisLane draws every fault as a bar (or a marker) in the nemesis lane.
-func (t *repTimeline) nemesisLane() {
+func (t *timeline) nemesisLane() {
 	l := t.nemesis
 	if l == nil {
 		return
@@ -186,7 +186,7 @@ func (t *repTimeline) nemesisLane() {
 	b.WriteString(`<g class="nemesis">`)
 	for i := range t.faults {
 		f := &t.faults[i]
-		st := tlStyleOf(f.fault)
+		st := styleOf(f.fault)
 		y := l.y + 8 + float64(f.row)*tlNemRowH
 		x1, x2 := t.x(f.start), t.x(f.end)
 		fmt.Fprintf(b, `<g><title>%s</title>`, t.faultTitle(f))
@@ -195,7 +195,7 @@ func (t *repTimeline) nemesisLane() {
 				fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`, x1, x2, y+8, y+8, st.color)
 			}
 			fmt.Fprintf(b, `<path d="%s" fill="%s"/><text x="%.1f" y="%.1f" fill="%s" class="halo">%s</text></g>`,
-				tlDiamond(x1, y+8, 7), st.color, x1+10, y+12, st.text, repEsc(f.label()))
+				diamond(x1, y+8, 7), st.color, x1+10, y+12, st.text, esc(f.label()))
 			continue
 		}
 		dash := ""
@@ -204,11 +204,11 @@ func (t *repTimeline) nemesisLane() {
 		}
 		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="16" rx="3" fill="%s" fill-opacity="0.55" stroke="%s"%s/>`,
 			x1, y, math.Max(x2-x1, 2), st.color, st.color, dash)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600" class="halo">%s</text></g>`, x1+4, y+12, st.text, repEsc(f.label()))
+		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600" class="halo">%s</text></g>`, x1+4, y+12, st.text, esc(f.label()))
 	}
 	b.WriteString(`</g>`)
 }
 
-func tlDiamond(x, y, r float64) string {
+func diamond(x, y, r float64) string {
 	return fmt.Sprintf("M%.1f %.1fl%.1f %.1fl%.1f %.1fl%.1f %.1fz", x, y-r, r, r, -r, r, -r, -r)
 }

@@ -10,14 +10,14 @@ import (
 
 // findGrants turns each OK acquire into a bar that lasts until the same
 // process releases the name or lets it expire, or until the end.
-func (t *repTimeline) findGrants() {
+func (t *timeline) findGrants() {
 	open := map[[2]string]int{} // process, name -> index in t.grants
 	closeAt := func(i int, end int64, how string) {
 		g := &t.grants[i]
 		g.end, g.how = max(end, g.start), how
 	}
 	for _, op := range t.ops {
-		if !repIsClientOp(op) || op.Name == "" {
+		if !isClientOp(op) || op.Name == "" {
 			continue
 		}
 		k := [2]string{op.Process, op.Name}
@@ -30,7 +30,7 @@ func (t *repTimeline) findGrants() {
 				closeAt(i, op.Invoke, "acquired again at "+t.rel(op.Invoke))
 			}
 			start := max(op.Complete, op.Invoke)
-			t.grants = append(t.grants, tlGrant{proc: op.Process, name: op.Name, token: op.Token,
+			t.grants = append(t.grants, grantSpan{proc: op.Process, name: op.Name, token: op.Token,
 				session: op.Session, acquire: op, start: start})
 			open[k] = len(t.grants) - 1
 		case history.OpRelease:
@@ -39,7 +39,7 @@ func (t *repTimeline) findGrants() {
 				continue
 			}
 			how := "released at " + t.rel(max(op.Complete, op.Invoke))
-			if r := tlJoinResult(op.Result, op.Outcome); r != "" {
+			if r := joinResult(op.Result, op.Outcome); r != "" {
 				how += " (" + r + ")"
 			}
 			closeAt(i, max(op.Complete, op.Invoke), how)
@@ -63,7 +63,7 @@ func (t *repTimeline) findGrants() {
 
 // findGone sets goneAt of every grant whose holder kept it after the
 // servers were done with it: the window a fencing token exists for.
-func (t *repTimeline) findGone() {
+func (t *timeline) findGone() {
 	type ev struct {
 		at      int64
 		session uint64
@@ -80,7 +80,7 @@ func (t *repTimeline) findGone() {
 		case op.Kind == history.OpServerExpire && op.Session != 0:
 			expires[op.Session] = append(expires[op.Session], ev{op.Invoke, op.Session, op.Process,
 				fmt.Sprintf("%s expired session %d", op.Process, op.Session)})
-		case op.Kind == history.OpAcquire && op.Outcome == history.OK && repIsClientOp(op):
+		case op.Kind == history.OpAcquire && op.Outcome == history.OK && isClientOp(op):
 			at := max(op.Complete, op.Invoke)
 			others[op.Name] = append(others[op.Name], ev{at, op.Session, op.Process,
 				fmt.Sprintf("%s was granted %s with token %d", op.Process, op.Name, op.Token)})
@@ -92,7 +92,7 @@ func (t *repTimeline) findGone() {
 	for _, evs := range expires {
 		sort.SliceStable(evs, func(i, j int) bool { return evs[i].at < evs[j].at })
 	}
-	first := func(evs []ev, g *tlGrant, skip func(ev) bool) (ev, bool) {
+	first := func(evs []ev, g *grantSpan, skip func(ev) bool) (ev, bool) {
 		i := sort.Search(len(evs), func(i int) bool { return evs[i].at > g.start })
 		for ; i < len(evs) && evs[i].at < g.end; i++ {
 			if !skip(evs[i]) {
@@ -117,7 +117,7 @@ func (t *repTimeline) findGone() {
 	}
 }
 
-func tlJoinResult(result, outcome string) string {
+func joinResult(result, outcome string) string {
 	switch {
 	case result != "" && outcome != "" && outcome != history.OK:
 		return result + ", " + outcome
@@ -132,7 +132,7 @@ func tlJoinResult(result, outcome string) string {
 // grantBars draws each grant on its holder's lane, labelled with the lock
 // name and token. After the holder stopped renewing, the bar turns pale:
 // the holder may still act on it until its SDK tells it the grant is lost.
-func (t *repTimeline) grantBars() {
+func (t *timeline) grantBars() {
 	b := &t.b
 	b.WriteString(`<g class="grants">`)
 	for _, g := range t.grants {
@@ -149,7 +149,7 @@ func (t *repTimeline) grantBars() {
 			text += fmt.Sprintf("\nover on the servers by %s (%s), but %s did not know yet: only its token can stop a late write",
 				t.rel(g.goneAt), g.goneWhy, g.proc)
 		}
-		title := repEsc(text)
+		title := esc(text)
 		fmt.Fprintf(b, `<g><title>%s</title>`, title)
 		if ax := t.x(g.acquire.Invoke); x1-ax >= 2 {
 			// The wait for the grant.
@@ -180,7 +180,7 @@ func (t *repTimeline) grantBars() {
 			if lx >= solidEnd {
 				fill, cls = col, ` class="halo"`
 			}
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600"%s>%s</text>`, lx, y+13, fill, cls, repEsc(label))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="600"%s>%s</text>`, lx, y+13, fill, cls, esc(label))
 		}
 		if g.goneAt != 0 {
 			note := "lost on the servers, " + g.proc + " doesn't know"
@@ -189,7 +189,7 @@ func (t *repTimeline) grantBars() {
 			}
 			if nw := float64(len(note))*tlCharW + 12; goneX+nw <= x2 {
 				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="#ffffff" stroke="%s" stroke-width="3" stroke-linejoin="round" paint-order="stroke" font-weight="700">%s</text>`,
-					goneX+6, y+13, col, repEsc(note))
+					goneX+6, y+13, col, esc(note))
 			}
 		}
 		b.WriteString(`</g>`)

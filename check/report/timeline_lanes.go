@@ -12,14 +12,14 @@ import (
 
 // Lane names: nodes are n1, n2...; client processes p1, p2...
 var (
-	tlNodeRE   = regexp.MustCompile(`^n[0-9]+$`)
-	tlClientRE = regexp.MustCompile(`^p[0-9]+$`)
-	tlLaneTok  = regexp.MustCompile(`[A-Za-z]+[0-9]+`)
+	nodeRE    = regexp.MustCompile(`^n[0-9]+$`)
+	clientRE  = regexp.MustCompile(`^p[0-9]+$`)
+	laneToken = regexp.MustCompile(`[A-Za-z]+[0-9]+`)
 )
 
 // layoutLanes creates the lanes: clients (p1, p2, ... then any other
 // process), nodes, the nemesis.
-func (t *repTimeline) layoutLanes(all history.History) {
+func (t *timeline) layoutLanes(all history.History) {
 	seen := map[string]bool{}
 	var clients, others, nodes []string
 	add := func(name string) {
@@ -28,9 +28,9 @@ func (t *repTimeline) layoutLanes(all history.History) {
 		}
 		seen[name] = true
 		switch {
-		case tlNodeRE.MatchString(name):
+		case nodeRE.MatchString(name):
 			nodes = append(nodes, name)
-		case tlClientRE.MatchString(name):
+		case clientRE.MatchString(name):
 			clients = append(clients, name)
 		default:
 			others = append(others, name)
@@ -40,8 +40,8 @@ func (t *repTimeline) layoutLanes(all history.History) {
 	for _, op := range all {
 		if op.Kind == history.OpFault || op.Process == history.NemesisProcess {
 			hasNemesis = true
-			for _, tok := range tlLaneTok.FindAllString(op.Target, -1) {
-				if tlNodeRE.MatchString(tok) || tlClientRE.MatchString(tok) {
+			for _, tok := range laneToken.FindAllString(op.Target, -1) {
+				if nodeRE.MatchString(tok) || clientRE.MatchString(tok) {
 					add(tok)
 				}
 			}
@@ -55,33 +55,33 @@ func (t *repTimeline) layoutLanes(all history.History) {
 			}
 		}
 	}
-	sort.Slice(clients, func(i, j int) bool { return tlLaneLess(clients[i], clients[j]) })
-	sort.Slice(nodes, func(i, j int) bool { return tlLaneLess(nodes[i], nodes[j]) })
+	sort.Slice(clients, func(i, j int) bool { return laneLess(clients[i], clients[j]) })
+	sort.Slice(nodes, func(i, j int) bool { return laneLess(nodes[i], nodes[j]) })
 	sort.Strings(others)
-	sort.Slice(t.lockNames, func(i, j int) bool { return tlLaneLess(t.lockNames[i], t.lockNames[j]) })
+	sort.Slice(t.lockNames, func(i, j int) bool { return laneLess(t.lockNames[i], t.lockNames[j]) })
 	for i, n := range t.lockNames {
-		t.lockColor[n] = tlPalette[i%len(tlPalette)]
+		t.lockColor[n] = palette[i%len(palette)]
 	}
 	for _, n := range append(clients, others...) {
-		t.addLane(n, tlClient)
+		t.addLane(n, laneClient)
 	}
 	for _, n := range nodes {
-		t.addLane(n, tlNode)
+		t.addLane(n, laneNode)
 	}
 	if hasNemesis || len(t.lanes) == 0 {
-		t.nemesis = t.addLane(history.NemesisProcess, tlNemesis)
+		t.nemesis = t.addLane(history.NemesisProcess, laneNemesis)
 	}
 }
 
-func (t *repTimeline) addLane(name string, k tlLaneKind) *tlLane {
-	l := &tlLane{name: name, kind: k, h: tlLaneH}
+func (t *timeline) addLane(name string, k laneKind) *lane {
+	l := &lane{name: name, kind: k, h: tlLaneH}
 	t.lanes = append(t.lanes, l)
 	t.byName[name] = l
 	return l
 }
 
 // placeLanes gives every lane its y, once the nemesis lane knows its rows.
-func (t *repTimeline) placeLanes() {
+func (t *timeline) placeLanes() {
 	y := tlAxisH
 	for i, l := range t.lanes {
 		if i > 0 && l.kind != t.lanes[i-1].kind {
@@ -94,9 +94,9 @@ func (t *repTimeline) placeLanes() {
 }
 
 // laneLess orders names such as p2 before p10.
-func tlLaneLess(a, b string) bool {
-	pa, na := tlSplitNum(a)
-	pb, nb := tlSplitNum(b)
+func laneLess(a, b string) bool {
+	pa, na := splitNum(a)
+	pb, nb := splitNum(b)
 	if pa != pb {
 		return pa < pb
 	}
@@ -106,7 +106,7 @@ func tlLaneLess(a, b string) bool {
 	return a < b
 }
 
-func tlSplitNum(s string) (string, int) {
+func splitNum(s string) (string, int) {
 	i := len(s)
 	for i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
 		i--
@@ -118,13 +118,13 @@ func tlSplitNum(s string) (string, int) {
 	return s[:i], n
 }
 
-func (t *repTimeline) lanesBackground() {
+func (t *timeline) lanesBackground() {
 	for i, l := range t.lanes {
 		fill := "#ffffff"
 		switch {
-		case l.kind == tlNode:
+		case l.kind == laneNode:
 			fill = "#f4f7fb"
-		case l.kind == tlNemesis:
+		case l.kind == laneNemesis:
 			fill = "#fbf7ef"
 		case i%2 == 1:
 			fill = "#fafafa"
@@ -135,20 +135,20 @@ func (t *repTimeline) lanesBackground() {
 }
 
 // labels is the fixed column of lane names left of the scrolling timeline.
-func (t *repTimeline) labels() string {
+func (t *timeline) labels() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="96" height="%.0f" font-family="system-ui, -apple-system, Segoe UI, Helvetica, Arial, sans-serif">`, t.height)
 	for _, l := range t.lanes {
 		sub, fill := "client", "#ffffff"
 		switch l.kind {
-		case tlNode:
+		case laneNode:
 			sub, fill = "server", "#f4f7fb"
-		case tlNemesis:
+		case laneNemesis:
 			sub, fill = "faults", "#fbf7ef"
 		}
 		fmt.Fprintf(&b, `<rect x="0" y="%.1f" width="96" height="%.1f" fill="%s"/><line x1="0" x2="96" y1="%.1f" y2="%.1f" stroke="#dddddd"/>`,
 			l.y, l.h, fill, l.y+l.h, l.y+l.h)
-		fmt.Fprintf(&b, `<text x="88" y="%.1f" text-anchor="end" font-size="14" font-weight="700" fill="#222">%s</text>`, l.y+l.h/2, repEsc(l.name))
+		fmt.Fprintf(&b, `<text x="88" y="%.1f" text-anchor="end" font-size="14" font-weight="700" fill="#222">%s</text>`, l.y+l.h/2, esc(l.name))
 		fmt.Fprintf(&b, `<text x="88" y="%.1f" text-anchor="end" font-size="10" fill="#777">%s</text>`, l.y+l.h/2+14, sub)
 	}
 	b.WriteString(`</svg>`)

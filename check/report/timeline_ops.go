@@ -11,7 +11,7 @@ import (
 
 // mark is one routine mark waiting to be drawn, maybe merged with its
 // neighbours.
-type tlMark struct {
+type mark struct {
 	x  float64
 	op history.
 
@@ -22,13 +22,13 @@ type tlMark struct {
 		Op
 }
 
-func (t *repTimeline) clientOps() {
+func (t *timeline) clientOps() {
 	b := &t.b
-	writes := map[*tlLane][]tlMark{}
-	reads := map[*tlLane][]tlMark{}
+	writes := map[*lane][]mark{}
+	reads := map[*lane][]mark{}
 	b.WriteString(`<g class="ops">`)
 	for _, op := range t.ops {
-		if !repIsClientOp(op) {
+		if !isClientOp(op) {
 			continue
 		}
 		l := t.byName[op.Process]
@@ -47,13 +47,13 @@ func (t *repTimeline) clientOps() {
 			if marked {
 				t.tick(l, x2, tlColOK, 2, t.opTitle(op))
 			} else {
-				writes[l] = append(writes[l], tlMark{x2, op})
+				writes[l] = append(writes[l], mark{x2, op})
 			}
 		case op.Kind == history.OpRead && (op.Outcome == history.OK || op.Outcome == history.NotFound):
 			if marked {
 				t.dot(l, x2, op.Outcome == history.OK, t.opTitle(op))
 			} else {
-				reads[l] = append(reads[l], tlMark{x2, op})
+				reads[l] = append(reads[l], mark{x2, op})
 			}
 		case op.Outcome == history.Fail || (op.Outcome != history.OK && op.Kind != history.OpRelease):
 			fmt.Fprintf(b, `<g><title>%s</title><line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-width="1.2"/>`,
@@ -69,14 +69,14 @@ func (t *repTimeline) clientOps() {
 		}
 	}
 	for _, l := range t.lanes {
-		t.merged(writes[l], func(ms []tlMark) {
+		t.merged(writes[l], func(ms []mark) {
 			if len(ms) == 1 {
 				t.tick(l, ms[0].x, tlColOK, 2, t.opTitle(ms[0].op))
 				return
 			}
 			t.tick(l, ms[0].x, tlColOK, math.Max(2, ms[len(ms)-1].x-ms[0].x+2), t.groupTitle(ms, "writes accepted"))
 		})
-		t.merged(reads[l], func(ms []tlMark) {
+		t.merged(reads[l], func(ms []mark) {
 			if len(ms) == 1 {
 				t.dot(l, ms[0].x, ms[0].op.Outcome == history.OK, t.opTitle(ms[0].op))
 				return
@@ -88,17 +88,17 @@ func (t *repTimeline) clientOps() {
 }
 
 // merged calls draw with runs of marks closer than tlBucket pixels.
-func (t *repTimeline) merged(ms []tlMark, draw func([]tlMark)) {
-	for _, g := range tlGroups(ms) {
+func (t *timeline) merged(ms []mark, draw func([]mark)) {
+	for _, g := range groups(ms) {
 		draw(g)
 	}
 }
 
 // tlGroups sorts ms and cuts it into runs of marks closer than tlBucket
 // pixels.
-func tlGroups(ms []tlMark) [][]tlMark {
+func groups(ms []mark) [][]mark {
 	sort.SliceStable(ms, func(i, j int) bool { return ms[i].x < ms[j].x })
-	var out [][]tlMark
+	var out [][]mark
 	for i := 0; i < len(ms); {
 		j := i + 1
 		for j < len(ms) && ms[j].x-ms[i].x < tlBucket {
@@ -110,11 +110,11 @@ func tlGroups(ms []tlMark) [][]tlMark {
 	return out
 }
 
-func (t *repTimeline) tick(l *tlLane, x float64, col string, w float64, title string) {
+func (t *timeline) tick(l *lane, x float64, col string, w float64, title string) {
 	fmt.Fprintf(&t.b, `<rect x="%.1f" y="%.1f" width="%.1f" height="12" fill="%s"><title>%s</title></rect>`, x-1, l.y+29, w, col, title)
 }
 
-func (t *repTimeline) dot(l *tlLane, x float64, filled bool, title string) {
+func (t *timeline) dot(l *lane, x float64, filled bool, title string) {
 	fill := tlColRead
 	if !filled {
 		fill = "#ffffff"
@@ -124,13 +124,13 @@ func (t *repTimeline) dot(l *tlLane, x float64, filled bool, title string) {
 
 // serverEvents draws what each node applied: grants in the lock's colour,
 // releases grey, session expiries as an orange cross.
-func (t *repTimeline) serverEvents() {
+func (t *timeline) serverEvents() {
 	b := &t.b
 	type evKey struct {
-		l    *tlLane
+		l    *lane
 		kind history.Kind
 	}
-	evs := map[evKey][]tlMark{}
+	evs := map[evKey][]mark{}
 	b.WriteString(`<g class="server">`)
 	for _, op := range t.ops {
 		switch op.Kind {
@@ -143,11 +143,11 @@ func (t *repTimeline) serverEvents() {
 			continue
 		}
 		k := evKey{l, op.Kind}
-		evs[k] = append(evs[k], tlMark{t.x(op.Invoke), op})
+		evs[k] = append(evs[k], mark{t.x(op.Invoke), op})
 	}
 	for _, l := range t.lanes {
 		for _, kind := range []history.Kind{history.OpServerGrant, history.OpServerRelease, history.OpServerExpire} {
-			groups := tlGroups(evs[evKey{l, kind}])
+			groups := groups(evs[evKey{l, kind}])
 			for gi, ms := range groups {
 				op := ms[0].op
 				title := t.opTitle(op)
@@ -159,7 +159,7 @@ func (t *repTimeline) serverEvents() {
 				switch kind {
 				case history.OpServerGrant:
 					col := t.lockColor[op.Name]
-					if col == "" || len(ms) > 1 && !tlSameName(ms) {
+					if col == "" || len(ms) > 1 && !sameName(ms) {
 						col = "#555555"
 					}
 					fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="18" fill="%s"><title>%s</title></rect>`, x-1, l.y+8, w, col, title)
@@ -182,7 +182,7 @@ func (t *repTimeline) serverEvents() {
 	b.WriteString(`</g>`)
 }
 
-func tlSameName(ms []tlMark) bool {
+func sameName(ms []mark) bool {
 	for _, m := range ms[1:] {
 		if m.op.Name != ms[0].op.Name {
 			return false
@@ -193,16 +193,16 @@ func tlSameName(ms []tlMark) bool {
 
 // staleWrites draws the writes the resource rejected for a stale token, on
 // top of everything: the moment a paused former holder tried to write.
-func (t *repTimeline) staleWrites() {
+func (t *timeline) staleWrites() {
 	b := &t.b
-	byLane := map[*tlLane][]tlMark{}
+	byLane := map[*lane][]mark{}
 	for _, op := range t.ops {
 		if op.Kind != history.OpWrite || op.Outcome != history.Stale {
 			continue
 		}
 		if l := t.byName[op.Process]; l != nil {
 			_, x2 := t.span(op)
-			byLane[l] = append(byLane[l], tlMark{x2, op})
+			byLane[l] = append(byLane[l], mark{x2, op})
 		}
 	}
 	b.WriteString(`<g class="stale">`)
@@ -225,7 +225,7 @@ func (t *repTimeline) staleWrites() {
 				room = ms[i+1].x - x2
 			}
 			if room >= float64(len(label))*tlCharW+12 {
-				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="700" class="halo">%s</text>`, x2+5, l.y+40, tlColStale, repEsc(label))
+				fmt.Fprintf(b, `<text x="%.1f" y="%.1f" fill="%s" font-weight="700" class="halo">%s</text>`, x2+5, l.y+40, tlColStale, esc(label))
 			}
 			b.WriteString(`</g>`)
 		}

@@ -11,7 +11,7 @@ import (
 )
 
 // opTitle is the tooltip of one op.
-func (t *repTimeline) opTitle(op history.Op) string {
+func (t *timeline) opTitle(op history.Op) string {
 	var s strings.Builder
 	what := string(op.Kind)
 	switch op.Kind {
@@ -53,7 +53,7 @@ func (t *repTimeline) opTitle(op history.Op) string {
 		fmt.Fprintf(&s, "\napply seq %d", op.Seq)
 	}
 	if op.Complete > op.Invoke {
-		fmt.Fprintf(&s, "\ninvoked %s, completed %s (%s)", t.rel(op.Invoke), t.rel(op.Complete), repDur(op.Complete-op.Invoke))
+		fmt.Fprintf(&s, "\ninvoked %s, completed %s (%s)", t.rel(op.Invoke), t.rel(op.Complete), shortDur(op.Complete-op.Invoke))
 	} else if op.Complete < op.Invoke {
 		fmt.Fprintf(&s, "\ninvoked %s, never completed", t.rel(op.Invoke))
 	} else {
@@ -66,11 +66,11 @@ func (t *repTimeline) opTitle(op history.Op) string {
 		v := t.violations[n-1]
 		fmt.Fprintf(&s, "\nVIOLATION V%d %s: %s", n, v.Check, v.Message)
 	}
-	return repEsc(s.String())
+	return esc(s.String())
 }
 
 // groupTitle is the tooltip of merged marks.
-func (t *repTimeline) groupTitle(ms []tlMark, what string) string {
+func (t *timeline) groupTitle(ms []mark, what string) string {
 	first, last := ms[0].op, ms[len(ms)-1].op
 	var lo, hi uint64
 	subjects := map[string]bool{}
@@ -94,14 +94,14 @@ func (t *repTimeline) groupTitle(ms []tlMark, what string) string {
 	if hi != 0 {
 		s += fmt.Sprintf("\ntokens %d to %d", lo, hi)
 	}
-	return repEsc(s)
+	return esc(s)
 }
 
-// repEsc escapes text for XML and HTML alike.
-func repEsc(s string) string { return template.HTMLEscapeString(s) }
+// esc escapes text for XML and HTML alike.
+func esc(s string) string { return template.HTMLEscapeString(s) }
 
-// repDur formats a duration briefly: "20ms", "4.5s".
-func repDur(ns int64) string {
+// shortDur formats a duration briefly: "20ms", "4.5s".
+func shortDur(ns int64) string {
 	d := time.Duration(ns)
 	switch {
 	case d < time.Millisecond:
@@ -113,7 +113,7 @@ func repDur(ns int64) string {
 }
 
 // joinNonEmpty joins the non-empty parts with sep.
-func repJoin(sep string, parts ...string) string {
+func joinNonEmpty(sep string, parts ...string) string {
 	var out []string
 	for _, p := range parts {
 		if p != "" {
