@@ -5,4 +5,9 @@
 // schedule (pauses, kills, partitions, leadership transfers, clock skew,
 // membership changes), records every operation, and checks the whole
 // history against the contract of docs/design.md §7.
+//
+// The harness is this package (Run, the cluster, the workers, the
+// nemesis). What it records is package history; the checkers that judge a
+// history are package checker; package report writes the summary,
+// violations and report.html of a run.
 package check

@@ -14,27 +14,14 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenced-dev/fenced/check/history"
 	"github.com/fenced-dev/fenced/client"
 )
-
-// Fault kinds, as named on the command line.
-const (
-	FaultPauseClient = "pause-client"
-	FaultPauseServer = "pause-server"
-	FaultKill        = "kill"
-	FaultPartition   = "partition"
-	FaultTransfer    = "transfer"
-	FaultSkew        = "skew"
-	FaultMembership  = "membership"
-)
-
-// AllFaults lists every fault kind.
-var AllFaults = []string{FaultPauseClient, FaultPauseServer, FaultKill, FaultPartition, FaultTransfer, FaultSkew, FaultMembership}
 
 // ParseFaults parses "kill,partition,...". "all" means every kind.
 func ParseFaults(s string) ([]string, error) {
 	if s == "all" {
-		return AllFaults, nil
+		return history.AllFaults, nil
 	}
 	var out []string
 	for _, f := range strings.Split(s, ",") {
@@ -43,11 +30,11 @@ func ParseFaults(s string) ([]string, error) {
 			continue
 		}
 		known := false
-		for _, k := range AllFaults {
+		for _, k := range history.AllFaults {
 			known = known || k == f
 		}
 		if !known {
-			return nil, fmt.Errorf("unknown fault %q; want some of %s, or all", f, strings.Join(AllFaults, ","))
+			return nil, fmt.Errorf("unknown fault %q; want some of %s, or all", f, strings.Join(history.AllFaults, ","))
 		}
 		out = append(out, f)
 	}
@@ -60,7 +47,7 @@ type nemesis struct {
 	rng     *rand.Rand
 	faults  []string
 	workers func() []*workerProc
-	record  func(Op)
+	record  func(history.Op)
 	ttl     time.Duration
 	log     *slog.Logger
 	admin   *client.Client
@@ -68,7 +55,7 @@ type nemesis struct {
 	stopped map[int]bool // nodes currently SIGSTOPped or killed by the nemesis
 }
 
-func newNemesis(c *cluster, seed uint64, faults []string, ttl time.Duration, workers func() []*workerProc, record func(Op)) (*nemesis, error) {
+func newNemesis(c *cluster, seed uint64, faults []string, ttl time.Duration, workers func() []*workerProc, record func(history.Op)) (*nemesis, error) {
 	admin, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return nil, err
@@ -79,7 +66,7 @@ func newNemesis(c *cluster, seed uint64, faults []string, ttl time.Duration, wor
 
 func (n *nemesis) note(fault, target, outcome, errText string) {
 	now := time.Now().UnixNano()
-	n.record(Op{Process: "nemesis", Kind: OpFault, Fault: fault, Target: target, Outcome: outcome, Invoke: now, Complete: now, Error: errText})
+	n.record(history.Op{Process: history.NemesisProcess, Kind: history.OpFault, Fault: fault, Target: target, Outcome: outcome, Invoke: now, Complete: now, Error: errText})
 }
 
 // run injects one fault after another until ctx ends, each held for a
@@ -95,9 +82,9 @@ func (n *nemesis) run(ctx context.Context) {
 			return
 		}
 		fault := n.faults[n.rng.IntN(len(n.faults))]
-		if n.rng.IntN(3) == 0 && slices.Contains(n.faults, FaultPauseClient) {
+		if n.rng.IntN(3) == 0 && slices.Contains(n.faults, history.FaultPauseClient) {
 			// The stale writer is what fencing is for: make it common.
-			fault = FaultPauseClient
+			fault = history.FaultPauseClient
 		}
 		hold := time.Duration(1000+n.rng.IntN(2500)) * time.Millisecond
 		n.inject(ctx, fault, hold)
@@ -133,7 +120,7 @@ func (n *nemesis) pickNode(ctx context.Context) int {
 
 func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) {
 	switch fault {
-	case FaultPauseClient:
+	case history.FaultPauseClient:
 		ws := n.workers()
 		if len(ws) == 0 {
 			return
@@ -153,33 +140,33 @@ func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) 
 		sleepCtx(ctx, hold)
 		w.signal(syscall.SIGCONT)
 		n.note(fault, w.id, "healed", "")
-	case FaultPauseServer:
+	case history.FaultPauseServer:
 		i := n.pickNode(ctx)
 		n.note(fault, n.c.nodes[i].id, "start", "")
 		n.c.signal(i, syscall.SIGSTOP)
 		sleepCtx(ctx, hold)
 		n.c.signal(i, syscall.SIGCONT)
 		n.note(fault, n.c.nodes[i].id, "healed", "")
-	case FaultKill:
+	case history.FaultKill:
 		i := n.pickNode(ctx)
 		n.note(fault, n.c.nodes[i].id, "start", "")
 		n.c.kill(i)
 		sleepCtx(ctx, hold)
 		err := n.c.start(i, true)
 		n.note(fault, n.c.nodes[i].id, "healed", errText(err))
-	case FaultPartition:
+	case history.FaultPartition:
 		target := n.partition(ctx)
 		n.note(fault, target, "start", "")
 		sleepCtx(ctx, hold)
 		n.c.heal()
 		n.note(fault, target, "healed", "")
-	case FaultTransfer:
+	case history.FaultTransfer:
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		leader, err := n.admin.TransferLeader(cctx, "")
 		cancel()
 		n.note(fault, leader, "start", errText(err))
 		n.note(fault, leader, "healed", "")
-	case FaultSkew:
+	case history.FaultSkew:
 		i := n.pickNode(ctx)
 		rate := []string{"0.5", "2"}[n.rng.IntN(2)]
 		target := n.c.nodes[i].id + " clock x" + rate
@@ -194,7 +181,7 @@ func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) 
 			err = e
 		}
 		n.note(fault, target, "healed", errText(err))
-	case FaultMembership:
+	case history.FaultMembership:
 		n.membership(ctx, fault)
 	}
 }

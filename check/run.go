@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -15,7 +14,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fenced-dev/fenced/check/checker"
+	"github.com/fenced-dev/fenced/check/history"
+	"github.com/fenced-dev/fenced/check/report"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/launch"
 )
 
 // Config configures a run of the harness.
@@ -34,7 +37,7 @@ type Config struct {
 	Seed int64
 	// Faults are the enabled fault kinds.
 	Faults []string
-	// TTL is the workers' session and lease TTL.
+	// TTL is the TTL of the workers' sessions and TTL locks.
 	TTL time.Duration
 	// Resource is "fenced" (the kv checks tokens) or "unfenced" (the kv
 	// accepts every write: the stale-write checker's negative control).
@@ -81,9 +84,8 @@ func (c Config) Validate() error {
 // workerProc is one running worker process.
 type workerProc struct {
 	id   string
-	cmd  *exec.Cmd
+	proc *launch.Process
 	out  string
-	done chan struct{}
 }
 
 // holding reports whether the worker's last recorded operation shows it
@@ -103,25 +105,23 @@ func (w *workerProc) holding() bool {
 		return false
 	}
 	lines := strings.Split(strings.TrimSpace(string(buf)), "\n")
-	h, err := ReadHistory(strings.NewReader(lines[len(lines)-1]))
+	h, err := history.Read(strings.NewReader(lines[len(lines)-1]))
 	if err != nil || len(h) == 0 {
 		return false
 	}
 	last := h[0]
-	return (last.Kind == OpAcquire && last.Outcome == OK) || last.Kind == OpRead || last.Kind == OpWrite
+	return (last.Kind == history.OpAcquire && last.Outcome == history.OK) || last.Kind == history.OpRead || last.Kind == history.OpWrite
 }
 
 func (w *workerProc) signal(sig syscall.Signal) {
-	if w.cmd.Process != nil {
-		w.cmd.Process.Signal(sig)
-	}
+	w.proc.Signal(sig)
 }
 
 // Result is the outcome of a run.
 type Result struct {
-	Summary    Summary
-	Violations []Violation
-	History    History
+	Summary    report.Summary
+	Violations []checker.Violation
+	History    history.History
 }
 
 // Run starts the cluster and the workers, injects faults for
@@ -160,8 +160,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer c.close()
 
 	var mu sync.Mutex
-	var nemesisOps History
-	record := func(op Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
+	var nemesisOps history.History
+	record := func(op history.Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
 
 	names := make([]string, cfg.Locks)
 	for i := range names {
@@ -181,11 +181,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			w.signal(syscall.SIGTERM)
 		}
 		for _, w := range workers {
-			select {
-			case <-w.done:
-			case <-time.After(10 * time.Second):
+			if !w.proc.Wait(10 * time.Second) {
 				w.signal(syscall.SIGKILL)
-				<-w.done
+				<-w.proc.Done()
 			}
 		}
 	}
@@ -206,7 +204,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		say("%v", err)
 	}
 	healedAt := time.Now().UnixNano()
-	record(Op{Process: "nemesis", Kind: OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
+	record(history.Op{Process: history.NemesisProcess, Kind: history.OpFault, Fault: "all", Outcome: "healed", Invoke: healedAt, Complete: healedAt})
 	// Let every client show it gets a grant again.
 	sleepCtx(ctx, cfg.LivenessBound)
 	stopWorkers()
@@ -214,17 +212,17 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	say("reading every key back")
 	final := finalReads(ctx, c, names)
 
-	h := append(History(nil), nemesisOps...)
+	h := append(history.History(nil), nemesisOps...)
 	h = append(h, final...)
 	for _, w := range workers {
-		wh, err := ReadHistoryFile(w.out)
+		wh, err := history.ReadFile(w.out)
 		if err != nil {
 			return nil, fmt.Errorf("read %s's history: %w", w.id, err)
 		}
 		h = append(h, wh...)
 	}
 	for _, nd := range c.nodes {
-		nh, err := ReadHistoryFile(nd.eventLog)
+		nh, err := history.ReadFile(nd.eventLog)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
 			return nil, fmt.Errorf("read %s's events: %w", nd.id, err)
 		}
@@ -241,12 +239,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		live = append(live, w.id)
 	}
 	say("checking %d operations", len(h))
-	violations := CheckAll(h, CheckOptions{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
-	sum := Summarize(h, violations)
+	violations := checker.All(h, checker.Options{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
+	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
 	sum.Started, sum.Ended = started, time.Now()
 	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness"}
-	if err := WriteReport(cfg.OutDir, h, violations, sum); err != nil {
+	if err := report.Write(cfg.OutDir, h, violations, sum); err != nil {
 		return nil, err
 	}
 	return &Result{Summary: sum, Violations: violations, History: h}, nil
@@ -259,40 +257,37 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(cfg.Binary, "check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
-		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	args := []string{"check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
+		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out}
+	p, err := launch.Start(launch.Spec{Bin: cfg.Binary, Args: args, Out: logf, OwnGroup: true, OnExit: func() { logf.Close() }})
+	if err != nil {
 		logf.Close()
 		return nil, fmt.Errorf("start worker %s: %w", id, err)
 	}
-	w := &workerProc{id: id, cmd: cmd, out: out, done: make(chan struct{})}
-	go func() { cmd.Wait(); logf.Close(); close(w.done) }()
-	return w, nil
+	return &workerProc{id: id, proc: p, out: out}, nil
 }
 
 // finalReads reads every key once all faults are healed (process "final").
-func finalReads(ctx context.Context, c *cluster, keys []string) History {
+func finalReads(ctx context.Context, c *cluster, keys []string) history.History {
 	cl, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
 		return nil
 	}
 	defer cl.Close()
 	sort.Strings(keys)
-	var h History
+	var h history.History
 	for _, key := range keys {
-		op := Op{Process: FinalProcess, Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		op := history.Op{Process: history.FinalProcess, Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
 		rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		e, err := cl.KVGet(rctx, key)
 		cancel()
 		switch {
 		case errors.Is(err, client.ErrKeyNotFound):
-			op.Outcome, op.Token = NotFound, uint64(e.Token)
+			op.Outcome, op.Token = history.NotFound, uint64(e.Token)
 		case err != nil:
-			op.Outcome, op.Error = Unknown, err.Error()
+			op.Outcome, op.Error = history.Unknown, err.Error()
 		default:
-			op.Outcome, op.Value, op.Version, op.Token = OK, string(e.Value), e.Version, uint64(e.Token)
+			op.Outcome, op.Value, op.Version, op.Token = history.OK, string(e.Value), e.Version, uint64(e.Token)
 		}
 		op.Complete = time.Now().UnixNano()
 		h = append(h, op)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/check"
+	"github.com/fenced-dev/fenced/check/history"
 	"github.com/fenced-dev/fenced/internal/proctest"
 )
 
@@ -50,7 +51,7 @@ func run(t *testing.T, cfg check.Config) *check.Result {
 func TestRun_AllFaultsNoViolations(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			res := run(t, check.Config{Nodes: 3, Duration: 30 * time.Second, Seed: seed, Faults: check.AllFaults})
+			res := run(t, check.Config{Nodes: 3, Duration: 30 * time.Second, Seed: seed, Faults: history.AllFaults})
 			for _, v := range res.Violations {
 				t.Errorf("violation: %s: %s", v.Check, v.Message)
 			}
@@ -64,7 +65,7 @@ func TestRun_AllFaultsNoViolations(t *testing.T) {
 // Negative control: with a kv that accepts every write, paused clients'
 // late writes get through and the stale-write checker must say so.
 func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
-	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{check.FaultPauseClient}, Resource: "unfenced"})
+	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{history.FaultPauseClient}, Resource: "unfenced"})
 	if !hasViolation(res, "stale-write") {
 		t.Fatalf("the stale-write checker did not catch the unfenced resource: %s", res.Summary.Line())
 	}
@@ -73,7 +74,7 @@ func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
 // Negative control: a cluster whose new leader resets the token counter
 // must fail the token-order checker.
 func TestRun_TokenResetFailsTokenOrderCheck(t *testing.T) {
-	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 11, Faults: []string{check.FaultKill, check.FaultTransfer}, ResetTokens: true})
+	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 11, Faults: []string{history.FaultKill, history.FaultTransfer}, ResetTokens: true})
 	if !hasViolation(res, "token-order") {
 		t.Fatalf("the token-order checker did not catch the token reset: %s", res.Summary.Line())
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/check/history"
 	"github.com/fenced-dev/fenced/client"
 )
 
@@ -24,7 +25,7 @@ type WorkerConfig struct {
 	// Names are the contended locks; each lock protects the kv key of the
 	// same name.
 	Names []string
-	// TTL is the session and lease TTL.
+	// TTL is the TTL of sessions and TTL locks.
 	TTL time.Duration
 	// Seed seeds the worker's choices.
 	Seed uint64
@@ -43,7 +44,7 @@ type recorder struct {
 	id  string
 }
 
-func (r *recorder) record(op Op) {
+func (r *recorder) record(op history.Op) {
 	op.Process = r.id
 	if op.Complete == 0 {
 		op.Complete = time.Now().UnixNano()
@@ -58,13 +59,13 @@ func (r *recorder) record(op Op) {
 func outcomeOf(err error) string {
 	switch {
 	case err == nil:
-		return OK
+		return history.OK
 	case errors.Is(err, fence.ErrStaleToken):
-		return Stale
+		return history.Stale
 	case errors.Is(err, fence.ErrNotGranted), errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken):
-		return Fail
+		return history.Fail
 	}
-	return Unknown
+	return history.Unknown
 }
 
 func errText(err error) string {
@@ -76,7 +77,7 @@ func errText(err error) string {
 
 // RunWorker runs the workload of one client process until ctx ends: it
 // repeatedly takes one of the contended locks (waiting in the queue with a
-// session, or as a one-shot lease it then lets expire), reads and writes
+// session, or as a TTL lock it then lets expire), reads and writes
 // the lock's kv key under the token, and releases or lets the grant
 // expire. It writes with its token without first checking that it still
 // holds the lock: the naive holder whose late writes fencing must stop.
@@ -94,7 +95,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		if rng.IntN(10) < 7 {
 			sessionRound(ctx, c, rec, rng, cfg, name, n)
 		} else {
-			leaseRound(ctx, c, rec, rng, cfg, name, n)
+			ttlLockRound(ctx, c, rec, rng, cfg, name, n)
 		}
 	}
 	return nil
@@ -116,7 +117,7 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 		ccancel()
 	}()
 	m := client.NewMutex(s, name)
-	op := Op{Kind: OpAcquire, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
+	op := history.Op{Kind: history.OpAcquire, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
 	lctx, lcancel := context.WithTimeout(sctx, 3*time.Second)
 	err = m.Lock(lctx)
 	lcancel()
@@ -124,7 +125,7 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The wait ran out; the SDK took the waiter out of the queue and
 		// released a grant that may have raced it: maybe granted, briefly.
-		op.Outcome = Unknown
+		op.Outcome = history.Unknown
 	}
 	if err == nil {
 		op.Token = uint64(m.Token())
@@ -134,7 +135,7 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 		return
 	}
 	work(ctx, c, rec, rng, name, m.Token(), n)
-	rel := Op{Kind: OpRelease, Name: name, Session: s.ID(), Token: uint64(m.Token()), Invoke: time.Now().UnixNano()}
+	rel := history.Op{Kind: history.OpRelease, Name: name, Session: s.ID(), Token: uint64(m.Token()), Invoke: time.Now().UnixNano()}
 	uctx, ucancel := context.WithTimeout(ctx, 3*time.Second)
 	err = m.Unlock(uctx)
 	ucancel()
@@ -142,10 +143,10 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 	rec.record(rel)
 }
 
-// leaseRound tries name once as a one-shot lease, works under it and lets
+// ttlLockRound tries name once as a TTL lock, works under it and lets
 // it expire without releasing.
-func leaseRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
-	op := Op{Kind: OpAcquire, Name: name, Invoke: time.Now().UnixNano()}
+func ttlLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+	op := history.Op{Kind: history.OpAcquire, Name: name, Invoke: time.Now().UnixNano()}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	l, err := c.Acquire(actx, name, cfg.TTL)
 	cancel()
@@ -159,12 +160,12 @@ func leaseRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.
 		return
 	}
 	work(ctx, c, rec, rng, name, l.Token(), n)
-	exp := Op{Kind: OpExpire, Name: name, Session: l.Grant().Session, Token: uint64(l.Token()), Invoke: time.Now().UnixNano()}
+	exp := history.Op{Kind: history.OpExpire, Name: name, Session: l.Grant().Session, Token: uint64(l.Token()), Invoke: time.Now().UnixNano()}
 	select {
 	case <-l.Context().Done():
 	case <-ctx.Done():
 	}
-	exp.Outcome = OK
+	exp.Outcome = history.OK
 	rec.record(exp)
 }
 
@@ -173,20 +174,20 @@ func leaseRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.
 func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, key string, t fence.Token, n int) {
 	for i := 0; i < 2+rng.IntN(4) && ctx.Err() == nil; i++ {
 		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		read := Op{Kind: OpRead, Key: key, Invoke: time.Now().UnixNano()}
+		read := history.Op{Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
 		e, err := c.KVGet(rctx, key)
 		cancel()
 		read.Outcome, read.Error = outcomeOf(err), errText(err)
 		switch {
 		case errors.Is(err, client.ErrKeyNotFound):
-			read.Outcome, read.Error, read.Token = NotFound, "", uint64(e.Token)
+			read.Outcome, read.Error, read.Token = history.NotFound, "", uint64(e.Token)
 		case err == nil:
 			read.Value, read.Version, read.Token = string(e.Value), e.Version, uint64(e.Token)
 		}
 		rec.record(read)
 
 		value := fmt.Sprintf("%s-%d-%d", rec.id, n, i)
-		write := Op{Kind: OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
+		write := history.Op{Kind: history.OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
 		// The SDK retries a write with the same request id; the server
 		// applies it once and answers the retry with the original version.
 		wctx, wcancel := context.WithTimeout(ctx, 2*requestTimeout)

@@ -37,7 +37,7 @@ func releaseResultOf(r fencedv1.ReleaseResult) ReleaseResult {
 // session id but not the Session (such as `fenced release`). It sends no
 // sequence number: a retry after a lost reply may answer AlreadyReleased
 // for a release that was in fact applied. Programs that hold a Session use
-// Mutex.Unlock or Lease.Release.
+// Mutex.Unlock or TTLLock.Release.
 func (c *Client) Release(ctx context.Context, name string, session uint64) (ReleaseResult, error) {
 	if err := fence.ValidateName(name); err != nil {
 		return "", fmt.Errorf("client: %w", err)

@@ -8,7 +8,7 @@ import (
 
 // TimerClock is a fence.Clock that also runs timers. A clock given to
 // WithClock that implements it runs all of the Client's timers: the
-// validity and jeopardy deadlines of sessions and leases, and the renewal
+// validity and jeopardy deadlines of sessions and TTL locks, and the renewal
 // schedule. A fake TimerClock lets a test move time by hand.
 type TimerClock interface {
 	fence.Clock

@@ -22,7 +22,7 @@
 //	err = store.Write(m.Context(), "reports/daily", data, m.Token())
 //
 // For one grant with a TTL of its own and no keep-alive, use Client.Acquire
-// and the Lease it returns.
+// and the TTLLock it returns.
 //
 // # What the SDK promises, and what not
 //
@@ -51,19 +51,25 @@
 //
 // # Transport
 //
-// A Client keeps one HTTP/2 connection per endpoint it uses. Lock
-// acquires and releases, leases and kv puts go over one LockService.Pipeline
-// stream per endpoint: calls from any number of goroutines are sent without
-// waiting for each other and packed into few messages, and each answer is
-// matched to its call. Renewals of all sessions go over one KeepAlive
-// stream, many per message. Other calls (sessions, status, reads, cluster
-// administration) are one request each.
+// A Client keeps one HTTP/2 connection per endpoint it uses for its
+// calls, and one more for its KeepAlive stream. Lock acquires and releases
+// (of a Mutex or a TTLLock) and kv puts go over one LockService.Pipeline
+// stream per endpoint: calls from any number of goroutines are sent
+// without waiting for each other and packed into few messages, and each
+// answer is matched to its call. Other calls (sessions, status, reads,
+// cluster administration) are one request each on the same connections.
+// Renewals of all sessions go over one KeepAlive stream, many per message,
+// on a connection of its own: a partition silences a TCP connection
+// without breaking it, so when renewals stop being answered the Client
+// abandons the stream together with its connection and opens both anew,
+// on the next endpoint. With WithHTTPClient, every stream and call uses
+// the given client and its transport decides the connections.
 //
 // # Retries
 //
 // Every call that changes state carries an id the server de-duplicates: a
 // session's requests carry the session and a sequence number, a new
-// session or a Lease a random request id. A call that times out or fails
+// session or a TTLLock a random request id. A call that times out or fails
 // on the network is retried with the same id, on the next endpoint if need
 // be, so the server applies it once and a retry returns the original
 // result. Retries go on until the caller's context ends (and, for a

@@ -21,13 +21,13 @@ var (
 	// ErrSessionClosed reports a session that its holder closed. It is the
 	// Err of a session after Close, and the cause of its grants' contexts.
 	ErrSessionClosed = errors.New("client: session closed")
-	// ErrExpired reports a session or lease whose validity, measured by the
+	// ErrExpired reports a session or TTL lock whose validity, measured by the
 	// client from before the request that granted or last renewed it, ran
 	// out without a confirmed renewal. The server may still hold it for a
 	// little longer; the SDK no longer trusts it. It comes wrapped together
 	// with fence.ErrLockLost.
 	ErrExpired = errors.New("client: validity ran out without a confirmed renewal")
-	// ErrNotHeld is the cause of a Mutex's or Lease's Context when it holds
+	// ErrNotHeld is the cause of a Mutex's or TTLLock's Context when it holds
 	// no grant: before the first Lock, and after Unlock or Release.
 	ErrNotHeld = errors.New("client: lock not held")
 	// ErrNotOwned reports an Unlock or Release of a lock that another

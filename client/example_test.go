@@ -156,7 +156,7 @@ func ExampleClient_Acquire() {
 	}
 	defer l.Release(context.Background())
 
-	// Context ends when the lease's validity runs out.
+	// Context ends when the lock's validity runs out.
 	if err := runBackup(l.Context(), l.Token()); err != nil {
 		log.Print(err)
 	}

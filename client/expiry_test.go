@@ -25,7 +25,7 @@ func TestAcquire_TokensIncreaseAcrossExpiries(t *testing.T) {
 	defer cancel()
 	var last fence.Token
 	for i := 0; i < 20; i++ {
-		var l *client.Lease
+		var l *client.TTLLock
 		for l == nil { // the previous grant is held until the server expires it
 			l, err = c.Acquire(ctx, "expiring", 200*time.Millisecond)
 			if errors.Is(err, fence.ErrNotGranted) {

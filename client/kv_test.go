@@ -60,7 +60,7 @@ func TestKV_StaleWriterAndVersions(t *testing.T) {
 		t.Fatalf("first write: %v", err)
 	}
 	<-old.Context().Done() // A's lease runs out; B takes over
-	var b *client.Lease
+	var b *client.TTLLock
 	for b == nil {
 		if b, err = c.Acquire(ctx, "orders", 10*time.Second); errors.Is(err, fence.ErrNotGranted) {
 			time.Sleep(20 * time.Millisecond)

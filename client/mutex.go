@@ -38,7 +38,7 @@ type Mutex struct {
 	cancel context.CancelCauseFunc
 }
 
-// notHeld is the Context of a Mutex or Lease that holds no grant.
+// notHeld is the Context of a Mutex or TTLLock that holds no grant.
 var notHeld = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(ErrNotHeld)

@@ -10,11 +10,11 @@ import (
 )
 
 // events is the state machine's observer: it wakes waiting calls, tracks
-// leases, counts metrics and logs grants, releases and expiries at debug
+// session deadlines, counts metrics and logs grants, releases and expiries at debug
 // level. It runs inside Apply and never blocks.
 type events struct {
 	waits   *waits
-	leases  *leases
+	expiry  *sessionExpiry
 	metrics *metrics
 	log     *slog.Logger
 	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
@@ -41,11 +41,11 @@ func (e *events) WaitEnded(name string, session uint64) {
 }
 
 func (e *events) SessionStarted(session uint64, ttlMs int64) {
-	e.leases.start(session, time.Duration(ttlMs)*time.Millisecond)
+	e.expiry.start(session, time.Duration(ttlMs)*time.Millisecond)
 }
 
 func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
-	e.leases.end(session)
+	e.expiry.end(session)
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.debug("expiry", slog.Uint64("session", session))

@@ -71,7 +71,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 			return
 		}
 	}
-	s.leases.restartAll()
+	s.expiry.restartAll()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -130,7 +130,7 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 			return
 		case <-tick.C:
 		}
-		for _, id := range s.leases.due() {
+		for _, id := range s.expiry.due() {
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():

@@ -32,7 +32,7 @@ type Server struct {
 	clock   fence.Clock
 	sm      *stateMachine
 	node    *raftstore.Node
-	leases  *leases
+	expiry  *sessionExpiry
 	waits   *waits
 	metrics *metrics
 	// proposer groups concurrent proposals into one Raft entry.
@@ -41,7 +41,7 @@ type Server struct {
 	http     *http.Server
 
 	// serving is the term this node leads in once its takeover finished
-	// (barrier applied, leadership recorded, leases restarted); 0 while it
+	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
 	// is not a serving leader. Keep-alives and expiries need it.
 	serving atomic.Uint64
 
@@ -66,13 +66,13 @@ func Start(cfg Config) (*Server, error) {
 	}
 	cfg.Raft.Logger = log
 	s := &Server{cfg: cfg, log: log, clock: cfg.Test.clock(), waits: newWaits(), done: make(chan struct{})}
-	s.leases = newLeases(s.clock)
+	s.expiry = newSessionExpiry(s.clock)
 	s.proposer = &proposer{s: s}
 	var obs events
 	s.sm = newStateMachine(&obs)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
-	obs = events{waits: s.waits, leases: s.leases, metrics: s.metrics, log: log}
+	obs = events{waits: s.waits, expiry: s.expiry, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}

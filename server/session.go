@@ -71,7 +71,7 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) (
 	for i, req := range reqs {
 		resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
 		resps[i] = resp
-		ttl, ok := s.leases.renew(req.Session)
+		ttl, ok := s.expiry.renew(req.Session)
 		if !ok {
 			s.metrics.staleSession.Inc()
 			resp.Gone = true

@@ -9,8 +9,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenced-dev/fenced/check"
 	"github.com/spf13/cobra"
+
+	"github.com/fenced-dev/fenced/check"
 )
 
 func newCheckCommand() *cobra.Command {
@@ -77,7 +78,7 @@ membership (or all).`,
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run the workload under faults")
 	f.Int64Var(&seed, "seed", 0, "seed of the workload and the fault schedule (0: from the clock; printed in the summary)")
 	f.StringVar(&faults, "faults", "all", "fault kinds: pause-client,pause-server,kill,partition,transfer,skew,membership or all")
-	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "the workers' session and lease TTL")
+	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "the TTL of the workers' sessions and TTL locks")
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader resets the token counter (the token-order check must fail)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")

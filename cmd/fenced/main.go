@@ -1,10 +1,20 @@
-// Command fenced is the fenced server and its command-line client.
+// Command fenced is the fenced server, its command-line client, its fault
+// harness and its benchmark.
 //
-//	fenced serve                      run a server (single node, data in ./fenced-data)
-//	fenced acquire NAME --ttl 30s     take a lock with a per-grant TTL, print the grant
-//	fenced release NAME --session ID  release it
-//	fenced lock NAME -- CMD ARGS...   run CMD while holding the lock
-//	fenced status [NAME]              holders, tokens, waiters, sessions
+//	fenced serve                          run a server (single node, data in ./fenced-data)
+//	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
+//	fenced release NAME --session ID      release it
+//	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
+//	fenced status [NAME]                  holders, tokens, waiters, sessions
+//	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
+//	fenced kv get KEY                     read a key (value, version, token)
+//	fenced kv del KEY --token T           delete a key under a token
+//	fenced cluster status                 members, roles, leader, term, per-node lag
+//	fenced cluster add ID PEER-ADDR       add a voter
+//	fenced cluster remove ID              remove a member
+//	fenced cluster transfer-leader [ID]   hand leadership to ID, or to any other member
+//	fenced check                          run the fault harness against a real cluster
+//	fenced bench                          measure lock throughput and latency
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock).

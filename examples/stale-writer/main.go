@@ -85,7 +85,7 @@ func run(out io.Writer, endpoint string) error {
 	<-a.Context().Done()
 	say("", "(A's lease has run out; A does not know, it is paused)")
 
-	var b *client.Lease
+	var b *client.TTLLock
 	for b == nil {
 		b, err = c.Acquire(ctx, lockName, 30*time.Second)
 		if err != nil && !isNotGranted(err) {

@@ -1,5 +1,5 @@
 // Package guardtest is the conformance suite every fenced guard runs against
-// itself, on its real store: the watermark rule of DESIGN.md §5, sequential
+// itself, on its real store: the watermark rule of docs/design.md §5, sequential
 // and under concurrency (Run), and the contract of fence.Guard's Do
 // (RunGuard).
 //

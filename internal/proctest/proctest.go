@@ -1,12 +1,12 @@
 // Package proctest runs real fenced processes for tests: it builds the
 // fenced binary once per test binary and starts `fenced serve` as a child
-// process that tests can SIGKILL, SIGSTOP and SIGCONT.
+// process that tests can SIGKILL, SIGSTOP and SIGCONT. It is the testing
+// front of internal/launch, which starts the processes and links of the
+// fault harness too.
 package proctest
 
 import (
 	"bytes"
-	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced-dev/fenced/internal/launch"
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
@@ -54,26 +55,16 @@ func Binary(t testing.TB) string {
 // ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("pick a free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return FreeAddrs(t, 1)[0]
 }
 
 // FreeAddrs returns n distinct free loopback addresses, holding each until
 // all are picked so none is handed out twice.
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var addrs []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("pick a free port: %v", err)
-		}
-		defer ln.Close()
-		addrs = append(addrs, ln.Addr().String())
+	addrs, err := launch.FreeAddrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return addrs
 }
@@ -87,11 +78,10 @@ type Server struct {
 	Args     []string // extra flags
 	Env      []string // extra environment
 
-	t      testing.TB
-	mu     sync.Mutex
-	cmd    *exec.Cmd
-	waited chan struct{}
-	log    bytes.Buffer
+	t    testing.TB
+	mu   sync.Mutex
+	proc *launch.Process
+	log  bytes.Buffer
 }
 
 // StartServer starts `fenced serve` on free loopback ports with a fresh data
@@ -121,70 +111,43 @@ func (s *Server) Start() {
 // StartNoWait (re)starts the process without waiting for it to be ready.
 func (s *Server) StartNoWait() {
 	s.t.Helper()
-	args := []string{"serve", "--listen", s.Addr, "--peer-listen", s.PeerAddr, "--data-dir", s.DataDir}
-	if s.NodeID != "" {
-		args = append(args, "--node-id", s.NodeID)
-	}
-	args = append(args, s.Args...)
-	cmd := exec.Command(Binary(s.t), args...)
-	cmd.Env = append(os.Environ(), s.Env...)
-	s.mu.Lock()
-	cmd.Stdout, cmd.Stderr = &lockedWriter{&s.mu, &s.log}, &lockedWriter{&s.mu, &s.log}
-	s.mu.Unlock()
-	if err := cmd.Start(); err != nil {
+	n := launch.Node{ID: s.NodeID, Addr: s.Addr, PeerAddr: s.PeerAddr, DataDir: s.DataDir}
+	p, err := launch.Start(launch.Spec{Bin: Binary(s.t), Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Out: &lockedWriter{&s.mu, &s.log}})
+	if err != nil {
 		s.t.Fatalf("start fenced serve: %v", err)
 	}
-	waited := make(chan struct{})
-	go func() { cmd.Wait(); close(waited) }()
 	s.mu.Lock()
-	s.cmd, s.waited = cmd, waited
+	s.proc = p
 	s.mu.Unlock()
+}
+
+// process is the running (or last) process.
+func (s *Server) process() *launch.Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.proc
 }
 
 // Kill sends SIGKILL and waits for the process to exit.
 func (s *Server) Kill() {
-	s.mu.Lock()
-	cmd, waited := s.cmd, s.waited
-	s.mu.Unlock()
-	if cmd == nil {
+	p := s.process()
+	if p == nil {
 		return
 	}
-	cmd.Process.Signal(syscall.SIGCONT) // a stopped process must run to die
-	cmd.Process.Kill()
-	select {
-	case <-waited:
-	case <-time.After(10 * time.Second):
-		s.t.Errorf("fenced serve (pid %d) did not exit 10s after SIGKILL", cmd.Process.Pid)
+	if !p.Kill(10 * time.Second) {
+		s.t.Errorf("fenced serve (pid %d) did not exit 10s after SIGKILL", p.Pid())
 	}
 }
 
 // Signal sends sig to the process.
-func (s *Server) Signal(sig syscall.Signal) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.Process.Signal(sig)
-}
+func (s *Server) Signal(sig syscall.Signal) error { return s.process().Signal(sig) }
 
 // Wait waits up to d for the process to exit and reports whether it did.
-func (s *Server) Wait(d time.Duration) bool {
-	s.mu.Lock()
-	waited := s.waited
-	s.mu.Unlock()
-	select {
-	case <-waited:
-		return true
-	case <-time.After(d):
-		return false
-	}
-}
+func (s *Server) Wait(d time.Duration) bool { return s.process().Wait(d) }
 
 // ExitCode returns the exit code of an exited process (-1 if killed by a
 // signal).
-func (s *Server) ExitCode() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cmd.ProcessState.ExitCode()
-}
+func (s *Server) ExitCode() int { return s.process().ExitCode() }
 
 // Log returns what the process has written so far.
 func (s *Server) Log() string {
@@ -206,29 +169,48 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 
 // ClusterTiming are the Raft timings cluster tests use: elections within
 // about a second on a loaded machine.
-var ClusterTiming = []string{"--heartbeat-timeout", "300ms", "--election-timeout", "300ms", "--leader-lease-timeout", "150ms"}
+var ClusterTiming = launch.Timing
 
 // StartCluster starts n `fenced serve` processes forming one cluster
 // (node ids n1..nN) on free loopback ports and waits until every member
 // is ready. extra flags go to every member.
 func StartCluster(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
-	servers := make([]*Server, n)
-	var initial []string
-	addrs := FreeAddrs(t, 2*n)
-	for i := range servers {
-		servers[i] = &Server{NodeID: fmt.Sprintf("n%d", i+1), Addr: addrs[2*i], PeerAddr: addrs[2*i+1], DataDir: t.TempDir(), t: t}
-		initial = append(initial, servers[i].NodeID+"="+servers[i].PeerAddr)
+	servers, _ := startCluster(t, n, false, extra)
+	return servers
+}
+
+// startCluster starts a cluster of n, with a proxy on every directed peer
+// link when withLinks is set.
+func startCluster(t testing.TB, n int, withLinks bool, extra []string) ([]*Server, *launch.Links) {
+	t.Helper()
+	nodes, err := launch.Plan(n, func(string) string { return t.TempDir() })
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, s := range servers {
-		s.Args = append(append([]string{"--initial-cluster", strings.Join(initial, ",")}, ClusterTiming...), extra...)
+	var links *launch.Links
+	if withLinks {
+		if links, err = launch.NewLinks(nodes); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(links.Close)
+	}
+	initial := launch.InitialCluster(nodes)
+	servers := make([]*Server, n)
+	for i, nd := range nodes {
+		s := &Server{NodeID: nd.ID, Addr: nd.Addr, PeerAddr: nd.PeerAddr, DataDir: nd.DataDir, t: t}
+		s.Args = append(append([]string{"--initial-cluster", initial}, ClusterTiming...), extra...)
+		if links != nil {
+			s.Env = links.Env(i)
+		}
 		s.StartNoWait()
 		t.Cleanup(s.Kill)
+		servers[i] = s
 	}
 	for _, s := range servers {
 		testserver.WaitReady(t, s.Addr)
 	}
-	return servers
+	return servers, links
 }
 
 // Endpoints returns the API addresses of servers, comma-separated.
@@ -239,5 +221,3 @@ func Endpoints(servers []*Server) string {
 	}
 	return strings.Join(eps, ",")
 }
-
-func waitReady(t testing.TB, addr string) { testserver.WaitReady(t, addr) }

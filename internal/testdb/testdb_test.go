@@ -5,9 +5,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced-dev/fenced/internal/testdb"
 	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fenced-dev/fenced/internal/testdb"
 )
 
 func TestStartPostgres(t *testing.T) {

@@ -7,11 +7,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"net/http"
 	"testing"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/launch"
 	"github.com/fenced-dev/fenced/server"
 )
 
@@ -70,16 +70,7 @@ func Start(t testing.TB, opts ...Option) *Server {
 // after 20s.
 func WaitReady(t testing.TB, addr string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+	if err := launch.WaitReady(context.Background(), addr, 20*time.Second); err != nil {
+		t.Fatal(err)
 	}
-	t.Fatalf("server at %s not ready after 20s", addr)
 }

@@ -1,0 +1,95 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+)
+
+// fakeClock is a settable clock for the session expiry table.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	l := newSessionExpiry(clock)
+	l.start(1, 3*time.Second)
+	l.start(2, 5*time.Second)
+	l.start(3, 3*time.Second)
+
+	clock.advance(2 * time.Second)
+	if got := l.due(); len(got) != 0 {
+		t.Fatalf("due before any deadline: %v", got)
+	}
+	if _, ok := l.renew(1); !ok {
+		t.Fatal("renew of a live session failed")
+	}
+	l.end(3)
+
+	clock.advance(1500 * time.Millisecond) // t=3.5s: 1 renewed to 5s, 3 ended
+	if got := l.due(); len(got) != 0 {
+		t.Fatalf("due at 3.5s = %v, want none (1 renewed, 3 ended)", got)
+	}
+	clock.advance(2 * time.Second) // t=5.5s
+	got := l.due()
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("due at 5.5s = %v, want [1 2]", got)
+	}
+	if _, ok := l.renew(1); ok {
+		t.Fatal("a session whose expiry was proposed was renewed")
+	}
+	if got := l.due(); len(got) != 0 {
+		t.Fatalf("expiry proposed again before retryExpiryAfter: %v", got)
+	}
+	clock.advance(retryExpiryAfter)
+	got = l.due()
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("due after retryExpiryAfter = %v, want [1 2] again", got)
+	}
+
+	// A new leader restarts every TTL from now.
+	l.restartAll()
+	if _, ok := l.renew(2); !ok {
+		t.Fatal("renew after restartAll failed")
+	}
+	clock.advance(4 * time.Second)
+	if got := l.due(); !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("due 4s after restart = %v, want [1] (TTL 3s; 2 has 5s)", got)
+	}
+}
+
+// BenchmarkLeasesDue measures the expiry scan with many live sessions,
+// none due: it must not grow with the number of sessions.
+func BenchmarkLeasesDue(b *testing.B) {
+	for _, n := range []int{1000, 100000} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			clock := &fakeClock{now: time.Unix(1000, 0)}
+			l := newSessionExpiry(clock)
+			for i := range n {
+				l.start(uint64(i+1), time.Minute)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				l.due()
+			}
+		})
+	}
+}
