@@ -34,7 +34,7 @@ type KVEntry struct {
 }
 
 // KVResult is the outcome of a kv write. Err is set when the write was
-// refused: a *fence.StaleTokenError, a *VersionMismatchError or an invalid
+// refused: a *fence.StaleTokenError, a *fence.VersionMismatchError or an invalid
 // argument.
 type KVResult struct {
 	// Version is the key's version after the write.
@@ -43,23 +43,6 @@ type KVResult struct {
 	Token fence.Token
 	// Deleted reports a delete that removed an existing key.
 	Deleted bool
-}
-
-// VersionMismatchError reports a conditional kv write whose expected
-// version is not the key's version. Nothing was changed.
-type VersionMismatchError struct {
-	Key      string
-	Expected uint64
-	Current  uint64
-	Exists   bool
-}
-
-// Error implements error.
-func (e *VersionMismatchError) Error() string {
-	if !e.Exists {
-		return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, the key does not exist (use version 0 to create it)", e.Key, e.Expected)
-	}
-	return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, current version is %d", e.Key, e.Expected, e.Current)
 }
 
 func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
@@ -88,7 +71,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	if e == nil {
 		e = &kvEntry{}
 	}
-	if tok < e.token && !w.GetUnfenced() {
+	if tok < e.token && !m.faults.acceptStale() {
 		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
 	}
 	if w.GetHasIfVersion() {
@@ -97,7 +80,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 			current = 0
 		}
 		if w.GetIfVersion() != current {
-			return Result{Err: &VersionMismatchError{Key: key, Expected: w.GetIfVersion(), Current: current, Exists: e.exists}}
+			return Result{Err: &fence.VersionMismatchError{Object: key, Expected: int64(w.GetIfVersion()), Current: int64(current)}}
 		}
 	}
 	existed := e.exists

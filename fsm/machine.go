@@ -22,6 +22,7 @@ type Machine struct {
 	kvReplies   kvReplies
 	nodes       map[string]string // node id -> API address
 	obs         Observer
+	faults      faults // node-local test faults; none in production builds
 }
 
 // New returns an empty Machine reporting to obs (nil for none).
@@ -75,9 +76,6 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.kvWrite(op.KvWrite)
 	case *statev1.Command_RegisterNode:
 		return m.registerNode(op.RegisterNode)
-	case *statev1.Command_TestResetTokens:
-		m.lastToken = 0 // a test-only fault: breaks the token order on purpose
-		return Result{}
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

@@ -43,7 +43,7 @@ func StartClusterWithLinks(t testing.TB, n int, extra ...string) ([]*Server, *Li
 			links.proxy[[2]int{i, j}] = p
 			via = append(via, peer.PeerAddr+"="+p.Addr())
 		}
-		s.Env = []string{"FENCED_TEST_DIAL_VIA=" + strings.Join(via, ",")}
+		s.Env, s.Faults = []string{"FENCED_TEST_DIAL_VIA=" + strings.Join(via, ",")}, true
 		s.Args = append(append([]string{"--initial-cluster", strings.Join(initial, ",")}, ClusterTiming...), extra...)
 		s.StartNoWait()
 		t.Cleanup(s.Kill)

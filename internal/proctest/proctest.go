@@ -20,34 +20,55 @@ import (
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
+// build is one fenced binary built from this source tree, once per test
+// binary, into a temporary directory.
+type build struct {
+	tags string
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
+	plainBuild = &build{}
+	faultBuild = &build{tags: "fencedfaults"}
 )
 
-// Binary returns the path of a fenced binary built from this source tree.
-// It is built once per test binary, into a temporary directory.
+// Binary returns the path of a fenced binary built from this source tree:
+// a production build, without the fault hooks.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return plainBuild.get(t)
+}
+
+// FaultBinary returns the path of a test build of fenced (build tag
+// fencedfaults): the binary the fault harness needs, with the dial hook,
+// the skewed clock and the negative controls.
+func FaultBinary(t testing.TB) string {
+	t.Helper()
+	return faultBuild.get(t)
+}
+
+func (b *build) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "fenced-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "fenced")
+		b.path = filepath.Join(dir, "fenced")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/fenced")
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", b.path, "./cmd/fenced")
 		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
+		b.out, b.err = cmd.CombinedOutput()
 	})
-	if buildErr != nil {
-		t.Fatalf("build fenced: %v\n%s", buildErr, buildOut)
+	if b.err != nil {
+		t.Fatalf("build fenced (tags %q): %v\n%s", b.tags, b.err, b.out)
 	}
-	return binPath
+	return b.path
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
@@ -86,6 +107,7 @@ type Server struct {
 	DataDir  string
 	Args     []string // extra flags
 	Env      []string // extra environment
+	Faults   bool     // run the test build (FaultBinary), for its fault hooks
 
 	t      testing.TB
 	mu     sync.Mutex
@@ -126,7 +148,11 @@ func (s *Server) StartNoWait() {
 		args = append(args, "--node-id", s.NodeID)
 	}
 	args = append(args, s.Args...)
-	cmd := exec.Command(Binary(s.t), args...)
+	bin := Binary(s.t)
+	if s.Faults {
+		bin = FaultBinary(s.t)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	s.mu.Lock()
 	cmd.Stdout, cmd.Stderr = &lockedWriter{&s.mu, &s.log}, &lockedWriter{&s.mu, &s.log}
