@@ -11,6 +11,21 @@ import (
 // MaxValueBytes is the largest value the fenced kv stores.
 const MaxValueBytes = 1 << 20
 
+// kvStore is the fenced kv: every key ever written (deleted ones as
+// tombstones) and the remembered results of recent writes by request id.
+// It is a snapshot section; it binds nothing to sessions.
+type kvStore struct {
+	m       *Machine
+	entries map[string]*kvEntry
+	replies kvReplies
+}
+
+var _ section = (*kvStore)(nil)
+
+func newKVStore(m *Machine) *kvStore {
+	return &kvStore{m: m, entries: make(map[string]*kvEntry)}
+}
+
 // kvEntry is one key of the fenced kv. A deleted key stays as a tombstone
 // (exists false) that keeps its watermark, so a stale writer cannot
 // recreate it, and its version, so versions never repeat.
@@ -45,7 +60,8 @@ type KVResult struct {
 	Deleted bool
 }
 
-func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
+func (kv *kvStore) write(w *statev1.KVWrite) Result {
+	m := kv.m
 	key, tok := w.GetKey(), fence.Token(w.GetToken())
 	if err := fence.ValidateName(key); err != nil {
 		return Result{Err: fmt.Errorf("key: %w", err)}
@@ -60,14 +76,14 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(w.GetRequestId()), maxRequestIDLen)}
 	}
 	if id := w.GetRequestId(); id != "" {
-		if res, ok := m.kvReplies.get(id); ok {
+		if res, ok := kv.replies.get(id); ok {
 			return Result{KV: res}
 		}
 	}
-	if tok > m.lastToken {
-		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.lastToken)}
+	if tok > m.tokens.last {
+		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.tokens.last)}
 	}
-	e := m.kv[key]
+	e := kv.entries[key]
 	if e == nil {
 		e = &kvEntry{}
 	}
@@ -91,50 +107,49 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	} else {
 		e.value, e.exists = append([]byte(nil), w.GetValue()...), true
 	}
-	m.kv[key] = e
+	kv.entries[key] = e
 	res := KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}
 	if id := w.GetRequestId(); id != "" {
-		m.kvReplies.put(id, res)
+		kv.replies.put(id, res)
 	}
 	return Result{KV: res}
 }
 
 // KV returns a key of the fenced kv.
 func (m *Machine) KV(key string) KVEntry {
-	e := m.kv[key]
+	e := m.kv.entries[key]
 	if e == nil {
 		return KVEntry{}
 	}
 	return KVEntry{Value: e.value, Version: e.version, Token: e.token, Exists: e.exists}
 }
 
-func (m *Machine) kvSnapshot() []*statev1.KVEntry {
-	keys := make([]string, 0, len(m.kv))
-	for k := range m.kv {
+// snapshot implements section.
+func (kv *kvStore) snapshot(st *statev1.State) {
+	keys := make([]string, 0, len(kv.entries))
+	for k := range kv.entries {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
-	out := make([]*statev1.KVEntry, len(keys))
-	for i, k := range keys {
-		e := m.kv[k]
-		out[i] = &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists}
+	for _, k := range keys {
+		e := kv.entries[k]
+		st.Kv = append(st.Kv, &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists})
 	}
-	return out
+	for _, id := range kv.replies.order {
+		r := kv.replies.byID[id]
+		st.KvReplies = append(st.KvReplies, &statev1.KVReply{RequestId: id, Version: r.Version, Token: uint64(r.Token), Deleted: r.Deleted})
+	}
 }
 
-func (m *Machine) kvRepliesSnapshot() []*statev1.KVReply {
-	out := make([]*statev1.KVReply, len(m.kvReplies.order))
-	for i, id := range m.kvReplies.order {
-		r := m.kvReplies.byID[id]
-		out[i] = &statev1.KVReply{RequestId: id, Version: r.Version, Token: uint64(r.Token), Deleted: r.Deleted}
+// restore implements section.
+func (kv *kvStore) restore(st *statev1.State) error {
+	for _, e := range st.GetKv() {
+		kv.entries[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
 	}
-	return out
-}
-
-func (m *Machine) kvRestore(entries []*statev1.KVEntry) {
-	for _, e := range entries {
-		m.kv[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
+	for _, r := range st.GetKvReplies() {
+		kv.replies.put(r.GetRequestId(), KVResult{Version: r.GetVersion(), Token: fence.Token(r.GetToken()), Deleted: r.GetDeleted()})
 	}
+	return nil
 }
 
 // kvReplyWindow is how many kv write results with a request id the state
