@@ -72,8 +72,8 @@ func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
 	}
 }
 
-// Negative control: a cluster whose new leader resets the token counter
-// must fail the token-order checker.
+// Negative control: a cluster whose new leader reports tokens as if it had
+// reset the token counter must fail the token-order checker.
 func TestRun_TokenResetFailsTokenOrderCheck(t *testing.T) {
 	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 11, Faults: []string{check.FaultKill, check.FaultTransfer}, ResetTokens: true})
 	if !hasViolation(res, "token-order") {

@@ -54,9 +54,11 @@ func (b *binding) end(leave, release func(name string)) {
 	}
 }
 
-func sortedKeys(set map[string]struct{}) []string {
-	keys := make([]string, 0, len(set))
-	for k := range set {
+// sortedKeys returns the keys of a map by name in sorted order: every walk
+// over a map whose order is visible (tokens, snapshots) goes through it.
+func sortedKeys[V any](byName map[string]V) []string {
+	keys := make([]string, 0, len(byName))
+	for k := range byName {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)

@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -126,12 +125,7 @@ func (m *Machine) KV(key string) KVEntry {
 
 // snapshot implements section.
 func (kv *kvStore) snapshot(st *statev1.State) {
-	keys := make([]string, 0, len(kv.entries))
-	for k := range kv.entries {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
+	for _, k := range sortedKeys(kv.entries) {
 		e := kv.entries[k]
 		st.Kv = append(st.Kv, &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists})
 	}

@@ -203,12 +203,7 @@ func (t *lockTable) endSession(s *session, reason EndReason, now int64) {
 
 // snapshot implements section.
 func (t *lockTable) snapshot(st *statev1.State) {
-	names := make([]string, 0, len(t.byName))
-	for name := range t.byName {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range sortedKeys(t.byName) {
 		l := t.byName[name]
 		pl := &statev1.Lock{Name: l.name, Holder: l.holder, Token: uint64(l.token), IssuedAtUnixMs: l.issuedAt}
 		for _, w := range l.queue.list {

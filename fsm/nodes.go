@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -26,12 +25,7 @@ func (t nodeTable) register(r *statev1.RegisterNode) Result {
 func (m *Machine) NodeAPIAddr(id string) string { return m.nodes[id] }
 
 func (t nodeTable) snapshot(st *statev1.State) {
-	ids := make([]string, 0, len(t))
-	for id := range t {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range sortedKeys(t) {
 		st.Nodes = append(st.Nodes, &statev1.RegisterNode{Id: id, ApiAddr: t[id]})
 	}
 }
