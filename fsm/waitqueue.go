@@ -10,9 +10,10 @@ type waiter struct {
 }
 
 // waitQueue is the FIFO queue of one object of a primitive: waiters are
-// granted in arrival order. A session is queued at most once. The session
-// binding (binding.wait) and the queue change together: use
-// Machine.enqueue and Machine.dequeue, which also push the end of a wait.
+// granted in arrival order. A session is queued at most once. The queue
+// and the session binding (binding.wait) change together: a primitive
+// uses Machine.enqueue, Machine.leaveQueue (which pushes the end of the
+// wait) and Machine.promote, not the queue's own methods.
 type waitQueue struct {
 	list []waiter
 }
