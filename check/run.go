@@ -23,7 +23,8 @@ import (
 
 // Config configures a run of the harness.
 type Config struct {
-	// Binary is the fenced binary to run (servers and workers).
+	// Binary is the fenced binary to run (servers and workers): a test
+	// build (go build -tags fencedfaults; see FaultsBuildTag).
 	Binary string
 	// Nodes is the cluster size: 1, 3 or 5.
 	Nodes int
@@ -42,8 +43,8 @@ type Config struct {
 	// Resource is "fenced" (the kv checks tokens) or "unfenced" (the kv
 	// accepts every write: the stale-write checker's negative control).
 	Resource string
-	// ResetTokens makes every new leader reset the token counter (the
-	// token-order checker's negative control).
+	// ResetTokens makes every new leader report tokens as if it had reset
+	// the token counter (the token-order checker's negative control).
 	ResetTokens bool
 	// OutDir receives the history, the summary and the report.
 	OutDir string
@@ -129,6 +130,9 @@ type Result struct {
 // reads every key back, checks the history and writes the report.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := requireFaultsBuild(cfg.Binary); err != nil {
 		return nil, err
 	}
 	logw := cfg.Log

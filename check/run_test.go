@@ -2,9 +2,11 @@ package check_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,7 +17,7 @@ import (
 
 func run(t *testing.T, cfg check.Config) *check.Result {
 	t.Helper()
-	cfg.Binary = proctest.Binary(t)
+	cfg.Binary = proctest.FaultBinary(t)
 	cfg.OutDir = t.TempDir()
 	if cfg.Clients == 0 {
 		cfg.Clients = 4
@@ -71,12 +73,27 @@ func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
 	}
 }
 
-// Negative control: a cluster whose new leader resets the token counter
-// must fail the token-order checker.
+// Negative control: a cluster whose new leader reports tokens as if it had
+// reset the token counter must fail the token-order checker.
 func TestRun_TokenResetFailsTokenOrderCheck(t *testing.T) {
 	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 11, Faults: []string{history.FaultKill, history.FaultTransfer}, ResetTokens: true})
 	if !hasViolation(res, "token-order") {
 		t.Fatalf("the token-order checker did not catch the token reset: %s", res.Summary.Line())
+	}
+}
+
+// The harness refuses a production build of fenced, which lacks the fault
+// hooks, before it starts anything.
+func TestRun_RefusesProductionBuild(t *testing.T) {
+	out := t.TempDir()
+	cfg := check.Config{Binary: proctest.Binary(t), Nodes: 1, Clients: 1, Locks: 1, Duration: time.Second, TTL: time.Second,
+		Resource: "fenced", ResetTokens: true, OutDir: out, LivenessBound: time.Second, Log: io.Discard}
+	_, err := check.Run(context.Background(), cfg)
+	if !errors.Is(err, check.ErrNotFaultsBuild) || !strings.Contains(err.Error(), "-tags fencedfaults") {
+		t.Fatalf("Run with a production build: %v, want ErrNotFaultsBuild naming the build tag", err)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Fatalf("a refused run wrote %d entries to --out", len(entries))
 	}
 }
 

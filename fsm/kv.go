@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -10,6 +9,21 @@ import (
 
 // MaxValueBytes is the largest value the fenced kv stores.
 const MaxValueBytes = 1 << 20
+
+// kvStore is the fenced kv: every key ever written (deleted ones as
+// tombstones) and the remembered results of recent writes by request id.
+// It is a snapshot section; it binds nothing to sessions.
+type kvStore struct {
+	m       *Machine
+	entries map[string]*kvEntry
+	replies kvReplies
+}
+
+var _ section = (*kvStore)(nil)
+
+func newKVStore(m *Machine) *kvStore {
+	return &kvStore{m: m, entries: make(map[string]*kvEntry)}
+}
 
 // kvEntry is one key of the fenced kv. A deleted key stays as a tombstone
 // (exists false) that keeps its watermark, so a stale writer cannot
@@ -34,7 +48,7 @@ type KVEntry struct {
 }
 
 // KVResult is the outcome of a kv write. Err is set when the write was
-// refused: a *fence.StaleTokenError, a *VersionMismatchError or an invalid
+// refused: a *fence.StaleTokenError, a *fence.VersionMismatchError or an invalid
 // argument.
 type KVResult struct {
 	// Version is the key's version after the write.
@@ -45,24 +59,8 @@ type KVResult struct {
 	Deleted bool
 }
 
-// VersionMismatchError reports a conditional kv write whose expected
-// version is not the key's version. Nothing was changed.
-type VersionMismatchError struct {
-	Key      string
-	Expected uint64
-	Current  uint64
-	Exists   bool
-}
-
-// Error implements error.
-func (e *VersionMismatchError) Error() string {
-	if !e.Exists {
-		return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, the key does not exist (use version 0 to create it)", e.Key, e.Expected)
-	}
-	return fmt.Sprintf("fsm: version mismatch for %q: expected version %d, current version is %d", e.Key, e.Expected, e.Current)
-}
-
-func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
+func (kv *kvStore) write(w *statev1.KVWrite) Result {
+	m := kv.m
 	key, tok := w.GetKey(), fence.Token(w.GetToken())
 	if err := fence.ValidateName(key); err != nil {
 		return Result{Err: fmt.Errorf("key: %w", err)}
@@ -77,18 +75,18 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(w.GetRequestId()), maxRequestIDLen)}
 	}
 	if id := w.GetRequestId(); id != "" {
-		if res, ok := m.kvReplies.get(id); ok {
+		if res, ok := kv.replies.get(id); ok {
 			return Result{KV: res}
 		}
 	}
-	if tok > m.lastToken {
-		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.lastToken)}
+	if tok > m.tokens.last {
+		return Result{Err: fmt.Errorf("%w: token %d was never issued by this cluster (the last token issued is %d)", fence.ErrInvalidToken, tok, m.tokens.last)}
 	}
-	e := m.kv[key]
+	e := kv.entries[key]
 	if e == nil {
 		e = &kvEntry{}
 	}
-	if tok < e.token && !w.GetUnfenced() {
+	if tok < e.token && !m.faults.acceptStale() {
 		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
 	}
 	if w.GetHasIfVersion() {
@@ -97,7 +95,7 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 			current = 0
 		}
 		if w.GetIfVersion() != current {
-			return Result{Err: &VersionMismatchError{Key: key, Expected: w.GetIfVersion(), Current: current, Exists: e.exists}}
+			return Result{Err: &fence.VersionMismatchError{Object: key, Expected: int64(w.GetIfVersion()), Current: int64(current)}}
 		}
 	}
 	existed := e.exists
@@ -108,50 +106,44 @@ func (m *Machine) kvWrite(w *statev1.KVWrite) Result {
 	} else {
 		e.value, e.exists = append([]byte(nil), w.GetValue()...), true
 	}
-	m.kv[key] = e
+	kv.entries[key] = e
 	res := KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}
 	if id := w.GetRequestId(); id != "" {
-		m.kvReplies.put(id, res)
+		kv.replies.put(id, res)
 	}
 	return Result{KV: res}
 }
 
 // KV returns a key of the fenced kv.
 func (m *Machine) KV(key string) KVEntry {
-	e := m.kv[key]
+	e := m.kv.entries[key]
 	if e == nil {
 		return KVEntry{}
 	}
 	return KVEntry{Value: e.value, Version: e.version, Token: e.token, Exists: e.exists}
 }
 
-func (m *Machine) kvSnapshot() []*statev1.KVEntry {
-	keys := make([]string, 0, len(m.kv))
-	for k := range m.kv {
-		keys = append(keys, k)
+// snapshot implements section.
+func (kv *kvStore) snapshot(st *statev1.State) {
+	for _, k := range sortedKeys(kv.entries) {
+		e := kv.entries[k]
+		st.Kv = append(st.Kv, &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists})
 	}
-	sort.Strings(keys)
-	out := make([]*statev1.KVEntry, len(keys))
-	for i, k := range keys {
-		e := m.kv[k]
-		out[i] = &statev1.KVEntry{Key: k, Value: e.value, Token: uint64(e.token), Version: e.version, Exists: e.exists}
+	for _, id := range kv.replies.order {
+		r := kv.replies.byID[id]
+		st.KvReplies = append(st.KvReplies, &statev1.KVReply{RequestId: id, Version: r.Version, Token: uint64(r.Token), Deleted: r.Deleted})
 	}
-	return out
 }
 
-func (m *Machine) kvRepliesSnapshot() []*statev1.KVReply {
-	out := make([]*statev1.KVReply, len(m.kvReplies.order))
-	for i, id := range m.kvReplies.order {
-		r := m.kvReplies.byID[id]
-		out[i] = &statev1.KVReply{RequestId: id, Version: r.Version, Token: uint64(r.Token), Deleted: r.Deleted}
+// restore implements section.
+func (kv *kvStore) restore(st *statev1.State) error {
+	for _, e := range st.GetKv() {
+		kv.entries[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
 	}
-	return out
-}
-
-func (m *Machine) kvRestore(entries []*statev1.KVEntry) {
-	for _, e := range entries {
-		m.kv[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
+	for _, r := range st.GetKvReplies() {
+		kv.replies.put(r.GetRequestId(), KVResult{Version: r.GetVersion(), Token: fence.Token(r.GetToken()), Deleted: r.GetDeleted()})
 	}
+	return nil
 }
 
 // kvReplyWindow is how many kv write results with a request id the state

@@ -63,7 +63,7 @@ func TestKV_VersionsAndDeletes(t *testing.T) {
 	if res := put(3, "a", v(0)); res.Err != nil || res.KV.Version != 1 {
 		t.Fatalf("create with if_version 0: %+v", res)
 	}
-	var vm *fsm.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	if res := put(3, "b", v(0)); !errors.As(res.Err, &vm) || vm.Current != 1 {
 		t.Fatalf("create again with if_version 0: %v, want version mismatch (current 1)", res.Err)
 	}

@@ -4,11 +4,15 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
+
+// The exclusive lock, on the shared parts: a grant is bound to its session
+// (binding), takes the next token (tokens), waiters queue in a waitQueue
+// and are promoted in arrival order, each request's result is remembered
+// per session (replies), and the locks are one snapshot section.
 
 // lock is an exclusive lock: its holder and token, and the sessions waiting
 // for it in arrival order. A lock that is free with no waiters is deleted.
@@ -17,14 +21,19 @@ type lock struct {
 	holder   uint64 // 0 when free
 	token    fence.Token
 	issuedAt int64
-	waiters  []waiter
+	queue    waitQueue
 }
 
-// waiter is a queued acquire: the session and the seq of the request that
-// queued it, so the grant can be recorded as that request's result.
-type waiter struct {
-	session uint64
-	seq     uint64
+// lockTable is the exclusive-lock primitive: every lock in use, by name.
+type lockTable struct {
+	m      *Machine
+	byName map[string]*lock
+}
+
+var _ primitive = (*lockTable)(nil)
+
+func newLockTable(m *Machine) *lockTable {
+	return &lockTable{m: m, byName: make(map[string]*lock)}
 }
 
 // LockInfo describes a lock.
@@ -40,49 +49,32 @@ type LockInfo struct {
 // Held reports whether the lock has a holder.
 func (i LockInfo) Held() bool { return i.Holder.Token != 0 }
 
-func (l *lock) removeWaiter(session uint64) bool {
-	for i, w := range l.waiters {
-		if w.session == session {
-			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-func (m *Machine) dropIfIdle(name string) {
-	if l := m.locks[name]; l != nil && l.holder == 0 && len(l.waiters) == 0 {
-		delete(m.locks, name)
+func (t *lockTable) dropIfIdle(name string) {
+	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 {
+		delete(t.byName, name)
 	}
 }
 
-func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
+func (t *lockTable) grantOf(l *lock) fence.Grant {
+	return t.m.grant(l.name, l.token, l.holder, l.issuedAt)
+}
 
-func (m *Machine) acquire(a *statev1.Acquire, now int64) Result {
-	name := a.GetName()
+func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
+	m, name := t.m, a.GetName()
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
 	if m.issuer == "" {
-		return Result{Err: fmt.Errorf("%w: the cluster is not initialised yet; retry", fence.ErrNotLeader)}
+		return Result{Err: errNotInitialised()}
 	}
-	if m.lastToken >= fence.MaxToken {
-		_, err := m.nextToken()
+	if m.tokens.exhausted() {
+		return Result{Err: m.tokens.overflow()}
+	}
+	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs())
+	if err != nil {
 		return Result{Err: err}
 	}
-	sid, seq, created := a.GetSession(), a.GetSeq(), false
-	if sid == 0 {
-		if err := validateSession(a.GetRequestId(), a.GetTtlMs()); err != nil {
-			return Result{Err: err}
-		}
-		res := m.createSession(a.GetRequestId(), a.GetTtlMs())
-		created = m.sessions[res.Session].replies.empty()
-		sid, seq = res.Session, 1
-	}
-	s := m.sessions[sid]
-	if s == nil {
-		return Result{Err: fmt.Errorf("%w: session %d does not exist (expired, closed or never created); create a new session", fence.ErrSessionNotFound, sid)}
-	}
+	sid := s.id
 	if seq > 0 {
 		rep, ok, err := s.replies.get(seq, name)
 		if err != nil {
@@ -92,31 +84,28 @@ func (m *Machine) acquire(a *statev1.Acquire, now int64) Result {
 			return Result{Err: fmt.Errorf("%w: request seq %d was already used for a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
 		}
 		if ok && rep.kind == replyGranted {
-			return Result{Session: sid, Granted: true, Grant: m.grantFromReply(s, rep)}
+			return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
 		}
 	}
-	l := m.locks[name]
+	l := t.byName[name]
 	if l == nil {
 		l = &lock{name: name}
-		m.locks[name] = l
+		t.byName[name] = l
 	}
 	switch {
 	case l.holder == 0:
-		tok, _ := m.nextToken() // overflow was checked above
+		tok, _ := m.tokens.next() // exhaustion was checked above
 		l.holder, l.token, l.issuedAt = sid, tok, now
-		s.held[name] = struct{}{}
-		g := m.grantOf(l)
+		s.bound[kindLock].hold(name)
+		g := t.grantOf(l)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: tok, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
 	case l.holder == sid:
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: l.token, issuedAt: l.issuedAt})
-		return Result{Session: sid, Granted: true, Grant: m.grantOf(l)}
+		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
-		if _, waiting := s.waiting[name]; !waiting {
-			l.waiters = append(l.waiters, waiter{session: sid, seq: seq})
-			s.waiting[name] = struct{}{}
-		}
+		m.enqueue(kindLock, name, &l.queue, s, seq)
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.holder})
 		return Result{Session: sid, Queued: true, Holder: l.holder}
 	default:
@@ -129,19 +118,8 @@ func (m *Machine) acquire(a *statev1.Acquire, now int64) Result {
 	}
 }
 
-func (m *Machine) grantFromReply(s *session, r reply) fence.Grant {
-	return fence.Grant{
-		Name:     r.name,
-		Token:    r.token,
-		Issuer:   m.issuer,
-		Session:  s.id,
-		TTL:      msDuration(s.ttlMs),
-		IssuedAt: time.UnixMilli(r.issuedAt).UTC(),
-	}
-}
-
-func (m *Machine) release(r *statev1.Release, now int64) Result {
-	name, sid, seq := r.GetName(), r.GetSession(), r.GetSeq()
+func (t *lockTable) release(r *statev1.Release, now int64) Result {
+	m, name, sid, seq := t.m, r.GetName(), r.GetSession(), r.GetSeq()
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
@@ -158,19 +136,17 @@ func (m *Machine) release(r *statev1.Release, now int64) Result {
 			return Result{Session: sid, Release: rep.kind.release()}
 		}
 	}
-	l := m.locks[name]
+	l := t.byName[name]
 	var out ReleaseResult
 	switch {
 	case l == nil:
 		out = AlreadyReleased
 	case l.holder == sid:
-		m.releaseHeld(l, Unlocked, now)
+		t.releaseHeld(l, Unlocked, now)
 		out = Released
 	default:
-		if s != nil && l.removeWaiter(sid) {
-			delete(s.waiting, name)
-			m.obs.WaitEnded(name, sid)
-			m.dropIfIdle(name)
+		if m.leaveQueue(kindLock, name, &l.queue, s) {
+			t.dropIfIdle(name)
 		}
 		out = AlreadyReleased
 		if l.holder != 0 {
@@ -184,60 +160,96 @@ func (m *Machine) release(r *statev1.Release, now int64) Result {
 }
 
 // releaseHeld frees l and grants it to the first waiter, if any.
-func (m *Machine) releaseHeld(l *lock, reason EndReason, now int64) {
+func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
+	m := t.m
 	if s := m.sessions[l.holder]; s != nil {
-		delete(s.held, l.name)
+		s.bound[kindLock].unhold(l.name)
 	}
 	m.obs.Released(l.name, l.holder, l.token, reason)
 	l.holder, l.token, l.issuedAt = 0, 0, 0
-	if len(l.waiters) > 0 && m.lastToken < fence.MaxToken {
-		w := l.waiters[0]
-		l.waiters = l.waiters[1:]
-		ws := m.sessions[w.session]
-		delete(ws.waiting, l.name)
-		tok, _ := m.nextToken()
+	if l.queue.len() > 0 && !m.tokens.exhausted() {
+		tok, _ := m.tokens.next()
+		w, _ := m.promote(kindLock, l.name, &l.queue, tok, now)
 		l.holder, l.token, l.issuedAt = w.session, tok, now
-		ws.held[l.name] = struct{}{}
-		ws.replies.promote(w.seq, tok, now)
-		m.obs.Granted(m.grantOf(l))
+		m.obs.Granted(t.grantOf(l))
 		return
 	}
-	m.dropIfIdle(l.name)
+	t.dropIfIdle(l.name)
 }
 
-func (m *Machine) cancelWait(sid uint64, name string) Result {
-	l := m.locks[name]
+func (t *lockTable) cancelWait(sid uint64, name string) Result {
+	l := t.byName[name]
 	if l == nil {
 		return Result{Session: sid}
 	}
 	if l.holder == sid {
-		return Result{Session: sid, Granted: true, Grant: m.grantOf(l)}
+		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	}
-	if s := m.sessions[sid]; s != nil && l.removeWaiter(sid) {
-		delete(s.waiting, name)
-		m.obs.WaitEnded(name, sid)
-	}
+	t.m.leaveQueue(kindLock, name, &l.queue, t.m.sessions[sid])
 	holder := l.holder
-	m.dropIfIdle(name)
+	t.dropIfIdle(name)
 	return Result{Session: sid, Holder: holder}
+}
+
+// endSession implements primitive.
+func (t *lockTable) endSession(s *session, reason EndReason, now int64) {
+	s.bound[kindLock].end(func(name string) {
+		t.m.leaveQueue(kindLock, name, &t.byName[name].queue, s)
+		t.dropIfIdle(name)
+	}, func(name string) {
+		t.releaseHeld(t.byName[name], reason, now)
+	})
+}
+
+// snapshot implements section.
+func (t *lockTable) snapshot(st *statev1.State) {
+	for _, name := range sortedKeys(t.byName) {
+		l := t.byName[name]
+		pl := &statev1.Lock{Name: l.name, Holder: l.holder, Token: uint64(l.token), IssuedAtUnixMs: l.issuedAt}
+		for _, w := range l.queue.list {
+			pl.Waiters = append(pl.Waiters, &statev1.Waiter{Session: w.session, Seq: w.seq})
+		}
+		st.Locks = append(st.Locks, pl)
+	}
+}
+
+// restore implements section.
+func (t *lockTable) restore(st *statev1.State) error {
+	for _, pl := range st.GetLocks() {
+		l := &lock{name: pl.GetName(), holder: pl.GetHolder(), token: fence.Token(pl.GetToken()), issuedAt: pl.GetIssuedAtUnixMs()}
+		if l.holder != 0 {
+			s := t.m.sessions[l.holder]
+			if s == nil {
+				return fmt.Errorf("lock %q is held by unknown session %d", l.name, l.holder)
+			}
+			s.bound[kindLock].hold(l.name)
+		}
+		for _, w := range pl.GetWaiters() {
+			s := t.m.sessions[w.GetSession()]
+			if s == nil {
+				return fmt.Errorf("lock %q has unknown waiter session %d", l.name, w.GetSession())
+			}
+			s.bound[kindLock].wait(l.name)
+			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq()})
+		}
+		t.byName[l.name] = l
+	}
+	return nil
 }
 
 // Lock describes one lock; a free lock without waiters reports a zero Holder.
 func (m *Machine) Lock(name string) LockInfo {
-	l := m.locks[name]
+	l := m.locks.byName[name]
 	if l == nil {
 		return LockInfo{Name: name}
 	}
-	return m.lockInfo(l)
+	return m.locks.info(l)
 }
 
-func (m *Machine) lockInfo(l *lock) LockInfo {
-	info := LockInfo{Name: l.name, Waiters: make([]uint64, len(l.waiters))}
+func (t *lockTable) info(l *lock) LockInfo {
+	info := LockInfo{Name: l.name, Waiters: l.queue.sessions()}
 	if l.holder != 0 {
-		info.Holder = m.grantOf(l)
-	}
-	for i, w := range l.waiters {
-		info.Waiters[i] = w.session
+		info.Holder = t.grantOf(l)
 	}
 	return info
 }
@@ -245,8 +257,8 @@ func (m *Machine) lockInfo(l *lock) LockInfo {
 // Locks returns up to limit locks whose names start with prefix, sorted by
 // name. limit <= 0 means no limit.
 func (m *Machine) Locks(prefix string, limit int) []LockInfo {
-	names := make([]string, 0, len(m.locks))
-	for name := range m.locks {
+	names := make([]string, 0, len(m.locks.byName))
+	for name := range m.locks.byName {
 		if strings.HasPrefix(name, prefix) {
 			names = append(names, name)
 		}
@@ -257,7 +269,7 @@ func (m *Machine) Locks(prefix string, limit int) []LockInfo {
 	}
 	out := make([]LockInfo, len(names))
 	for i, name := range names {
-		out[i] = m.lockInfo(m.locks[name])
+		out[i] = m.locks.info(m.locks.byName[name])
 	}
 	return out
 }
@@ -265,8 +277,8 @@ func (m *Machine) Locks(prefix string, limit int) []LockInfo {
 // WaiterCount returns the number of queued acquires over all locks.
 func (m *Machine) WaiterCount() int {
 	n := 0
-	for _, l := range m.locks {
-		n += len(l.waiters)
+	for _, l := range m.locks.byName {
+		n += l.queue.len()
 	}
 	return n
 }
@@ -274,7 +286,7 @@ func (m *Machine) WaiterCount() int {
 // HeldCount returns the number of held locks.
 func (m *Machine) HeldCount() int {
 	n := 0
-	for _, l := range m.locks {
+	for _, l := range m.locks.byName {
 		if l.holder != 0 {
 			n++
 		}

@@ -12,16 +12,21 @@ import (
 // call New.
 type Machine struct {
 	issuer      string
-	lastToken   fence.Token
+	tokens      tokens
 	lastSession uint64
 	leaderTerm  uint64
 	sessions    map[uint64]*session
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
-	locks       map[string]*lock
-	kv          map[string]*kvEntry
-	kvReplies   kvReplies
-	nodes       map[string]string // node id -> API address
-	obs         Observer
+	locks       *lockTable
+	kv          *kvStore
+	nodes       nodeTable
+	// primitives are the session-bound primitives, indexed by kind.
+	primitives [numKinds]primitive
+	// sections are the snapshot sections after the sessions, in restore
+	// order.
+	sections []section
+	obs      Observer
+	faults   faults // node-local test faults; none in production builds
 }
 
 // New returns an empty Machine reporting to obs (nil for none).
@@ -35,13 +40,14 @@ func New(obs Observer) *Machine {
 }
 
 func (m *Machine) reset() {
-	m.issuer, m.lastToken, m.lastSession, m.leaderTerm = "", 0, 0, 0
+	m.issuer, m.tokens, m.lastSession, m.leaderTerm = "", tokens{}, 0, 0
 	m.sessions = make(map[uint64]*session)
 	m.byRequest = make(map[string]uint64)
-	m.locks = make(map[string]*lock)
-	m.kv = make(map[string]*kvEntry)
-	m.kvReplies = kvReplies{}
-	m.nodes = make(map[string]string)
+	m.locks = newLockTable(m)
+	m.kv = newKVStore(m)
+	m.nodes = make(nodeTable)
+	m.primitives = [numKinds]primitive{kindLock: m.locks}
+	m.sections = []section{m.locks, m.kv, m.nodes}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -52,32 +58,23 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 	case *statev1.Command_Init:
 		return m.init(op.Init)
 	case *statev1.Command_NewLeader:
-		if t := op.NewLeader.GetTerm(); t > m.leaderTerm {
-			m.leaderTerm = t
-		}
-		return Result{}
+		return m.newLeader(op.NewLeader.GetTerm())
 	case *statev1.Command_CreateSession:
 		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs())
 	case *statev1.Command_CloseSession:
 		return m.endSession(op.CloseSession.GetSession(), Closed, now)
 	case *statev1.Command_ExpireSession:
-		if op.ExpireSession.GetTerm() < m.leaderTerm {
-			return Result{Ignored: true}
-		}
-		return m.endSession(op.ExpireSession.GetSession(), Expired, now)
+		return m.expireSession(op.ExpireSession, now)
 	case *statev1.Command_Acquire:
-		return m.acquire(op.Acquire, now)
+		return m.locks.acquire(op.Acquire, now)
 	case *statev1.Command_Release:
-		return m.release(op.Release, now)
+		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
-		return m.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
 	case *statev1.Command_KvWrite:
-		return m.kvWrite(op.KvWrite)
+		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:
-		return m.registerNode(op.RegisterNode)
-	case *statev1.Command_TestResetTokens:
-		m.lastToken = 0 // a test-only fault: breaks the token order on purpose
-		return Result{}
+		return m.nodes.register(op.RegisterNode)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }
@@ -93,41 +90,33 @@ func (m *Machine) init(in *statev1.Init) Result {
 	if floor > fence.MaxToken {
 		return Result{Err: fmt.Errorf("%w: token floor %d is above the maximum %d", fence.ErrInvalidArgument, floor, fence.MaxToken)}
 	}
-	if floor > m.lastToken {
-		m.lastToken = floor
-	}
+	m.tokens.raise(floor)
 	return Result{}
 }
 
-// nextToken returns the next token, or ErrTokenOverflow at the end of the
-// range. The counter only moves forward.
-func (m *Machine) nextToken() (fence.Token, error) {
-	if m.lastToken >= fence.MaxToken {
-		return 0, fmt.Errorf("%w: the last token %d is the maximum; start a new cluster", fence.ErrTokenOverflow, m.lastToken)
-	}
-	m.lastToken++
-	return m.lastToken, nil
-}
-
-func (m *Machine) grantOf(l *lock) fence.Grant {
+// grant describes a grant of object name with token tok to session sid,
+// issued at issuedAt (Unix ms), with the session's TTL.
+func (m *Machine) grant(name string, tok fence.Token, sid uint64, issuedAt int64) fence.Grant {
 	g := fence.Grant{
-		Name:     l.name,
-		Token:    l.token,
+		Name:     name,
+		Token:    tok,
 		Issuer:   m.issuer,
-		Session:  l.holder,
-		IssuedAt: time.UnixMilli(l.issuedAt).UTC(),
+		Session:  sid,
+		IssuedAt: time.UnixMilli(issuedAt).UTC(),
 	}
-	if s := m.sessions[l.holder]; s != nil {
-		g.TTL = time.Duration(s.ttlMs) * time.Millisecond
+	if s := m.sessions[sid]; s != nil {
+		g.TTL = msDuration(s.ttlMs)
 	}
 	return g
 }
+
+func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }
 
 // Issuer returns the cluster's issuer id, empty before Init.
 func (m *Machine) Issuer() string { return m.issuer }
 
 // LastToken returns the last token issued (or the floor).
-func (m *Machine) LastToken() fence.Token { return m.lastToken }
+func (m *Machine) LastToken() fence.Token { return m.tokens.last }
 
 // LeaderTerm returns the newest leadership term applied.
 func (m *Machine) LeaderTerm() uint64 { return m.leaderTerm }

@@ -10,24 +10,14 @@ import (
 // maxRequestIDLen bounds request ids, which are kept in the state.
 const maxRequestIDLen = 64
 
-// session is a live session and the locks it holds or waits for.
+// session is a live session: its TTL, what it holds and waits for in each
+// primitive, and the results of its recent requests.
 type session struct {
 	id        uint64
 	ttlMs     int64
 	requestID string
-	held      map[string]struct{}
-	waiting   map[string]struct{}
+	bound     [numKinds]binding
 	replies   replies
-}
-
-func newSession(id uint64, ttlMs int64, requestID string) *session {
-	return &session{
-		id:        id,
-		ttlMs:     ttlMs,
-		requestID: requestID,
-		held:      make(map[string]struct{}),
-		waiting:   make(map[string]struct{}),
-	}
 }
 
 // SessionInfo describes a live session.
@@ -49,9 +39,15 @@ func validateSession(requestID string, ttlMs int64) error {
 	return fence.ValidateTTL(msDuration(ttlMs))
 }
 
+// errNotInitialised refuses a command that needs the issuer before the
+// cluster's first leader applied Init.
+func errNotInitialised() error {
+	return fmt.Errorf("%w: the cluster is not initialised yet; retry", fence.ErrNotLeader)
+}
+
 func (m *Machine) createSession(requestID string, ttlMs int64) Result {
 	if m.issuer == "" {
-		return Result{Err: fmt.Errorf("%w: the cluster is not initialised yet; retry", fence.ErrNotLeader)}
+		return Result{Err: errNotInitialised()}
 	}
 	if err := validateSession(requestID, ttlMs); err != nil {
 		return Result{Err: err}
@@ -62,30 +58,52 @@ func (m *Machine) createSession(requestID string, ttlMs int64) Result {
 		}
 	}
 	m.lastSession++
-	s := newSession(m.lastSession, ttlMs, requestID)
-	m.sessions[s.id] = s
-	if requestID != "" {
-		m.byRequest[requestID] = s.id
-	}
+	s := &session{id: m.lastSession, ttlMs: ttlMs, requestID: requestID}
+	m.addSession(s)
 	m.obs.SessionStarted(s.id, ttlMs)
 	return Result{Session: s.id}
 }
 
-// endSession removes a session: its locks are released (waiters promoted,
-// in name order so every replica issues the same tokens) and it leaves every
-// queue it waits in.
+func (m *Machine) addSession(s *session) {
+	m.sessions[s.id] = s
+	if s.requestID != "" {
+		m.byRequest[s.requestID] = s.id
+	}
+}
+
+// requestSession resolves the session of a request that may take a grant:
+// session sid, or for sid 0 a per-grant session of ttlMs created in the
+// same command (de-duplicated by requestID), whose request is seq 1.
+// created reports a per-grant session this command made (not a retry's):
+// a request that leaves it with nothing ends it (OneShotUnused).
+func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64) (s *session, _ uint64, created bool, err error) {
+	if sid == 0 {
+		if err := validateSession(requestID, ttlMs); err != nil {
+			return nil, 0, false, err
+		}
+		res := m.createSession(requestID, ttlMs)
+		if res.Err != nil {
+			return nil, 0, false, res.Err
+		}
+		created = m.sessions[res.Session].replies.empty()
+		sid, seq = res.Session, 1
+	}
+	s = m.sessions[sid]
+	if s == nil {
+		return nil, 0, false, fmt.Errorf("%w: session %d does not exist (expired, closed or never created); create a new session", fence.ErrSessionNotFound, sid)
+	}
+	return s, seq, created, nil
+}
+
+// endSession removes a session: every primitive releases what it holds
+// (promoting waiters) and takes it out of every queue.
 func (m *Machine) endSession(id uint64, reason EndReason, now int64) Result {
 	s := m.sessions[id]
 	if s == nil {
 		return Result{Session: id}
 	}
-	for _, name := range sortedKeys(s.waiting) {
-		m.locks[name].removeWaiter(id)
-		m.dropIfIdle(name)
-		m.obs.WaitEnded(name, id)
-	}
-	for _, name := range sortedKeys(s.held) {
-		m.releaseHeld(m.locks[name], reason, now)
+	for _, p := range m.primitives {
+		p.endSession(s, reason, now)
 	}
 	delete(m.sessions, id)
 	if s.requestID != "" {
@@ -118,14 +136,6 @@ func (m *Machine) Sessions() []SessionInfo {
 func (m *Machine) SessionCount() int { return len(m.sessions) }
 
 func (s *session) info() SessionInfo {
-	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(s.held), Waiting: sortedKeys(s.waiting)}
-}
-
-func sortedKeys(set map[string]struct{}) []string {
-	keys := make([]string, 0, len(set))
-	for k := range set {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	b := &s.bound[kindLock]
+	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting)}
 }

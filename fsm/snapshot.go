@@ -10,11 +10,13 @@ import (
 )
 
 // Snapshot returns the whole state, encoded deterministically: two machines
-// in the same state produce the same bytes.
+// in the same state produce the same bytes. The Machine writes the
+// counters and the sessions (with their de-duplication tables); every
+// section (each primitive, the kv, the nodes) writes its own fields.
 func (m *Machine) Snapshot() ([]byte, error) {
 	st := &statev1.State{
 		Issuer:      m.issuer,
-		LastToken:   uint64(m.lastToken),
+		LastToken:   uint64(m.tokens.last),
 		LastSession: m.lastSession,
 		LeaderTerm:  m.leaderTerm,
 	}
@@ -33,22 +35,9 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		}
 		st.Sessions = append(st.Sessions, ps)
 	}
-	names := make([]string, 0, len(m.locks))
-	for name := range m.locks {
-		names = append(names, name)
+	for _, sec := range m.sections {
+		sec.snapshot(st)
 	}
-	sort.Strings(names)
-	for _, name := range names {
-		l := m.locks[name]
-		pl := &statev1.Lock{Name: l.name, Holder: l.holder, Token: uint64(l.token), IssuedAtUnixMs: l.issuedAt}
-		for _, w := range l.waiters {
-			pl.Waiters = append(pl.Waiters, &statev1.Waiter{Session: w.session, Seq: w.seq})
-		}
-		st.Locks = append(st.Locks, pl)
-	}
-	st.Kv = m.kvSnapshot()
-	st.Nodes = m.nodesSnapshot()
-	st.KvReplies = m.kvRepliesSnapshot()
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
@@ -69,11 +58,11 @@ func (m *Machine) Restore(data []byte) error {
 
 func (m *Machine) restore(st *statev1.State) error {
 	m.issuer = st.GetIssuer()
-	m.lastToken = fence.Token(st.GetLastToken())
+	m.tokens.last = fence.Token(st.GetLastToken())
 	m.lastSession = st.GetLastSession()
 	m.leaderTerm = st.GetLeaderTerm()
 	for _, ps := range st.GetSessions() {
-		s := newSession(ps.GetId(), ps.GetTtlMs(), ps.GetRequestId())
+		s := &session{id: ps.GetId(), ttlMs: ps.GetTtlMs(), requestID: ps.GetRequestId()}
 		s.replies.floor = ps.GetSeqFloor()
 		for _, r := range ps.GetReplies() {
 			s.replies.list = append(s.replies.list, reply{
@@ -81,36 +70,12 @@ func (m *Machine) restore(st *statev1.State) error {
 				token: fence.Token(r.GetToken()), holder: r.GetHolder(), issuedAt: r.GetIssuedAtUnixMs(),
 			})
 		}
-		m.sessions[s.id] = s
-		if s.requestID != "" {
-			m.byRequest[s.requestID] = s.id
-		}
+		m.addSession(s)
 	}
-	for _, pl := range st.GetLocks() {
-		l := &lock{name: pl.GetName(), holder: pl.GetHolder(), token: fence.Token(pl.GetToken()), issuedAt: pl.GetIssuedAtUnixMs()}
-		if l.holder != 0 {
-			s := m.sessions[l.holder]
-			if s == nil {
-				return fmt.Errorf("lock %q is held by unknown session %d", l.name, l.holder)
-			}
-			s.held[l.name] = struct{}{}
+	for _, sec := range m.sections {
+		if err := sec.restore(st); err != nil {
+			return err
 		}
-		for _, w := range pl.GetWaiters() {
-			s := m.sessions[w.GetSession()]
-			if s == nil {
-				return fmt.Errorf("lock %q has unknown waiter session %d", l.name, w.GetSession())
-			}
-			s.waiting[l.name] = struct{}{}
-			l.waiters = append(l.waiters, waiter{session: w.GetSession(), seq: w.GetSeq()})
-		}
-		m.locks[l.name] = l
-	}
-	m.kvRestore(st.GetKv())
-	for _, r := range st.GetKvReplies() {
-		m.kvReplies.put(r.GetRequestId(), KVResult{Version: r.GetVersion(), Token: fence.Token(r.GetToken()), Deleted: r.GetDeleted()})
-	}
-	for _, n := range st.GetNodes() {
-		m.nodes[n.GetId()] = n.GetApiAddr()
 	}
 	return nil
 }

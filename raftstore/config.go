@@ -46,10 +46,9 @@ type Config struct {
 	// flags beyond its addresses.
 	InitialCluster []Peer
 
-	// DialVia maps a peer address to the address actually dialed for it.
-	// For fault-injection tests only: a proxy per directed link lets a
-	// test cut, delay or drop the traffic from this node to one peer.
-	DialVia map[string]string
+	// Test holds the fault harness's hooks (a dial hook); they exist only
+	// in a test build (build tag fencedfaults).
+	Test TestHooks
 
 	// HeartbeatTimeout is how long a follower waits without contact from
 	// the leader before it starts an election. Default 500ms.

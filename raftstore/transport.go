@@ -9,23 +9,19 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// streamLayer is raft's TCP stream layer with one test-only twist: dials
-// to a peer address listed in dialVia go to the mapped address instead,
-// so a fault harness can put a proxy on each directed link.
+// streamLayer is raft's TCP stream layer. A test build may replace its
+// dial (TestHooks), so a fault harness can put a proxy on each directed
+// link.
 type streamLayer struct {
 	net.Listener
-	dialVia map[string]string
+	hooks TestHooks
 }
 
 var _ raft.StreamLayer = (*streamLayer)(nil)
 
 // Dial implements raft.StreamLayer.
 func (s *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	addr := string(address)
-	if via, ok := s.dialVia[addr]; ok {
-		addr = via
-	}
-	return net.DialTimeout("tcp", addr, timeout)
+	return s.hooks.dial(string(address), timeout)
 }
 
 // Addr implements raft.StreamLayer: the address peers reach this node at.
@@ -42,5 +38,5 @@ func newTransport(cfg Config, logger hclog.Logger) (*raft.NetworkTransport, erro
 		ln.Close()
 		return nil, fmt.Errorf("peer address %s is not advertisable", ln.Addr())
 	}
-	return raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, dialVia: cfg.DialVia}, transportMaxPool, transportTimeout, logger), nil
+	return raft.NewNetworkTransportWithLogger(&streamLayer{Listener: ln, hooks: cfg.Test}, transportMaxPool, transportTimeout, logger), nil
 }

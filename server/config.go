@@ -39,7 +39,8 @@ type Config struct {
 	ProposeTimeout time.Duration
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
-	// Test holds faults for the fault harness; the zero value is off.
+	// Test holds the fault harness's hooks; the zero value is off. Its
+	// faults exist only in a test build (build tag fencedfaults).
 	Test TestKnobs
 }
 

@@ -35,7 +35,7 @@ type kvWriteRequest struct {
 }
 
 // kvWrite validates, checks the issuer and proposes a kv write. Refusals
-// come back as *fence.StaleTokenError, *fsm.VersionMismatchError or errors
+// come back as *fence.StaleTokenError, *fence.VersionMismatchError or errors
 // matching fence.ErrInvalidArgument, fence.ErrInvalidToken or
 // fence.ErrIssuerMismatch.
 func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, error) {
@@ -58,7 +58,7 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 	if err := validateRequestID(r.requestID); err != nil {
 		return fsm.KVResult{}, err
 	}
-	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, Unfenced: s.cfg.Test.UnfencedKV, RequestId: r.requestID}
+	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, RequestId: r.requestID}
 	if r.ifVersion != nil {
 		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
 	}
@@ -68,7 +68,7 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 }
 
 func kvOutcome(err error) string {
-	var vm *fsm.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	switch {
 	case err == nil:
 		return "accepted"
@@ -85,7 +85,7 @@ func kvOutcome(err error) string {
 // for a version mismatch.
 func kvError(err error) error {
 	var se *fence.StaleTokenError
-	var vm *fsm.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	switch {
 	case errors.As(err, &se):
 		ce := connect.NewError(connect.CodeFailedPrecondition, err)
@@ -94,7 +94,7 @@ func kvError(err error) error {
 		return ce
 	case errors.As(err, &vm):
 		ce := connect.NewError(connect.CodeAborted, err)
-		ce.Meta().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
+		ce.Meta().Set(headerCurrentVersion, strconv.FormatInt(vm.Current, 10))
 		return ce
 	case errors.Is(err, fence.ErrIssuerMismatch):
 		return connect.NewError(connect.CodePermissionDenied, err)

@@ -83,7 +83,7 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 		req.value = body
 	}
 	res, err := s.kvWrite(r.Context(), req)
-	var vm *fsm.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	switch {
 	case err == nil:
 		w.Header().Set(headerToken, res.Token.String())
@@ -95,8 +95,8 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 		// 409 for a stale token (X-Required-Token, X-Resource-Id: the key),
 		// 400 for an invalid or never issued token, 403 for another issuer.
 	case errors.As(err, &vm):
-		w.Header().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
-		writeJSONError(w, http.StatusPreconditionFailed, err, map[string]any{"version": strconv.FormatUint(vm.Current, 10)})
+		w.Header().Set(headerCurrentVersion, strconv.FormatInt(vm.Current, 10))
+		writeJSONError(w, http.StatusPreconditionFailed, err, map[string]any{"version": strconv.FormatInt(vm.Current, 10)})
 	case errors.Is(err, fence.ErrInvalidArgument):
 		writeJSONError(w, http.StatusBadRequest, err, nil)
 	default:

@@ -84,16 +84,12 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: term}}}); err != nil {
 		return err
 	}
-	if s.cfg.Test.ResetTokens {
-		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_TestResetTokens{TestResetTokens: &statev1.TestResetTokens{}}}); err != nil {
-			return err
-		}
-	}
 	var issuer, registered string
 	var last uint64
 	s.sm.read(func(m *fsm.Machine) {
 		issuer, last, registered = m.Issuer(), uint64(m.LastToken()), m.NodeAPIAddr(s.cfg.Raft.NodeID)
 	})
+	s.faults.tookOver(last)
 	if registered != s.apiAddr() {
 		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_RegisterNode{RegisterNode: &statev1.RegisterNode{Id: s.cfg.Raft.NodeID, ApiAddr: s.apiAddr()}}}); err != nil {
 			return err

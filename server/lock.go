@@ -69,7 +69,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	}
 	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
 	if res.Granted {
-		resp.Grant = grantProto(res.Grant)
+		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
 	}
 	return connect.NewResponse(resp), nil
 }

@@ -30,6 +30,7 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	clock   fence.Clock
+	faults  *faultState // test faults; none in a production build
 	sm      *stateMachine
 	node    *raftstore.Node
 	expiry  *sessionExpiry
@@ -65,11 +66,14 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, clock: cfg.Test.clock(), waits: newWaits(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), done: make(chan struct{})}
+	s.faults.warn(log)
+	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
 	s.proposer = &proposer{s: s}
 	var obs events
 	s.sm = newStateMachine(&obs)
+	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	obs = events{waits: s.waits, expiry: s.expiry, metrics: s.metrics, log: log}

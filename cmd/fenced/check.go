@@ -34,6 +34,9 @@ healing. Writes history.jsonl, summary.json, violations.json and
 report.html to --out. The last line on stdout is one summary line; the exit
 status is 0 only when every check passed.
 
+It needs a test build of fenced, whose nodes have the fault hooks (a
+production build refuses): go build -tags fencedfaults -o fenced ./cmd/fenced
+
 Fault kinds: pause-client, pause-server, kill, partition, transfer, skew,
 membership (or all).`,
 		Args: exactArgs(0),
@@ -80,7 +83,7 @@ membership (or all).`,
 	f.StringVar(&faults, "faults", "all", "fault kinds: pause-client,pause-server,kill,partition,transfer,skew,membership or all")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "the TTL of the workers' sessions and TTL locks")
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
-	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader resets the token counter (the token-order check must fail)")
+	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")
 	// Worker mode: the harness runs this binary as its client processes.

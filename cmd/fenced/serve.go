@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
@@ -37,12 +36,8 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 				return usageError("--token-floor %d is above the maximum token %d", tokenFloor, uint64(fence.MaxToken))
 			}
 			cfg.TokenFloor = fence.Token(tokenFloor)
-			if via := os.Getenv(dialViaEnv); via != "" {
-				m, err := parseDialVia(via)
-				if err != nil {
-					return usageError("%s: %v", dialViaEnv, err)
-				}
-				cfg.Raft.DialVia = m
+			if err := applyFaultEnv(&cfg); err != nil {
+				return err
 			}
 			if eventLog != "" {
 				f, err := os.OpenFile(eventLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
@@ -92,14 +87,11 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
 	f.IntVar(&cfg.Raft.WALSegmentSize, "wal-segment-size", 0, "bytes per Raft log segment; the log is compacted a whole segment at a time (default 64 MiB)")
-	// Test-only knobs for the fault harness (fenced check); hidden.
+	// Hooks for the fault harness (fenced check); hidden. The faults exist
+	// only in a test build (serve_faults_on.go).
 	f.StringVar(&eventLog, "test-event-log", "", "test only: append the committed grants, releases and expiries to this file as JSON lines")
-	f.Float64Var(&cfg.Test.ClockRate, "test-clock-rate", 0, "test only: run the lease clock at this rate (a skewed server)")
-	f.BoolVar(&cfg.Test.UnfencedKV, "test-unfenced-kv", false, "test only: the kv accepts stale writes (negative control)")
-	f.BoolVar(&cfg.Test.ResetTokens, "test-reset-tokens", false, "test only: a new leader resets the token counter (negative control)")
-	for _, name := range []string{"test-event-log", "test-clock-rate", "test-unfenced-kv", "test-reset-tokens"} {
-		f.MarkHidden(name)
-	}
+	f.MarkHidden("test-event-log")
+	addFaultFlags(f, &cfg)
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
@@ -117,21 +109,4 @@ func serve(ctx context.Context, cfg server.Config) error {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(sctx)
-}
-
-// dialViaEnv names the test-only variable that routes this node's dials to
-// peers through per-link proxies: "PEER=VIA,PEER=VIA" (see
-// raftstore.Config.DialVia). The fault harness and cluster tests set it.
-const dialViaEnv = "FENCED_TEST_DIAL_VIA"
-
-func parseDialVia(s string) (map[string]string, error) {
-	m := map[string]string{}
-	for _, part := range strings.Split(s, ",") {
-		peer, via, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok || peer == "" || via == "" {
-			return nil, fmt.Errorf("%q: want PEER-ADDR=DIAL-ADDR", part)
-		}
-		m[peer] = via
-	}
-	return m, nil
 }

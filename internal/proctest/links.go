@@ -13,7 +13,8 @@ type Links struct {
 }
 
 // StartClusterWithLinks starts a cluster like StartCluster with every
-// member dialing each peer through a proxy of its own.
+// member dialing each peer through a proxy of its own. The members run the
+// test build (FaultBinary): the dial hook exists only there.
 func StartClusterWithLinks(t testing.TB, n int, extra ...string) ([]*Server, *Links) {
 	t.Helper()
 	servers, links := startCluster(t, n, true, extra)

@@ -21,34 +21,55 @@ import (
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
+// build is one fenced binary built from this source tree, once per test
+// binary, into a temporary directory.
+type build struct {
+	tags string
+	once sync.Once
+	path string
+	err  error
+	out  []byte
+}
+
 var (
-	buildOnce sync.Once
-	binPath   string
-	buildErr  error
-	buildOut  []byte
+	plainBuild = &build{}
+	faultBuild = &build{tags: "fencedfaults"}
 )
 
-// Binary returns the path of a fenced binary built from this source tree.
-// It is built once per test binary, into a temporary directory.
+// Binary returns the path of a fenced binary built from this source tree:
+// a production build, without the fault hooks.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
+	return plainBuild.get(t)
+}
+
+// FaultBinary returns the path of a test build of fenced (build tag
+// fencedfaults): the binary the fault harness needs, with the dial hook,
+// the skewed clock and the negative controls.
+func FaultBinary(t testing.TB) string {
+	t.Helper()
+	return faultBuild.get(t)
+}
+
+func (b *build) get(t testing.TB) string {
+	t.Helper()
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "fenced-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		binPath = filepath.Join(dir, "fenced")
+		b.path = filepath.Join(dir, "fenced")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
-		cmd := exec.Command("go", "build", "-o", binPath, "./cmd/fenced")
+		cmd := exec.Command("go", "build", "-tags", b.tags, "-o", b.path, "./cmd/fenced")
 		cmd.Dir = root
-		buildOut, buildErr = cmd.CombinedOutput()
+		b.out, b.err = cmd.CombinedOutput()
 	})
-	if buildErr != nil {
-		t.Fatalf("build fenced: %v\n%s", buildErr, buildOut)
+	if b.err != nil {
+		t.Fatalf("build fenced (tags %q): %v\n%s", b.tags, b.err, b.out)
 	}
-	return binPath
+	return b.path
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
@@ -77,6 +98,7 @@ type Server struct {
 	DataDir  string
 	Args     []string // extra flags
 	Env      []string // extra environment
+	Faults   bool     // run the test build (FaultBinary), for its fault hooks
 
 	t    testing.TB
 	mu   sync.Mutex
@@ -112,7 +134,11 @@ func (s *Server) Start() {
 func (s *Server) StartNoWait() {
 	s.t.Helper()
 	n := launch.Node{ID: s.NodeID, Addr: s.Addr, PeerAddr: s.PeerAddr, DataDir: s.DataDir}
-	p, err := launch.Start(launch.Spec{Bin: Binary(s.t), Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Out: &lockedWriter{&s.mu, &s.log}})
+	bin := Binary(s.t)
+	if s.Faults {
+		bin = FaultBinary(s.t)
+	}
+	p, err := launch.Start(launch.Spec{Bin: bin, Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Out: &lockedWriter{&s.mu, &s.log}})
 	if err != nil {
 		s.t.Fatalf("start fenced serve: %v", err)
 	}
@@ -201,7 +227,7 @@ func startCluster(t testing.TB, n int, withLinks bool, extra []string) ([]*Serve
 		s := &Server{NodeID: nd.ID, Addr: nd.Addr, PeerAddr: nd.PeerAddr, DataDir: nd.DataDir, t: t}
 		s.Args = append(append([]string{"--initial-cluster", initial}, ClusterTiming...), extra...)
 		if links != nil {
-			s.Env = links.Env(i)
+			s.Env, s.Faults = links.Env(i), true
 		}
 		s.StartNoWait()
 		t.Cleanup(s.Kill)

@@ -40,7 +40,6 @@ type Command struct {
 	//	*Command_CancelWait
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
-	//	*Command_TestResetTokens
 	//	*Command_Batch
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
@@ -177,15 +176,6 @@ func (x *Command) GetRegisterNode() *RegisterNode {
 	return nil
 }
 
-func (x *Command) GetTestResetTokens() *TestResetTokens {
-	if x != nil {
-		if x, ok := x.Op.(*Command_TestResetTokens); ok {
-			return x.TestResetTokens
-		}
-	}
-	return nil
-}
-
 func (x *Command) GetBatch() *Batch {
 	if x != nil {
 		if x, ok := x.Op.(*Command_Batch); ok {
@@ -246,10 +236,6 @@ type Command_RegisterNode struct {
 	RegisterNode *RegisterNode `protobuf:"bytes,10,opt,name=register_node,json=registerNode,proto3,oneof"`
 }
 
-type Command_TestResetTokens struct {
-	TestResetTokens *TestResetTokens `protobuf:"bytes,11,opt,name=test_reset_tokens,json=testResetTokens,proto3,oneof"`
-}
-
 type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,12,opt,name=batch,proto3,oneof"`
 }
@@ -273,8 +259,6 @@ func (*Command_CancelWait) isCommand_Op() {}
 func (*Command_KvWrite) isCommand_Op() {}
 
 func (*Command_RegisterNode) isCommand_Op() {}
-
-func (*Command_TestResetTokens) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
 
@@ -782,9 +766,6 @@ type KVWrite struct {
 	Delete       bool                   `protobuf:"varint,4,opt,name=delete,proto3" json:"delete,omitempty"`
 	HasIfVersion bool                   `protobuf:"varint,5,opt,name=has_if_version,json=hasIfVersion,proto3" json:"has_if_version,omitempty"`
 	IfVersion    uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
-	// unfenced skips the token check: a test-only fault for the fault
-	// harness's negative control. Never set in production.
-	Unfenced bool `protobuf:"varint,7,opt,name=unfenced,proto3" json:"unfenced,omitempty"`
 	// request_id de-duplicates a retried write: the original result is
 	// returned and nothing is applied again.
 	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -864,56 +845,11 @@ func (x *KVWrite) GetIfVersion() uint64 {
 	return 0
 }
 
-func (x *KVWrite) GetUnfenced() bool {
-	if x != nil {
-		return x.Unfenced
-	}
-	return false
-}
-
 func (x *KVWrite) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
 	}
 	return ""
-}
-
-// TestResetTokens sets the token counter back to 0: a test-only fault that
-// breaks the token order on purpose (the fault harness's negative control).
-type TestResetTokens struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *TestResetTokens) Reset() {
-	*x = TestResetTokens{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *TestResetTokens) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*TestResetTokens) ProtoMessage() {}
-
-func (x *TestResetTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use TestResetTokens.ProtoReflect.Descriptor instead.
-func (*TestResetTokens) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 // RegisterNode records the API address of a member, so that followers can
@@ -928,7 +864,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -940,7 +876,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -953,7 +889,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -990,7 +926,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1002,7 +938,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1015,7 +951,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *State) GetIssuer() string {
@@ -1093,7 +1029,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1105,7 +1041,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1118,7 +1054,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1164,7 +1100,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1112,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1125,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1240,7 +1176,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1252,7 +1188,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1265,7 +1201,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1318,7 +1254,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1266,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1279,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1401,7 +1337,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1349,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1362,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Lock) GetName() string {
@@ -1474,7 +1410,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1422,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1435,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1520,7 +1456,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9a\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe3\x05\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1534,11 +1470,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"cancelWait\x125\n" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
-	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12N\n" +
-	"\x11test_reset_tokens\x18\v \x01(\v2 .fenced.state.v1.TestResetTokensH\x00R\x0ftestResetTokens\x12.\n" +
+	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
-	"\x02op\"=\n" +
+	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
 	"\bcommands\x18\x01 \x03(\v2\x18.fenced.state.v1.CommandR\bcommands\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -1571,7 +1506,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xdf\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xd3\x01\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1579,11 +1514,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x06delete\x18\x04 \x01(\bR\x06delete\x12$\n" +
 	"\x0ehas_if_version\x18\x05 \x01(\bR\fhasIfVersion\x12\x1d\n" +
 	"\n" +
-	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1a\n" +
-	"\bunfenced\x18\a \x01(\bR\bunfenced\x12\x1d\n" +
+	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\"\x11\n" +
-	"\x0fTestResetTokens\"9\n" +
+	"request_id\x18\b \x01(\tR\trequestIdJ\x04\b\a\x10\bR\bunfenced\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
@@ -1648,28 +1581,27 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),         // 0: fenced.state.v1.Command
-	(*Batch)(nil),           // 1: fenced.state.v1.Batch
-	(*Init)(nil),            // 2: fenced.state.v1.Init
-	(*NewLeader)(nil),       // 3: fenced.state.v1.NewLeader
-	(*CreateSession)(nil),   // 4: fenced.state.v1.CreateSession
-	(*CloseSession)(nil),    // 5: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil),   // 6: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),         // 7: fenced.state.v1.Acquire
-	(*Release)(nil),         // 8: fenced.state.v1.Release
-	(*CancelWait)(nil),      // 9: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),         // 10: fenced.state.v1.KVWrite
-	(*TestResetTokens)(nil), // 11: fenced.state.v1.TestResetTokens
-	(*RegisterNode)(nil),    // 12: fenced.state.v1.RegisterNode
-	(*State)(nil),           // 13: fenced.state.v1.State
-	(*KVReply)(nil),         // 14: fenced.state.v1.KVReply
-	(*KVEntry)(nil),         // 15: fenced.state.v1.KVEntry
-	(*Session)(nil),         // 16: fenced.state.v1.Session
-	(*Reply)(nil),           // 17: fenced.state.v1.Reply
-	(*Lock)(nil),            // 18: fenced.state.v1.Lock
-	(*Waiter)(nil),          // 19: fenced.state.v1.Waiter
+	(*Command)(nil),       // 0: fenced.state.v1.Command
+	(*Batch)(nil),         // 1: fenced.state.v1.Batch
+	(*Init)(nil),          // 2: fenced.state.v1.Init
+	(*NewLeader)(nil),     // 3: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
+	(*CloseSession)(nil),  // 5: fenced.state.v1.CloseSession
+	(*ExpireSession)(nil), // 6: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 7: fenced.state.v1.Acquire
+	(*Release)(nil),       // 8: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 9: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 10: fenced.state.v1.KVWrite
+	(*RegisterNode)(nil),  // 11: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 12: fenced.state.v1.State
+	(*KVReply)(nil),       // 13: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 14: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 15: fenced.state.v1.Session
+	(*Reply)(nil),         // 16: fenced.state.v1.Reply
+	(*Lock)(nil),          // 17: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 18: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1681,22 +1613,21 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	8,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
 	9,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
 	10, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	12, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	11, // 10: fenced.state.v1.Command.test_reset_tokens:type_name -> fenced.state.v1.TestResetTokens
-	1,  // 11: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	0,  // 12: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	16, // 13: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	18, // 14: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	15, // 15: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	12, // 16: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	14, // 17: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	17, // 18: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	19, // 19: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	20, // [20:20] is the sub-list for method output_type
-	20, // [20:20] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
+	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	15, // 12: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	17, // 13: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	14, // 14: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	11, // 15: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	13, // 16: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	16, // 17: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	18, // 18: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1715,7 +1646,6 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_CancelWait)(nil),
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
-		(*Command_TestResetTokens)(nil),
 		(*Command_Batch)(nil),
 	}
 	type x struct{}
@@ -1724,7 +1654,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

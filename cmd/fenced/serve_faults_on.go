@@ -1,0 +1,55 @@
+//go:build fencedfaults
+
+package main
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/fenced-dev/fenced/server"
+	"github.com/spf13/pflag"
+)
+
+// addFaultFlags registers the hidden fault flags of a test build.
+func addFaultFlags(f *pflag.FlagSet, cfg *server.Config) {
+	f.Float64Var(&cfg.Test.ClockRate, "test-clock-rate", 0, "test only: run the lease clock at this rate (a skewed server)")
+	f.BoolVar(&cfg.Test.UnfencedKV, "test-unfenced-kv", false, "test only: the kv accepts stale writes (negative control)")
+	f.BoolVar(&cfg.Test.ResetTokens, "test-reset-tokens", false, "test only: a new leader reports tokens as if its counter were reset (negative control)")
+	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-reset-tokens"} {
+		f.MarkHidden(name)
+	}
+}
+
+// applyFaultEnv sets the dial hook from dialViaEnv, when it is set.
+func applyFaultEnv(cfg *server.Config) error {
+	via := os.Getenv(dialViaEnv)
+	if via == "" {
+		return nil
+	}
+	m, err := parseDialVia(via)
+	if err != nil {
+		return usageError("%s: %v", dialViaEnv, err)
+	}
+	cfg.Raft.Test.Dial = func(addr string, timeout time.Duration) (net.Conn, error) {
+		if v, ok := m[addr]; ok {
+			addr = v
+		}
+		return net.DialTimeout("tcp", addr, timeout)
+	}
+	return nil
+}
+
+func parseDialVia(s string) (map[string]string, error) {
+	m := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		peer, via, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || peer == "" || via == "" {
+			return nil, fmt.Errorf("%q: want PEER-ADDR=DIAL-ADDR", part)
+		}
+		m[peer] = via
+	}
+	return m, nil
+}

@@ -1,0 +1,103 @@
+package fsm
+
+import (
+	"sort"
+
+	fence "github.com/fenced-dev/fenced"
+)
+
+// kind identifies a primitive in the session bindings.
+type kind int
+
+// The session-bound primitives, in the order a session's end releases
+// them. A new primitive adds its kind before numKinds.
+const (
+	kindLock kind = iota
+	numKinds
+)
+
+// binding is what one session holds and waits for in one primitive, by
+// object name. It is how grants hang off sessions: ending a session ends
+// every binding it has (Machine.endSession), in every primitive.
+type binding struct {
+	held    map[string]struct{}
+	waiting map[string]struct{}
+}
+
+func (b *binding) hold(name string) {
+	if b.held == nil {
+		b.held = make(map[string]struct{})
+	}
+	b.held[name] = struct{}{}
+}
+
+func (b *binding) unhold(name string) { delete(b.held, name) }
+
+func (b *binding) wait(name string) {
+	if b.waiting == nil {
+		b.waiting = make(map[string]struct{})
+	}
+	b.waiting[name] = struct{}{}
+}
+
+func (b *binding) unwait(name string) { delete(b.waiting, name) }
+
+// end calls leave for every object the session waits for, then release
+// for every object it holds, each in name order, so that every replica
+// promotes waiters, and so issues tokens, in the same order.
+func (b *binding) end(leave, release func(name string)) {
+	for _, name := range sortedKeys(b.waiting) {
+		leave(name)
+	}
+	for _, name := range sortedKeys(b.held) {
+		release(name)
+	}
+}
+
+// sortedKeys returns the keys of a map by name in sorted order: every walk
+// over a map whose order is visible (tokens, snapshots) goes through it.
+func sortedKeys[V any](byName map[string]V) []string {
+	keys := make([]string, 0, len(byName))
+	for k := range byName {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// enqueue queues session s on q, the queue of object name of primitive k,
+// for the request seq; a session already queued keeps its place.
+func (m *Machine) enqueue(k kind, name string, q *waitQueue, s *session, seq uint64) {
+	if q.push(waiter{session: s.id, seq: seq}) {
+		s.bound[k].wait(name)
+	}
+}
+
+// leaveQueue takes session s out of q, the queue of object name of
+// primitive k, and pushes the end of its wait (Observer.WaitEnded) to the
+// call waiting for it. It reports false, changing nothing, when s is nil
+// or not queued.
+func (m *Machine) leaveQueue(k kind, name string, q *waitQueue, s *session) bool {
+	if s == nil || !q.remove(s.id) {
+		return false
+	}
+	s.bound[k].unwait(name)
+	m.obs.WaitEnded(name, s.id)
+	return true
+}
+
+// promote binds the first waiter of q to object name of primitive k as
+// holder with token tok and records the grant as the result of the request
+// that queued it. The primitive then records the holder and pushes the
+// grant (Observer.Granted). It returns the waiter, or false when none.
+func (m *Machine) promote(k kind, name string, q *waitQueue, tok fence.Token, now int64) (waiter, bool) {
+	w, ok := q.pop()
+	if !ok {
+		return waiter{}, false
+	}
+	s := m.sessions[w.session]
+	s.bound[k].unwait(name)
+	s.bound[k].hold(name)
+	s.replies.promote(w.seq, tok, now)
+	return w, true
+}

@@ -1,0 +1,9 @@
+//go:build !fencedfaults
+
+package fsm
+
+// faults are the node-local faults of a test build; a production build has
+// none (see faults_on.go).
+type faults struct{}
+
+func (faults) acceptStale() bool { return false }

@@ -1,0 +1,26 @@
+//go:build !fencedfaults
+
+package server
+
+import (
+	"log/slog"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+)
+
+// Faults are the fault knobs of a test build (build tag fencedfaults; see
+// faults_on.go). A production build has none.
+type Faults struct{}
+
+// faultState is a node's running faults; a production build has none and
+// every method changes nothing.
+type faultState struct{}
+
+func newFaultState(Config) *faultState { return &faultState{} }
+
+func (*faultState) warn(*slog.Logger)                  {}
+func (*faultState) clock() fence.Clock                 { return fence.SystemClock{} }
+func (*faultState) machine(*fsm.Machine)               {}
+func (*faultState) tookOver(uint64)                    {}
+func (*faultState) reported(g fence.Grant) fence.Grant { return g }

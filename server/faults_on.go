@@ -1,0 +1,93 @@
+//go:build fencedfaults
+
+package server
+
+import (
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+)
+
+// Faults are the fault knobs of a test build (build tag fencedfaults): each
+// one breaks a promise on purpose, for the fault harness and its negative
+// controls. None is written to the Raft log: they act on this node only,
+// so every member of a test cluster is started with the same ones.
+type Faults struct {
+	// ClockRate runs the leader's lease clock fast (>1) or slow (<1): a
+	// server whose clock misbehaves. 0 means 1.
+	ClockRate float64
+	// UnfencedKV makes this node's state machine accept every kv write,
+	// stale or not (the negative control of the stale-write checker).
+	UnfencedKV bool
+	// ResetTokens makes a node that becomes leader report the grants it
+	// answers with the token counter as if reset to 0 at its takeover:
+	// clients see tokens repeat and go down (the negative control of the
+	// token-order checker). The committed state is untouched.
+	ResetTokens bool
+}
+
+// faultState is a node's running faults.
+type faultState struct {
+	cfg   Config
+	shift atomic.Uint64 // ResetTokens: the last token when this node took over
+}
+
+func newFaultState(cfg Config) *faultState { return &faultState{cfg: cfg} }
+
+// warn logs one WARN line per fault that is on.
+func (f *faultState) warn(log *slog.Logger) {
+	const msg = "TEST FAULT ON: this server breaks its promises on purpose; never use it in production"
+	k := f.cfg.Test.Faults
+	if k.ClockRate != 0 && k.ClockRate != 1 {
+		log.Warn(msg, "fault", "clock-rate", "rate", k.ClockRate)
+	}
+	if k.UnfencedKV {
+		log.Warn(msg, "fault", "unfenced-kv")
+	}
+	if k.ResetTokens {
+		log.Warn(msg, "fault", "reset-tokens")
+	}
+	if f.cfg.Raft.Test.Dial != nil {
+		log.Warn(msg, "fault", "dial-hook")
+	}
+}
+
+// clock is the lease clock: the system clock, or one running at ClockRate.
+func (f *faultState) clock() fence.Clock {
+	rate := f.cfg.Test.ClockRate
+	if rate == 0 || rate == 1 {
+		return fence.SystemClock{}
+	}
+	return scaledClock{start: time.Now(), rate: rate}
+}
+
+// machine applies the node-local faults of the state machine.
+func (f *faultState) machine(m *fsm.Machine) { m.SetUnfencedKV(f.cfg.Test.UnfencedKV) }
+
+// tookOver records the last token issued when this node became leader.
+func (f *faultState) tookOver(last uint64) {
+	if f.cfg.Test.ResetTokens {
+		f.shift.Store(last)
+	}
+}
+
+// reported is the grant as this node reports it to a client.
+func (f *faultState) reported(g fence.Grant) fence.Grant {
+	if shift := fence.Token(f.shift.Load()); g.Token > shift {
+		g.Token -= shift
+	}
+	return g
+}
+
+// scaledClock is a fence.Clock running at rate times real time.
+type scaledClock struct {
+	start time.Time
+	rate  float64
+}
+
+func (c scaledClock) Now() time.Time {
+	return c.start.Add(time.Duration(float64(time.Since(c.start)) * c.rate))
+}
