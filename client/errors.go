@@ -2,18 +2,18 @@ package client
 
 import (
 	"errors"
-	"strings"
 
 	"connectrpc.com/connect"
 
-	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
 )
 
 // Errors of the SDK itself. The errors the server reports are translated to
 // the errors of package fence (fence.ErrInvalidArgument,
-// fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrTokenOverflow,
-// fence.ErrNotLeader) and keep the server's message; check all of them with
-// errors.Is.
+// fence.ErrInvalidToken, fence.ErrSessionNotFound, fence.ErrTokenOverflow,
+// fence.ErrIssuerMismatch, fence.ErrNotLeader, *fence.StaleTokenError,
+// *fence.VersionMismatchError) and keep the server's message; check all of
+// them with errors.Is and errors.As.
 var (
 	// ErrClosed reports a call on a Client that was closed, and is the
 	// reason its sessions were lost.
@@ -35,46 +35,41 @@ var (
 	ErrNotOwned = errors.New("client: lock held by another session")
 )
 
-// serverError is an error the server reported, translated to its fence
-// error. It matches both the fence error and the *connect.Error.
+// serverError is a fence error the server reported: it reads as the fence
+// error and matches both it and the *connect.Error it came in.
 type serverError struct {
-	kind error
-	err  *connect.Error
+	err error
+	ce  *connect.Error
 }
 
-func (e *serverError) Error() string {
-	msg := strings.TrimPrefix(e.err.Message(), e.kind.Error())
-	msg = strings.TrimPrefix(msg, ": ")
-	if msg == "" {
-		return e.kind.Error()
-	}
-	return e.kind.Error() + ": " + msg
-}
+func (e *serverError) Error() string   { return e.err.Error() }
+func (e *serverError) Unwrap() []error { return []error{e.err, e.ce} }
 
-func (e *serverError) Unwrap() []error { return []error{e.kind, e.err} }
-
-// fromServer translates a connect error to the fence error of its code.
-// Errors of other kinds are returned unchanged.
-func fromServer(err error) error {
+// fromServer translates a Connect error to the fence error it carries
+// (package wire), with call as the fallback for the object and token a
+// stale-token answer does not name. An error without a reason is
+// translated by its code alone where the code says enough (wire.ByCode).
+// Other errors, and errors already translated, are returned unchanged.
+func fromServer(err error, call wire.Call) error {
+	var se *serverError
 	var ce *connect.Error
-	if !errors.As(err, &ce) {
+	if errors.As(err, &se) || !errors.As(err, &ce) {
 		return err
 	}
-	var kind error
-	switch ce.Code() {
-	case connect.CodeInvalidArgument:
-		kind = fence.ErrInvalidArgument
-	case connect.CodeNotFound:
-		kind = fence.ErrSessionNotFound
-	case connect.CodeResourceExhausted:
-		kind = fence.ErrTokenOverflow
-	default:
-		if isNotLeader(ce.Message()) {
-			kind = fence.ErrNotLeader
-		}
+	r := wire.FromHeader(wire.Code(ce.Code()), ce.Message(), ce.Meta())
+	if r.Reason == "" {
+		r.Reason = wire.ByCode(r.Code)
 	}
-	if kind == nil {
+	fe := r.Err(call)
+	if fe == nil {
 		return err
 	}
-	return &serverError{kind: kind, err: ce}
+	return &serverError{err: fe, ce: ce}
+}
+
+// isServerError reports whether err is a fence error the server reported:
+// an answer, which a retry would only repeat.
+func isServerError(err error) bool {
+	var se *serverError
+	return errors.As(err, &se)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
@@ -14,12 +13,11 @@ import (
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
-// Metadata keys of kv errors, as HTTP headers on both the Connect API and
-// the /v1/kv REST endpoint.
+// Headers of the /v1/kv REST endpoint. (The Connect API sends the fields of
+// its errors in the headers of package wire.)
 const (
 	headerToken          = "X-Fencing-Token"
 	headerIssuer         = "X-Fencing-Issuer"
-	headerRequiredToken  = "X-Required-Token"
 	headerCurrentVersion = "X-Current-Version"
 )
 
@@ -80,24 +78,13 @@ func kvOutcome(err error) string {
 	return "error"
 }
 
-// kvError turns a kv refusal into a Connect error with the metadata a
-// client needs: the required token for a stale write, the current version
-// for a version mismatch.
+// kvError turns a kv refusal into a Connect error with the fields a
+// client needs (toConnect): the required token for a stale write, the
+// versions for a version mismatch.
 func kvError(err error) error {
-	var se *fence.StaleTokenError
 	var vm *fsm.VersionMismatchError
-	switch {
-	case errors.As(err, &se):
-		ce := connect.NewError(connect.CodeFailedPrecondition, err)
-		ce.Meta().Set(headerRequiredToken, se.Required.String())
-		ce.Meta().Set(headerToken, se.Presented.String())
-		return ce
-	case errors.As(err, &vm):
-		ce := connect.NewError(connect.CodeAborted, err)
-		ce.Meta().Set(headerCurrentVersion, strconv.FormatUint(vm.Current, 10))
-		return ce
-	case errors.Is(err, fence.ErrIssuerMismatch):
-		return connect.NewError(connect.CodePermissionDenied, err)
+	if errors.As(err, &vm) {
+		err = &fence.VersionMismatchError{Object: vm.Key, Expected: int64(vm.Expected), Current: int64(vm.Current)}
 	}
 	return toConnect(err)
 }
