@@ -112,9 +112,9 @@ func TestDecode_Fallbacks(t *testing.T) {
 
 func TestDecode_NotAFenceError(t *testing.T) {
 	for _, r := range []wire.Rejection{
-		{Code: wire.CodeInvalidArgument},                                         // no reason
-		{Code: wire.CodeInvalidArgument, Reason: "made-up"},                      // unknown reason
-		{Code: wire.CodeUnavailable, Reason: wire.ReasonStaleToken},              // code of another reason
+		{Code: wire.CodeInvalidArgument},                                        // no reason
+		{Code: wire.CodeInvalidArgument, Reason: "made-up"},                     // unknown reason
+		{Code: wire.CodeUnavailable, Reason: wire.ReasonStaleToken},             // code of another reason
 		{Code: wire.CodeFailedPrecondition, Reason: wire.ReasonInvalidArgument}, // likewise
 	} {
 		if err := r.Err(wire.Call{}); err != nil {
