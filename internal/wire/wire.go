@@ -69,12 +69,14 @@ type kind struct {
 
 // kinds is the table. Encode takes the first row whose error matches, so
 // an error matching several (a lost lock whose session is gone) is sent
-// as the first; the more specific errors come first.
+// as the first: the rejections of the fencing conventions first, in the
+// order httpfence and grpcfence always checked them, then the more
+// specific errors before the more general.
 var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
-	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
-	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, true},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
+	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, true},
+	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidArgument, true},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidResource, false},
 	{fence.ErrTokenOverflow, CodeResourceExhausted, ReasonTokenOverflow, true},
