@@ -18,6 +18,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/internal/wire"
+	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
@@ -262,7 +263,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
 		}
-		err = fromServer(err, wire.Call{})
+		err = wireconnect.Decode(err, wire.Call{})
 		if !transient(err) {
 			return err
 		}
@@ -284,7 +285,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 
 // transient reports whether err may go away on a retry, possibly on
 // another endpoint: the endpoint was unreachable, timed out, or is not the
-// leader. err has been through fromServer: a fence error the server
+// leader. err has been through wireconnect.Decode: a fence error the server
 // reported is an answer, not a failure, except fence.ErrNotLeader. It is
 // asked only while the caller's context is alive, so "canceled" is the
 // transport's doing (connect reports a connection reset by the peer as
@@ -293,7 +294,7 @@ func transient(err error) bool {
 	if errors.Is(err, fence.ErrNotLeader) {
 		return true
 	}
-	if isServerError(err) {
+	if wireconnect.Decoded(err) {
 		return false
 	}
 	switch connect.CodeOf(err) {

@@ -1,12 +1,6 @@
 package client
 
-import (
-	"errors"
-
-	"connectrpc.com/connect"
-
-	"github.com/fenced-dev/fenced/internal/wire"
-)
+import "errors"
 
 // Errors of the SDK itself. The errors the server reports are translated to
 // the errors of package fence (fence.ErrInvalidArgument,
@@ -34,42 +28,3 @@ var (
 	// session holds. Nothing was changed on the server.
 	ErrNotOwned = errors.New("client: lock held by another session")
 )
-
-// serverError is a fence error the server reported: it reads as the fence
-// error and matches both it and the *connect.Error it came in.
-type serverError struct {
-	err error
-	ce  *connect.Error
-}
-
-func (e *serverError) Error() string   { return e.err.Error() }
-func (e *serverError) Unwrap() []error { return []error{e.err, e.ce} }
-
-// fromServer translates a Connect error to the fence error it carries
-// (package wire), with call as the fallback for the object and token a
-// stale-token answer does not name. An error without a reason is
-// translated by its code alone where the code says enough (wire.ByCode).
-// Other errors, and errors already translated, are returned unchanged.
-func fromServer(err error, call wire.Call) error {
-	var se *serverError
-	var ce *connect.Error
-	if errors.As(err, &se) || !errors.As(err, &ce) {
-		return err
-	}
-	r := wire.FromHeader(wire.Code(ce.Code()), ce.Message(), ce.Meta())
-	if r.Reason == "" {
-		r.Reason = wire.ByCode(r.Code)
-	}
-	fe := r.Err(call)
-	if fe == nil {
-		return err
-	}
-	return &serverError{err: fe, ce: ce}
-}
-
-// isServerError reports whether err is a fence error the server reported:
-// an answer, which a retry would only repeat.
-func isServerError(err error) bool {
-	var se *serverError
-	return errors.As(err, &se)
-}

@@ -8,6 +8,7 @@ import (
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/internal/wire"
+	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -135,5 +136,5 @@ func validateKV(key string, t fence.Token) error {
 // carries, with the key and the token sent as the fallback for the fields
 // of a stale-token answer.
 func kvError(key string, t fence.Token, err error) error {
-	return fromServer(err, wire.Call{Object: key, Token: t})
+	return wireconnect.Decode(err, wire.Call{Object: key, Token: t})
 }

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
-	"github.com/fenced-dev/fenced/internal/wire"
+	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	"github.com/fenced-dev/fenced/raftstore"
 )
 
@@ -14,8 +14,9 @@ var errUnavailable = errors.New("server is shutting down or has no leader; retry
 
 // toConnect maps an error to the Connect error callers branch on, keeping
 // its message. A fence error gets the code, reason and fields of package
-// wire, which the SDK decodes back to the same fence error; the server's
-// own errors get the code that tells a client whether to retry.
+// wire (wireconnect.Error), which the SDK decodes back to the same fence
+// error; the server's own errors get the code that tells a client whether
+// to retry.
 func toConnect(err error) error {
 	if err == nil {
 		return nil
@@ -24,9 +25,7 @@ func toConnect(err error) error {
 	if errors.As(err, &ce) {
 		return err
 	}
-	if r, ok := wire.Encode(err); ok {
-		ce := connect.NewError(connect.Code(r.Code), err)
-		r.SetHeader(ce.Meta())
+	if ce, ok := wireconnect.Error(err); ok {
 		return ce
 	}
 	code := connect.CodeInternal
