@@ -75,11 +75,11 @@ type kind struct {
 var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
-	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, true},
+	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, false},
 	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidArgument, true},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidResource, false},
-	{fence.ErrTokenOverflow, CodeResourceExhausted, ReasonTokenOverflow, true},
+	{fence.ErrTokenOverflow, CodeResourceExhausted, ReasonTokenOverflow, false},
 	{fence.ErrLockLost, CodeAborted, ReasonLockLost, false},
 	{fence.ErrSessionNotFound, CodeNotFound, ReasonSessionNotFound, true},
 	{fence.ErrNotGranted, CodeAborted, ReasonNotGranted, false},
@@ -125,9 +125,11 @@ func Encode(err error) (Rejection, bool) {
 }
 
 // ByCode returns the reason a Connect error of code c stands for when it
-// came without one: fenced servers sent only the code before they sent
-// reasons, and transports raise errors of their own. It is "" for codes
-// that say nothing without a reason.
+// came without one (fenced servers sent only the code before they sent
+// reasons, and Connect answers a malformed request by itself): an invalid
+// argument, or a session not found. It is "" for the codes that say
+// nothing without a reason; ResourceExhausted, for one, is also Connect's
+// answer to a message above the size limit, not a token overflow.
 func ByCode(c Code) string {
 	for _, k := range kinds {
 		if k.byCode && k.code == c {

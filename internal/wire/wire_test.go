@@ -138,17 +138,15 @@ func TestDecode_InvalidResource(t *testing.T) {
 
 func TestByCode(t *testing.T) {
 	for c, want := range map[wire.Code]error{
-		wire.CodeInvalidArgument:   fence.ErrInvalidArgument,
-		wire.CodeNotFound:          fence.ErrSessionNotFound,
-		wire.CodeResourceExhausted: fence.ErrTokenOverflow,
-		wire.CodePermissionDenied:  fence.ErrIssuerMismatch,
+		wire.CodeInvalidArgument: fence.ErrInvalidArgument,
+		wire.CodeNotFound:        fence.ErrSessionNotFound,
 	} {
 		r := wire.Rejection{Code: c, Reason: wire.ByCode(c), Message: "m"}
 		if err := r.Err(wire.Call{}); !errors.Is(err, want) {
 			t.Errorf("code %d decoded to %v, want %v", c, err, want)
 		}
 	}
-	for _, c := range []wire.Code{wire.CodeUnavailable, wire.CodeAborted, wire.CodeFailedPrecondition} {
+	for _, c := range []wire.Code{wire.CodeUnavailable, wire.CodeAborted, wire.CodeFailedPrecondition, wire.CodeResourceExhausted, wire.CodePermissionDenied} {
 		if got := wire.ByCode(c); got != "" {
 			t.Errorf("ByCode(%d)=%q, want none", c, got)
 		}
