@@ -2,6 +2,7 @@ package grpcfence
 
 import (
 	"errors"
+	"maps"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/internal/wire"
@@ -130,13 +131,12 @@ func clientError(err error, trailer metadata.MD, object string, sent fence.Token
 		return err
 	}
 	ei := errorInfo(st)
-	r := wire.Rejection{Code: wire.Code(st.Code()), Reason: wire.FromGRPCReason(ei.GetReason()), Message: st.Message(), Fields: ei.GetMetadata()}
-	if req := trailer.Get(MetadataRequiredToken); len(req) > 0 && r.Fields[wire.FieldRequired] == "" && r.Code == wire.CodeFailedPrecondition {
-		r.Reason = wire.ReasonStaleToken
-		r.Fields = map[string]string{wire.FieldRequired: req[0]}
-		for k, v := range ei.GetMetadata() {
-			r.Fields[k] = v
+	r := wire.Rejection{Code: wire.Code(st.Code()), Reason: wire.FromGRPCReason(ei.GetReason()), Message: st.Message(), Fields: maps.Clone(ei.GetMetadata())}
+	if req := trailer.Get(MetadataRequiredToken); len(req) > 0 && r.Code == wire.CodeFailedPrecondition && r.Fields[wire.FieldRequired] == "" {
+		if r.Fields == nil {
+			r.Fields = map[string]string{}
 		}
+		r.Reason, r.Fields[wire.FieldRequired] = wire.ReasonStaleToken, req[0]
 	}
 	fe := r.Err(wire.Call{Object: object, Token: sent})
 	if fe == nil {
