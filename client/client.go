@@ -17,6 +17,8 @@ import (
 	"connectrpc.com/connect"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
+	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
@@ -261,8 +263,9 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
 		}
+		err = wireconnect.Decode(err, wire.Call{})
 		if !transient(err) {
-			return fromServer(err)
+			return err
 		}
 		c.log.Debug("fenced: retrying", "op", op, "endpoint", ep.addr, "attempt", n, "err", err)
 		c.failover(i)
@@ -282,12 +285,17 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 
 // transient reports whether err may go away on a retry, possibly on
 // another endpoint: the endpoint was unreachable, timed out, or is not the
-// leader. It is asked only while the caller's context is alive, so
-// "canceled" is the transport's doing (connect reports a connection reset
-// by the peer as canceled).
+// leader. err has been through wireconnect.Decode: a fence error the server
+// reported is an answer, not a failure, except fence.ErrNotLeader. It is
+// asked only while the caller's context is alive, so "canceled" is the
+// transport's doing (connect reports a connection reset by the peer as
+// canceled).
 func transient(err error) bool {
-	if isNotLeader(err.Error()) {
+	if errors.Is(err, fence.ErrNotLeader) {
 		return true
+	}
+	if wireconnect.Decoded(err) {
+		return false
 	}
 	switch connect.CodeOf(err) {
 	case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeAborted, connect.CodeCanceled:
@@ -298,12 +306,6 @@ func transient(err error) bool {
 		return errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF)
 	}
 	return false
-}
-
-// isNotLeader reports whether a server's message says it is not the
-// leader and could not forward the call.
-func isNotLeader(msg string) bool {
-	return strings.Contains(msg, "not the leader")
 }
 
 // until returns a context that ends when ctx ends, when the Client is

@@ -1,19 +1,13 @@
 package client
 
-import (
-	"errors"
-	"strings"
-
-	"connectrpc.com/connect"
-
-	fence "github.com/fenced-dev/fenced"
-)
+import "errors"
 
 // Errors of the SDK itself. The errors the server reports are translated to
 // the errors of package fence (fence.ErrInvalidArgument,
-// fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrTokenOverflow,
-// fence.ErrNotLeader) and keep the server's message; check all of them with
-// errors.Is.
+// fence.ErrInvalidToken, fence.ErrSessionNotFound, fence.ErrTokenOverflow,
+// fence.ErrIssuerMismatch, fence.ErrNotLeader, *fence.StaleTokenError,
+// *fence.VersionMismatchError) and keep the server's message; check all of
+// them with errors.Is and errors.As.
 var (
 	// ErrClosed reports a call on a Client that was closed, and is the
 	// reason its sessions were lost.
@@ -34,47 +28,3 @@ var (
 	// session holds. Nothing was changed on the server.
 	ErrNotOwned = errors.New("client: lock held by another session")
 )
-
-// serverError is an error the server reported, translated to its fence
-// error. It matches both the fence error and the *connect.Error.
-type serverError struct {
-	kind error
-	err  *connect.Error
-}
-
-func (e *serverError) Error() string {
-	msg := strings.TrimPrefix(e.err.Message(), e.kind.Error())
-	msg = strings.TrimPrefix(msg, ": ")
-	if msg == "" {
-		return e.kind.Error()
-	}
-	return e.kind.Error() + ": " + msg
-}
-
-func (e *serverError) Unwrap() []error { return []error{e.kind, e.err} }
-
-// fromServer translates a connect error to the fence error of its code.
-// Errors of other kinds are returned unchanged.
-func fromServer(err error) error {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return err
-	}
-	var kind error
-	switch ce.Code() {
-	case connect.CodeInvalidArgument:
-		kind = fence.ErrInvalidArgument
-	case connect.CodeNotFound:
-		kind = fence.ErrSessionNotFound
-	case connect.CodeResourceExhausted:
-		kind = fence.ErrTokenOverflow
-	default:
-		if isNotLeader(ce.Message()) {
-			kind = fence.ErrNotLeader
-		}
-	}
-	if kind == nil {
-		return err
-	}
-	return &serverError{kind: kind, err: ce}
-}

@@ -342,10 +342,11 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 		case resp.GetGone():
 			s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
 		case resp.GetError() != "":
+			// The server answers a renewal it cannot make (it is not the
+			// leader, say) by ending the stream; an error in an answer
+			// means the same from a server that answers instead.
 			k.c.log.Info("fenced: renewal failed", "session", s.id, "endpoint", st.addr, "err", resp.GetError())
-			if isNotLeader(resp.GetError()) {
-				st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
-			}
+			st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
 		default:
 			s.renewed(o.p.sent, time.Duration(resp.GetTtlMs())*time.Millisecond)
 		}

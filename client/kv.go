@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
+	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -25,22 +25,6 @@ type KVEntry struct {
 	Version uint64
 	// Token is the key's watermark: writes need a token at least this high.
 	Token fence.Token
-}
-
-// VersionMismatchError reports a conditional kv write (IfVersion) whose
-// expected version was not the key's version. Nothing was changed.
-type VersionMismatchError struct {
-	// Key is the key written.
-	Key string
-	// Expected is the version the write required.
-	Expected uint64
-	// Current is the key's version (0 when it does not exist).
-	Current uint64
-}
-
-// Error implements error.
-func (e *VersionMismatchError) Error() string {
-	return fmt.Sprintf("client: version mismatch for %q: expected %d, current %d", e.Key, e.Expected, e.Current)
 }
 
 // KVOption changes one kv write.
@@ -70,7 +54,8 @@ func kvOpts(opts []KVOption) kvOptions {
 // KVPut stores value (up to 1 MiB) under key with token t, the token of the
 // caller's grant. It returns the key's new version. A token below the key's
 // watermark is rejected with a *fence.StaleTokenError (errors.As) carrying
-// the required token; a failed IfVersion with a *VersionMismatchError.
+// the required token; a failed IfVersion with a *fence.VersionMismatchError
+// (errors.Is fence.ErrVersionMismatch) carrying the key's current version.
 //
 // A put that fails on the network is retried, with the same request id,
 // until ctx ends; the server applies it once and answers a retry with the
@@ -85,7 +70,7 @@ func (c *Client) KVPut(ctx context.Context, key string, value []byte, t fence.To
 	err := c.retry(ctx, "kv put", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
 		r, err := ep.kvPut(ctx, &fencedv1.KVPutRequest{Key: key, Value: value, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id})
 		if err != nil {
-			return kvError(key, t, o.ifVersion, err)
+			return kvError(key, t, err)
 		}
 		version = r.GetVersion()
 		return nil
@@ -106,7 +91,7 @@ func (c *Client) KVDelete(ctx context.Context, key string, t fence.Token, opts .
 	err := c.retry(ctx, "kv delete", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
 		r, err := ep.kv.Delete(ctx, connect.NewRequest(&fencedv1.KVDeleteRequest{Key: key, Token: uint64(t), IfVersion: o.ifVersion, Issuer: o.issuer, RequestId: id}))
 		if err != nil {
-			return kvError(key, t, o.ifVersion, err)
+			return kvError(key, t, err)
 		}
 		deleted = r.Msg.GetDeleted()
 		return nil
@@ -147,28 +132,9 @@ func validateKV(key string, t fence.Token) error {
 	return nil
 }
 
-// kvError turns the server's refusal of a kv write into the SDK's error
-// types, which the retry loop returns as they are (they are not transient).
-func kvError(key string, t fence.Token, ifVersion *uint64, err error) error {
-	var ce *connect.Error
-	if !errors.As(err, &ce) {
-		return err
-	}
-	switch ce.Code() {
-	case connect.CodeFailedPrecondition:
-		if req, perr := fence.ParseToken(ce.Meta().Get("X-Required-Token")); perr == nil {
-			return &fence.StaleTokenError{Object: key, Presented: t, Required: req}
-		}
-	case connect.CodeAborted:
-		if cur, perr := strconv.ParseUint(ce.Meta().Get("X-Current-Version"), 10, 64); perr == nil && ifVersion != nil {
-			return &VersionMismatchError{Key: key, Expected: *ifVersion, Current: cur}
-		}
-	case connect.CodePermissionDenied:
-		return fmt.Errorf("%w: %s", fence.ErrIssuerMismatch, ce.Message())
-	case connect.CodeInvalidArgument:
-		if strings.HasPrefix(ce.Message(), fence.ErrInvalidToken.Error()) {
-			return fmt.Errorf("%w%s", fence.ErrInvalidToken, strings.TrimPrefix(ce.Message(), fence.ErrInvalidToken.Error()))
-		}
-	}
-	return err
+// kvError turns the server's refusal of a kv write into the fence error it
+// carries, with the key and the token sent as the fallback for the fields
+// of a stale-token answer.
+func kvError(key string, t fence.Token, err error) error {
+	return wireconnect.Decode(err, wire.Call{Object: key, Token: t})
 }

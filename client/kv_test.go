@@ -77,9 +77,10 @@ func TestKV_StaleWriterAndVersions(t *testing.T) {
 	if !errors.As(err, &se) || se.Required != b.Token() || se.Presented != old.Token() {
 		t.Fatalf("A's late write: %v, want stale with required %d", err, b.Token())
 	}
-	var vm *client.VersionMismatchError
-	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token(), client.IfVersion(1)); !errors.As(err, &vm) || vm.Current != 2 {
-		t.Fatalf("put with an old version: %v, want version mismatch (current 2)", err)
+	var vm *fence.VersionMismatchError
+	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token(), client.IfVersion(1)); !errors.As(err, &vm) || !errors.Is(err, fence.ErrVersionMismatch) ||
+		*vm != (fence.VersionMismatchError{Object: "orders", Expected: 1, Current: 2}) {
+		t.Fatalf("put with an old version: %v, want version mismatch (expected 1, current 2)", err)
 	}
 	if _, err := c.KVPut(ctx, "orders", []byte("x"), b.Token(), client.WithIssuer("someone-else")); !errors.Is(err, fence.ErrIssuerMismatch) {
 		t.Fatalf("put with another issuer: %v, want ErrIssuerMismatch", err)

@@ -3,7 +3,9 @@ package grpcfence_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 
@@ -181,4 +183,48 @@ func TestClient_Errors(t *testing.T) {
 		}
 		stale(t, st.RecvMsg(new(wrapperspb.StringValue)), fence.StaleTokenError{Object: "my-obj", Presented: 6, Required: 12})
 	})
+}
+
+// TestError_RoundTrip sends every fence error through Error on a server
+// and the client interceptor: the client gets the same fence error, with
+// the fields of its concrete type, and keeps the status.
+func TestError_RoundTrip(t *testing.T) {
+	stale := &fence.StaleTokenError{Object: "orders/7", Presented: 3, Required: 9}
+	version := &fence.VersionMismatchError{Object: "k", Expected: 4, Current: 6}
+	errs := map[string]error{"Stale": stale, "Version": version}
+	for _, s := range []error{fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrIssuerMismatch,
+		fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader} {
+		errs[strings.ReplaceAll(s.Error(), " ", "_")] = fmt.Errorf("%w: because", s)
+	}
+	answers := map[string]answer{}
+	for m, err := range errs {
+		answers["/s.S/"+m] = answer{st: status.Convert(grpcfence.Error(err))}
+	}
+	_, addr := newRawServer(t, answers)
+	cc := dial(t, addr, true)
+	ctx := grpcfence.WithToken(testContext(t), "sent", 1)
+	for m, want := range errs {
+		t.Run(m, func(t *testing.T) {
+			err := cc.Invoke(ctx, "/s.S/"+m, wrapperspb.String("x"), new(wrapperspb.StringValue))
+			if status.Code(err) != status.Code(grpcfence.Error(want)) {
+				t.Fatalf("code %v, want %v", status.Code(err), status.Code(grpcfence.Error(want)))
+			}
+			var se *fence.StaleTokenError
+			var vm *fence.VersionMismatchError
+			switch {
+			case want == stale:
+				if !errors.As(err, &se) || *se != *stale {
+					t.Fatalf("err=%v, want %+v", err, stale)
+				}
+			case want == version:
+				if !errors.As(err, &vm) || *vm != *version || !errors.Is(err, fence.ErrVersionMismatch) {
+					t.Fatalf("err=%v, want %+v", err, version)
+				}
+			default:
+				if !errors.Is(err, errors.Unwrap(want)) || errors.As(err, &se) || errors.As(err, &vm) {
+					t.Fatalf("err=%v, want %v", err, errors.Unwrap(want))
+				}
+			}
+		})
+	}
 }

@@ -18,6 +18,11 @@
 // "fenced.dev" and a reason (STALE_TOKEN with the metadata object,
 // presented and required; INVALID_TOKEN; INVALID_RESOURCE;
 // ISSUER_MISMATCH), so clients tell it from the handler's own errors.
+// Other errors of package fence a handler returns are sent with the code
+// and reason the fenced server uses for them (VERSION_MISMATCH with the
+// metadata object, expected and current; INVALID_ARGUMENT;
+// SESSION_NOT_FOUND; NOT_GRANTED; LOCK_LOST; TOKEN_OVERFLOW; NOT_LEADER),
+// and the client interceptors turn every one back into its fence error.
 //
 // # Atomic with the write
 //

@@ -2,9 +2,10 @@ package grpcfence
 
 import (
 	"errors"
-	"fmt"
+	"maps"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
@@ -56,7 +57,12 @@ const (
 //     required token;
 //   - an error matching fence.ErrInvalidToken: codes.InvalidArgument;
 //   - an error matching fence.ErrIssuerMismatch: codes.PermissionDenied
-//     (retrying cannot help: the token comes from another cluster).
+//     (retrying cannot help: the token comes from another cluster);
+//   - any other error of package fence: the code and reason the fenced
+//     server sends for it (a *fence.VersionMismatchError is
+//     codes.Aborted, reason VERSION_MISMATCH, metadata "object",
+//     "expected" and "current"; fence.ErrNotLeader is codes.Unavailable,
+//     reason NOT_LEADER; see package doc).
 //
 // Each status carries a google.rpc.ErrorInfo detail with Domain and a
 // Reason. The server interceptors apply Error to every error a fenced
@@ -72,22 +78,11 @@ func Error(err error) error {
 	if errors.As(err, &gs) {
 		return err
 	}
-	var se *fence.StaleTokenError
-	switch {
-	case errors.As(err, &se):
-		return newStatus(codes.FailedPrecondition, err.Error(), ReasonStaleToken, map[string]string{
-			"object":    se.Object,
-			"presented": se.Presented.String(),
-			"required":  se.Required.String(),
-		})
-	case errors.Is(err, fence.ErrStaleToken):
-		return newStatus(codes.FailedPrecondition, err.Error(), ReasonStaleToken, nil)
-	case errors.Is(err, fence.ErrInvalidToken):
-		return newStatus(codes.InvalidArgument, err.Error(), ReasonInvalidToken, nil)
-	case errors.Is(err, fence.ErrIssuerMismatch):
-		return newStatus(codes.PermissionDenied, err.Error(), ReasonIssuerMismatch, nil)
+	r, ok := wire.Encode(err)
+	if !ok {
+		return err
 	}
-	return err
+	return newStatus(codes.Code(r.Code), r.Message, wire.GRPCReason(r.Reason), r.Fields)
 }
 
 // newStatus returns a status error with an ErrorInfo detail.
@@ -117,50 +112,37 @@ func requiredTrailer(err error) metadata.MD {
 		return nil
 	}
 	ei := errorInfo(st)
-	if ei.GetReason() != ReasonStaleToken || ei.GetMetadata()["required"] == "" {
+	if ei.GetReason() != ReasonStaleToken || ei.GetMetadata()[wire.FieldRequired] == "" {
 		return nil
 	}
-	return metadata.Pairs(MetadataRequiredToken, ei.GetMetadata()["required"])
+	return metadata.Pairs(MetadataRequiredToken, ei.GetMetadata()[wire.FieldRequired])
 }
 
 // clientError maps a status error received by a client back to the fencing
 // error it stands for, keeping the status: the result matches the fence
 // error with errors.Is and errors.As and still answers status.Code. The
 // object and token sent are the fallbacks for a detail the server did not
-// send. Any other error is returned unchanged.
+// send; a FailedPrecondition without a detail but with the x-required-token
+// trailer (a server that follows only the trailer convention) is a stale
+// token. Any other error is returned unchanged.
 func clientError(err error, trailer metadata.MD, object string, sent fence.Token) error {
 	st, ok := status.FromError(err)
 	if !ok || st.Code() == codes.OK {
 		return err
 	}
 	ei := errorInfo(st)
-	reason := ei.GetReason()
-	required := ei.GetMetadata()["required"]
-	if required == "" && len(trailer.Get(MetadataRequiredToken)) > 0 {
-		required = trailer.Get(MetadataRequiredToken)[0]
+	r := wire.Rejection{Code: wire.Code(st.Code()), Reason: wire.FromGRPCReason(ei.GetReason()), Message: st.Message(), Fields: maps.Clone(ei.GetMetadata())}
+	if req := trailer.Get(MetadataRequiredToken); len(req) > 0 && r.Code == wire.CodeFailedPrecondition && r.Fields[wire.FieldRequired] == "" {
+		if r.Fields == nil {
+			r.Fields = map[string]string{}
+		}
+		r.Reason, r.Fields[wire.FieldRequired] = wire.ReasonStaleToken, req[0]
 	}
-	switch {
-	case st.Code() == codes.FailedPrecondition && (reason == ReasonStaleToken || required != ""):
-		r, perr := fence.ParseToken(required)
-		if perr != nil {
-			return &rpcError{st: st, err: fmt.Errorf("%w (no valid %s from the server)", fence.ErrStaleToken, MetadataRequiredToken)}
-		}
-		se := &fence.StaleTokenError{Object: object, Presented: sent, Required: r}
-		if o := ei.GetMetadata()["object"]; o != "" {
-			se.Object = o
-		}
-		if p, err := fence.ParseToken(ei.GetMetadata()["presented"]); err == nil {
-			se.Presented = p
-		}
-		return &rpcError{st: st, err: se}
-	case st.Code() == codes.InvalidArgument && reason == ReasonInvalidToken:
-		return &rpcError{st: st, err: fence.ErrInvalidToken}
-	case st.Code() == codes.InvalidArgument && reason == ReasonInvalidResource:
-		return &rpcError{st: st, err: fence.ErrInvalidArgument}
-	case st.Code() == codes.PermissionDenied && reason == ReasonIssuerMismatch:
-		return &rpcError{st: st, err: fence.ErrIssuerMismatch}
+	fe := r.Err(wire.Call{Object: object, Token: sent})
+	if fe == nil {
+		return err
 	}
-	return err
+	return &rpcError{st: st, err: fe}
 }
 
 // rpcError is a fencing rejection as a client sees it: the gRPC status (for

@@ -2,10 +2,9 @@ package httpfence
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 
-	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
 )
 
 // Headers of the HTTP fencing convention (docs/design.md §5). HeaderIssuer and
@@ -81,31 +80,29 @@ type errorBody struct {
 //		return
 //	}
 func WriteError(w http.ResponseWriter, err error) bool {
-	if err == nil {
+	r, ok := wire.Encode(err)
+	status, fencing := statusOf[r.Reason]
+	if !ok || !fencing {
 		return false
 	}
-	var se *fence.StaleTokenError
-	switch {
-	case errors.As(err, &se):
-		if se.Object != "" {
-			w.Header().Set(HeaderResourceID, se.Object)
+	body := errorBody{Error: err.Error()}
+	if req, ok := r.Fields[wire.FieldRequired]; ok {
+		if obj := r.Fields[wire.FieldObject]; obj != "" {
+			w.Header().Set(HeaderResourceID, obj)
 		}
-		w.Header().Set(HeaderRequiredToken, se.Required.String())
-		writeRejection(w, http.StatusConflict, ReasonStaleToken, errorBody{
-			Error:     err.Error(),
-			Presented: se.Presented.String(),
-			Required:  se.Required.String(),
-		})
-	case errors.Is(err, fence.ErrStaleToken):
-		writeRejection(w, http.StatusConflict, ReasonStaleToken, errorBody{Error: err.Error()})
-	case errors.Is(err, fence.ErrInvalidToken):
-		writeRejection(w, http.StatusBadRequest, ReasonInvalidToken, errorBody{Error: err.Error()})
-	case errors.Is(err, fence.ErrIssuerMismatch):
-		writeRejection(w, http.StatusForbidden, ReasonIssuerMismatch, errorBody{Error: err.Error()})
-	default:
-		return false
+		w.Header().Set(HeaderRequiredToken, req)
+		body.Presented, body.Required = r.Fields[wire.FieldPresented], req
 	}
+	writeRejection(w, status, r.Reason, body)
 	return true
+}
+
+// statusOf is the HTTP status of each rejection of the convention, by
+// reason (package wire decides which fence error has which reason).
+var statusOf = map[string]int{
+	ReasonStaleToken:     http.StatusConflict,
+	ReasonInvalidToken:   http.StatusBadRequest,
+	ReasonIssuerMismatch: http.StatusForbidden,
 }
 
 func writeRejection(w http.ResponseWriter, status int, reason string, body errorBody) {

@@ -17,6 +17,7 @@ import (
 	fence "github.com/fenced-dev/fenced"
 
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
 // Headers of the forwarding layer.
@@ -33,12 +34,12 @@ const (
 // answered after it confirmed its leadership with a quorum (linearizable);
 // with HeaderLocal any member answers from its own state.
 var readPaths = map[string]bool{
-	"/fenced.v1.LockService/Verify":    true,
-	"/fenced.v1.LockService/Describe":  true,
-	"/fenced.v1.LockService/List":      true,
-	"/fenced.v1.LockService/Status":    true,
-	"/fenced.v1.KVService/Get":         true,
-	"/fenced.v1.ClusterService/Status": true,
+	fencedv1connect.LockServiceVerifyProcedure:    true,
+	fencedv1connect.LockServiceDescribeProcedure:  true,
+	fencedv1connect.LockServiceListProcedure:      true,
+	fencedv1connect.LockServiceStatusProcedure:    true,
+	fencedv1connect.KVServiceGetProcedure:         true,
+	fencedv1connect.ClusterServiceStatusProcedure: true,
 }
 
 func isRead(r *http.Request) bool {

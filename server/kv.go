@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"connectrpc.com/connect"
 	fence "github.com/fenced-dev/fenced"
@@ -14,12 +13,11 @@ import (
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
-// Metadata keys of kv errors, as HTTP headers on both the Connect API and
-// the /v1/kv REST endpoint.
+// Headers of the /v1/kv REST endpoint. (The Connect API sends the fields of
+// its errors in the headers of package wire.)
 const (
 	headerToken          = "X-Fencing-Token"
 	headerIssuer         = "X-Fencing-Issuer"
-	headerRequiredToken  = "X-Required-Token"
 	headerCurrentVersion = "X-Current-Version"
 )
 
@@ -80,28 +78,6 @@ func kvOutcome(err error) string {
 	return "error"
 }
 
-// kvError turns a kv refusal into a Connect error with the metadata a
-// client needs: the required token for a stale write, the current version
-// for a version mismatch.
-func kvError(err error) error {
-	var se *fence.StaleTokenError
-	var vm *fence.VersionMismatchError
-	switch {
-	case errors.As(err, &se):
-		ce := connect.NewError(connect.CodeFailedPrecondition, err)
-		ce.Meta().Set(headerRequiredToken, se.Required.String())
-		ce.Meta().Set(headerToken, se.Presented.String())
-		return ce
-	case errors.As(err, &vm):
-		ce := connect.NewError(connect.CodeAborted, err)
-		ce.Meta().Set(headerCurrentVersion, strconv.FormatInt(vm.Current, 10))
-		return ce
-	case errors.Is(err, fence.ErrIssuerMismatch):
-		return connect.NewError(connect.CodePermissionDenied, err)
-	}
-	return toConnect(err)
-}
-
 // kvService implements the KVService API.
 type kvService struct{ s *Server }
 
@@ -112,7 +88,7 @@ func (h *kvService) Put(ctx context.Context, req *connect.Request[fencedv1.KVPut
 	m := req.Msg
 	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, value: m.Value, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, requestID: m.RequestId})
 	if err != nil {
-		return nil, kvError(err)
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&fencedv1.KVPutResponse{Version: res.Version, Token: uint64(res.Token)}), nil
 }
@@ -122,7 +98,7 @@ func (h *kvService) Delete(ctx context.Context, req *connect.Request[fencedv1.KV
 	m := req.Msg
 	res, err := h.s.kvWrite(ctx, kvWriteRequest{key: m.Key, token: fence.Token(m.Token), ifVersion: m.IfVersion, issuer: m.Issuer, delete: true, requestID: m.RequestId})
 	if err != nil {
-		return nil, kvError(err)
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&fencedv1.KVDeleteResponse{Deleted: res.Deleted, Token: uint64(res.Token)}), nil
 }

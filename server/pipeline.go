@@ -129,8 +129,7 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	p.mu.Unlock()
 	switch {
 	case dup:
-		p.answer(pipelineError(id, connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("%w: call id %d is already in flight on this stream; ids must be unique among calls in flight", fence.ErrInvalidArgument, id))))
+		p.answer(pipelineError(id, fmt.Errorf("%w: call id %d is already in flight on this stream; ids must be unique among calls in flight", fence.ErrInvalidArgument, id)))
 		return
 	case full:
 		p.answer(pipelineError(id, connect.NewError(connect.CodeResourceExhausted,
@@ -172,8 +171,7 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		}
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_KvPut{KvPut: resp.Msg}}
 	default:
-		return pipelineError(id, connect.NewError(connect.CodeInvalidArgument,
-			fmt.Errorf("%w: call %d has no acquire, release or kv_put", fence.ErrInvalidArgument, id)))
+		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release or kv_put", fence.ErrInvalidArgument, id))
 	}
 }
 

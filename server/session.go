@@ -64,7 +64,7 @@ const renewVerifyTimeout = 2 * time.Second
 // fails the check and confirms nothing.
 func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
-		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
+		return nil, toConnect(fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
 	resps := make([]*fencedv1.KeepAliveResponse, len(reqs))
 	renewed := false

@@ -70,7 +70,7 @@ func (f *kvWriteFlags) parse() (fence.Token, []client.KVOption, error) {
 // kvExit gives kv refusals their exit codes.
 func kvExit(err error) error {
 	var se *fence.StaleTokenError
-	var vm *client.VersionMismatchError
+	var vm *fence.VersionMismatchError
 	switch {
 	case errors.As(err, &se):
 		return withExit(exitStale, err)

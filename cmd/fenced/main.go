@@ -70,7 +70,7 @@ func main() {
 func run(ctx context.Context, args []string) int {
 	cmd := newRootCommand()
 	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(ctx)
+	at, err := cmd.ExecuteContextC(ctx)
 	if err == nil {
 		return exitOK
 	}
@@ -82,7 +82,7 @@ func run(ctx context.Context, args []string) int {
 		return ec.code
 	}
 	fmt.Fprintln(os.Stderr, "fenced:", err)
-	if isUsage(err) {
+	if isUsage(at, err) {
 		return exitUsage
 	}
 	return exitError

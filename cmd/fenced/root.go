@@ -1,7 +1,7 @@
 package main
 
 import (
-	"strings"
+	"errors"
 
 	"github.com/spf13/cobra"
 )
@@ -17,11 +17,32 @@ func newRootCommand() *cobra.Command {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
 	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand())
+	usageArgs(root)
 	return root
 }
 
-// isUsage reports errors cobra raises for unknown commands or bad arguments.
-func isUsage(err error) bool {
-	msg := err.Error()
-	return strings.HasPrefix(msg, "unknown command") || strings.Contains(msg, "arg(s)") || strings.HasPrefix(msg, "unknown flag")
+// usageArgs gives the errors of every argument check in the tree under c
+// (cobra.NoArgs, cobra.MaximumNArgs and the like) the usage exit code.
+func usageArgs(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			err := check(cmd, args)
+			var ec *exitCodeError
+			if err == nil || errors.As(err, &ec) {
+				return err
+			}
+			return withExit(exitUsage, err)
+		}
+	}
+	for _, sub := range c.Commands() {
+		usageArgs(sub)
+	}
+}
+
+// isUsage reports whether err, which executing the command line ended in
+// at command c, is about the command line. Flag and argument errors carry
+// the usage exit code already; an error cobra reports at the root command,
+// which runs nothing itself, can only be an unknown command.
+func isUsage(c *cobra.Command, err error) bool {
+	return err != nil && !c.HasParent()
 }

@@ -22,6 +22,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -88,7 +89,7 @@ func run(out io.Writer, endpoint string) error {
 	var b *client.TTLLock
 	for b == nil {
 		b, err = c.Acquire(ctx, lockName, 30*time.Second)
-		if err != nil && !isNotGranted(err) {
+		if err != nil && !errors.Is(err, fence.ErrNotGranted) {
 			return fmt.Errorf("B acquire: %w", err)
 		}
 		if b == nil {
@@ -150,10 +151,6 @@ func write(ctx context.Context, endpoint, key string, t fence.Token, value strin
 		return fmt.Sprintf("409 Conflict, X-Required-Token: %s, %s", resp.Header.Get("X-Required-Token"), strings.TrimSpace(string(body))), nil
 	}
 	return "", fmt.Errorf("PUT %s: %s: %s", key, resp.Status, body)
-}
-
-func isNotGranted(err error) bool {
-	return err != nil && strings.Contains(err.Error(), fence.ErrNotGranted.Error())
 }
 
 // startServer runs a throwaway single-node server on a free port.
