@@ -104,10 +104,12 @@ type Config struct {
 	// raft-wal. Nil means slog.Default().
 	Logger *slog.Logger
 
-	// OnApply, when set, is called after every Apply with the time Apply
-	// took and the error it returns (nil when the command was committed and
-	// applied). It runs on the caller's goroutine and must be quick: it is
-	// meant for a latency histogram.
+	// OnApply, when set, is called for every Raft entry Propose writes (one
+	// command, or the commands proposed at the same moment) with the time
+	// from handing it to raft to its commit and apply, and the error of
+	// that wait (nil when the entry was committed and applied). It runs on
+	// the goroutine committing the entry and must be quick: it is meant for
+	// a latency histogram.
 	OnApply func(d time.Duration, err error)
 }
 
