@@ -116,8 +116,8 @@ func (n *Node) await(ctx context.Context, start func(timeout time.Duration) raft
 	}
 }
 
-// proposalError turns an error of a proposal (Apply) into one that says
-// whether the command may have been applied.
+// proposalError turns an error of a proposal (an entry or a membership
+// change) into one that says whether it may have been applied.
 func (n *Node) proposalError(op string, err error) error {
 	var notStarted *errNotStarted
 	var waitEnded *errWaitEnded

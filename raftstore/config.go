@@ -93,10 +93,11 @@ type Config struct {
 	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
 	SnapshotRetain int
 
-	// ShutdownTimeout bounds how long Shutdown waits for Apply, Barrier and
-	// VerifyLeader calls in flight to finish before it stops Raft; Apply
-	// calls still waiting then fail with an error wrapping
-	// ErrOutcomeUnknown, the others with ErrShutdown. 0 stops Raft at once.
+	// ShutdownTimeout bounds how long Shutdown waits for entries, barriers,
+	// leadership checks and membership changes in flight to finish before
+	// it stops Raft; proposals still waiting then fail with an error
+	// wrapping ErrOutcomeUnknown, the others with ErrShutdown. 0 stops Raft
+	// at once.
 	// Default 5s.
 	ShutdownTimeout time.Duration
 
@@ -283,7 +284,7 @@ func (c Config) raftConfig() *raft.Config {
 	// Proposals queue in a buffer (of MaxAppendEntries) instead of each
 	// proposer waiting for the leader loop to take it: the loop, busy
 	// writing one batch, finds the next one waiting. Apply's own enqueue
-	// timeout no longer bounds the wait then; Node.Apply's context does.
+	// timeout no longer bounds the wait then; Node.Propose's context does.
 	rc.BatchApplyCh = true
 	return rc
 }

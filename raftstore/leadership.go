@@ -26,7 +26,7 @@ type Leadership struct {
 	// Term is the Raft term this node leads in, 0 when Leader is false. A
 	// term has at most one leader, so it identifies this leadership: a
 	// command stamped with it names its proposer's term. (The state machine
-	// also receives the term of every entry as raft.Log.Term.)
+	// also receives the term of every command as Command.Term.)
 	Term uint64
 
 	// Changed is closed when this view is superseded. After Shutdown the

@@ -28,7 +28,8 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 	return nil
 }
 
-// AppliedIndex returns the index of the last entry the state machine
-// applied (Raft entries that carry no command are counted when the next
-// command or configuration entry is applied).
+// AppliedIndex returns the index of the last command or configuration
+// entry applied. Raft's own entries (the no-op of a new term, barriers)
+// never reach the state machine; the index passes them with the next
+// entry applied.
 func (n *Node) AppliedIndex() uint64 { return n.fsm.applied.load() }
