@@ -11,34 +11,16 @@ import (
 	fence "github.com/fenced-dev/fenced"
 )
 
-// Apply proposes cmd to the Raft group and waits until it is committed and
-// applied to this node's state machine, then returns what the state
-// machine's Apply returned for it. A value of type error returned by the
-// state machine is that response, not Apply's error: the command was
-// committed and applied.
-//
-// Only the leader accepts commands: on a follower or candidate Apply fails at
-// once with an error wrapping fence.ErrNotLeader that names the leader, if
-// known. Followers reject writes; they do not forward them to the leader.
-//
-// The context bounds the whole call. Commands queue in a buffer in front
-// of raft's leader loop, so a busy leader batches the commands that arrive
-// while it writes the previous batch. What the error says about the
-// command:
-//
-//   - wraps fence.ErrNotLeader, or ErrShutdown alone, or the context ended
-//     before the command was handed to raft: it was not applied.
-//   - wraps ErrOutcomeUnknown: it was handed to raft and then leadership was
-//     lost, the node shut down, or the context ended (the error then wraps
-//     ctx.Err() too) before the commit was observed. It may or may not have
-//     been applied, and a later leader may still apply it.
-func (n *Node) Apply(ctx context.Context, cmd []byte) (resp any, err error) {
+// apply hands one encoded entry to raft and waits until it is committed and
+// applied to this node's state machine, then returns the fsmAdapter's
+// response for it. Its errors say what Propose's say.
+func (n *Node) apply(ctx context.Context, entry []byte) (resp any, err error) {
 	if n.cfg.OnApply != nil {
 		start := time.Now()
 		defer func() { n.cfg.OnApply(time.Since(start), err) }()
 	}
 	f, err := n.await(ctx, func(timeout time.Duration) raft.Future {
-		return n.raft.Apply(cmd, timeout)
+		return n.raft.Apply(entry, timeout)
 	})
 	if err != nil {
 		return nil, n.proposalError("apply", err)
@@ -134,8 +116,8 @@ func (n *Node) await(ctx context.Context, start func(timeout time.Duration) raft
 	}
 }
 
-// proposalError turns an error of a proposal (Apply) into one that says
-// whether the command may have been applied.
+// proposalError turns an error of a proposal (an entry or a membership
+// change) into one that says whether it may have been applied.
 func (n *Node) proposalError(op string, err error) error {
 	var notStarted *errNotStarted
 	var waitEnded *errWaitEnded

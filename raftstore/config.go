@@ -92,10 +92,11 @@ type Config struct {
 	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
 	SnapshotRetain int
 
-	// ShutdownTimeout bounds how long Shutdown waits for Apply, Barrier and
-	// VerifyLeader calls in flight to finish before it stops Raft; Apply
-	// calls still waiting then fail with an error wrapping
-	// ErrOutcomeUnknown, the others with ErrShutdown. 0 stops Raft at once.
+	// ShutdownTimeout bounds how long Shutdown waits for entries, barriers,
+	// leadership checks and membership changes in flight to finish before
+	// it stops Raft; proposals still waiting then fail with an error
+	// wrapping ErrOutcomeUnknown, the others with ErrShutdown. 0 stops Raft
+	// at once.
 	// Default 5s.
 	ShutdownTimeout time.Duration
 
@@ -103,10 +104,12 @@ type Config struct {
 	// raft-wal. Nil means slog.Default().
 	Logger *slog.Logger
 
-	// OnApply, when set, is called after every Apply with the time Apply
-	// took and the error it returns (nil when the command was committed and
-	// applied). It runs on the caller's goroutine and must be quick: it is
-	// meant for a latency histogram.
+	// OnApply, when set, is called for every Raft entry Propose writes (one
+	// command, or the commands proposed at the same moment) with the time
+	// from handing it to raft to its commit and apply, and the error of
+	// that wait (nil when the entry was committed and applied). It runs on
+	// the goroutine committing the entry and must be quick: it is meant for
+	// a latency histogram.
 	OnApply func(d time.Duration, err error)
 }
 
@@ -280,7 +283,7 @@ func (c Config) raftConfig() *raft.Config {
 	// Proposals queue in a buffer (of MaxAppendEntries) instead of each
 	// proposer waiting for the leader loop to take it: the loop, busy
 	// writing one batch, finds the next one waiting. Apply's own enqueue
-	// timeout no longer bounds the wait then; Node.Apply's context does.
+	// timeout no longer bounds the wait then; Node.Propose's context does.
 	rc.BatchApplyCh = true
 	return rc
 }

@@ -2,16 +2,18 @@ package raftstore_test
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
-	"io"
+	"strings"
 	"sync"
 
-	"github.com/hashicorp/raft"
+	"github.com/fenced-dev/fenced/raftstore"
 )
 
-// counter is a tiny state machine for the tests: every command adds one and
-// returns the new count. It remembers the term of the last entry applied
-// and how often it was restored from a snapshot.
+// counter is a tiny state machine for the tests: every command "inc" adds
+// one and returns the new count. Its commands are strings; an entry holding
+// several is them joined by commas. It remembers the term of the last
+// command applied and how often it was restored from a snapshot.
 type counter struct {
 	mu       sync.Mutex
 	n        uint64
@@ -19,37 +21,58 @@ type counter struct {
 	restores int
 }
 
-var _ raft.FSM = (*counter)(nil)
+var _ raftstore.StateMachine = (*counter)(nil)
 
-// Apply implements raft.FSM.
-func (c *counter) Apply(l *raft.Log) any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if string(l.Data) != "inc" {
-		return fmt.Errorf("unknown command %q", l.Data)
+// Size implements raftstore.Codec.
+func (c *counter) Size(cmd any) int { return len(cmd.(string)) + 1 }
+
+// Encode implements raftstore.Codec.
+func (c *counter) Encode(cmds []any) ([]byte, error) {
+	s := make([]string, len(cmds))
+	for i, cmd := range cmds {
+		s[i] = cmd.(string)
 	}
-	c.n++
-	c.lastTerm = l.Term
-	return c.n
+	return []byte(strings.Join(s, ",")), nil
 }
 
-// Snapshot implements raft.FSM.
-func (c *counter) Snapshot() (raft.FSMSnapshot, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return counterSnapshot(c.n), nil
+// Decode implements raftstore.Codec.
+func (c *counter) Decode(entry []byte, dst []any) ([]any, error) {
+	for cmd := range strings.SplitSeq(string(entry), ",") {
+		dst = append(dst, cmd)
+	}
+	return dst, nil
 }
 
-// Restore implements raft.FSM.
-func (c *counter) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	var b [8]byte
-	if _, err := io.ReadFull(rc, b[:]); err != nil {
-		return err
+// Apply implements raftstore.StateMachine.
+func (c *counter) Apply(cmds []raftstore.Command) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, cmd := range cmds {
+		if cmd.Cmd != "inc" {
+			cmds[i].Result = fmt.Errorf("unknown command %q", cmd.Cmd)
+			continue
+		}
+		c.n++
+		c.lastTerm = cmd.Term
+		cmds[i].Result = c.n
+	}
+}
+
+// Snapshot implements raftstore.StateMachine.
+func (c *counter) Snapshot() ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return binary.BigEndian.AppendUint64(nil, c.n), nil
+}
+
+// Restore implements raftstore.StateMachine.
+func (c *counter) Restore(snapshot []byte) error {
+	if len(snapshot) != 8 {
+		return errors.New("counter snapshot is not 8 bytes")
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.n = binary.BigEndian.Uint64(b[:])
+	c.n = binary.BigEndian.Uint64(snapshot)
 	c.restores++
 	return nil
 }
@@ -65,19 +88,3 @@ func (c *counter) term() uint64 {
 	defer c.mu.Unlock()
 	return c.lastTerm
 }
-
-type counterSnapshot uint64
-
-// Persist implements raft.FSMSnapshot.
-func (s counterSnapshot) Persist(sink raft.SnapshotSink) error {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], uint64(s))
-	if _, err := sink.Write(b[:]); err != nil {
-		_ = sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-// Release implements raft.FSMSnapshot.
-func (counterSnapshot) Release() {}

@@ -108,9 +108,9 @@ func TestKillRestartChild(t *testing.T) {
 	}
 	waitLeader(t, n)
 	for {
-		resp, err := n.Apply(context.Background(), []byte("inc"))
+		resp, err := n.Propose(context.Background(), "inc")
 		if err != nil {
-			t.Fatalf("Apply: %v", err)
+			t.Fatalf("Propose: %v", err)
 		}
 		fmt.Printf("acked %d\n", resp)
 	}

@@ -14,28 +14,43 @@
 // single-node cluster with this node as its only voter. A data dir that
 // already holds Raft state is never bootstrapped again.
 //
-// Writes go through Apply, which returns only after the command is committed
+// The state machine is a StateMachine: raftstore decodes each committed
+// entry with its Codec and hands the commands to Apply, and takes and
+// restores its snapshots; no hashicorp/raft type reaches it.
+//
+// Writes go through Propose, which groups the commands proposed at the same
+// moment into one entry (group commit: one log write, one commit and one
+// fsync for all of them), returns only after the entry is committed
 // (written to a majority's disks, fsynced) and applied to the local state
-// machine, and which says when the outcome is unknown: a command that was
-// proposed but whose commit this node could not observe (leadership lost,
-// shutdown, the caller's context ended) may or may not have been applied,
-// and the error wraps ErrOutcomeUnknown. Only the leader accepts writes; on a
-// follower Apply fails with an error wrapping fence.ErrNotLeader.
+// machine, and returns the result Apply set for the command. It says when
+// the outcome is unknown: a command that was proposed but whose commit this
+// node could not observe (leadership lost, shutdown, the caller's context
+// ended) may or may not have been applied, and the error wraps
+// ErrOutcomeUnknown. Only the leader accepts writes; on a follower Propose
+// fails with an error wrapping fence.ErrNotLeader.
+//
+// Reads of the leader's state are made linearizable with ReadIndex, which
+// confirms the leadership with a quorum and waits for the state machine to
+// apply everything committed at that point (woken by the applies, not by
+// polling). Membership changes are AddVoter, RemoveMember and
+// TransferLeadership.
 //
 // The server learns about leadership through Leadership, which returns the
 // current view and a channel closed when it changes, so any number of
 // goroutines can follow it without stealing notifications from each other.
 // Leadership().Term is the term this node leads in; the state machine also
-// sees the proposer's term of every entry as raft.Log.Term.
+// sees the proposer's term of every entry as Command.Term. KnownLeader is
+// the same for the leader this node knows of, fed by raft's leader
+// observations.
 //
 // Basic use:
 //
 //	cfg := raftstore.DefaultConfig()
 //	cfg.Bootstrap = true
-//	node, err := raftstore.Open(cfg, fsm)
+//	node, err := raftstore.Open(cfg, sm)
 //	if err != nil {
 //		return err
 //	}
 //	defer node.Shutdown()
-//	resp, err := node.Apply(ctx, cmd)
+//	result, err := node.Propose(ctx, cmd)
 package raftstore

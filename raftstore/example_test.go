@@ -39,7 +39,7 @@ func ExampleOpen() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for i := 0; i < 3; i++ {
-		resp, err := node.Apply(ctx, []byte("inc"))
+		resp, err := node.Propose(ctx, "inc")
 		if err != nil {
 			fmt.Println(err)
 			return

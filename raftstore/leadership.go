@@ -26,7 +26,7 @@ type Leadership struct {
 	// Term is the Raft term this node leads in, 0 when Leader is false. A
 	// term has at most one leader, so it identifies this leadership: a
 	// command stamped with it names its proposer's term. (The state machine
-	// also receives the term of every entry as raft.Log.Term.)
+	// also receives the term of every command as Command.Term.)
 	Term uint64
 
 	// Changed is closed when this view is superseded. After Shutdown the
@@ -48,8 +48,9 @@ func (n *Node) Leadership() Leadership {
 }
 
 // watchLeadership is the only reader of raft's NotifyCh (which raft blocks
-// on until it is read). It runs from Open until Shutdown.
-func (n *Node) watchLeadership(notify <-chan bool) {
+// on until it is read) and of the leader observations (a blocking observer,
+// likewise). It runs from Open until raft has shut down.
+func (n *Node) watchLeadership(notify <-chan bool, observed <-chan raft.Observation) {
 	defer close(n.watchDone)
 	for {
 		select {
@@ -62,6 +63,10 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 				n.setLeadership(true, term, false)
 			}
 			// Otherwise leadership already ended and its false is on the way.
+		case <-observed:
+			// Raft records the leader before it reports the change, so
+			// reading it here never misses the latest one.
+			n.setKnownLeader()
 		case <-n.watchStop:
 			return
 		}
@@ -97,4 +102,48 @@ func (n *Node) setLeadership(leader bool, term uint64, final bool) {
 	close(n.leadChanged)
 	n.leadChanged = make(chan struct{})
 	n.lead = Leadership{Leader: leader, Term: term, Changed: n.leadChanged}
+}
+
+// KnownLeader is the leader this node knows of at one moment, itself
+// included. Follow it like Leadership: act on ID, then wait on Changed.
+type KnownLeader struct {
+	// ID and Addr name the leader; both are empty when this node knows no
+	// leader (an election is under way, or it is cut off).
+	ID, Addr string
+
+	// Changed is closed when this view is superseded. After Shutdown the
+	// view is empty and Changed is never closed; watch Done.
+	Changed <-chan struct{}
+}
+
+// KnownLeader returns the leader this node knows of now and a channel
+// closed when that changes. It is fed by raft's leader observations.
+func (n *Node) KnownLeader() KnownLeader {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.known
+}
+
+// setKnownLeader publishes raft's current leader when it differs from the
+// view.
+func (n *Node) setKnownLeader() {
+	id, addr := n.Leader()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.known.ID == id && n.known.Addr == addr {
+		return
+	}
+	close(n.knownChanged)
+	n.knownChanged = make(chan struct{})
+	n.known = KnownLeader{ID: id, Addr: addr, Changed: n.knownChanged}
+}
+
+// endKnownLeader publishes the empty view after Shutdown, whose Changed
+// never closes.
+func (n *Node) endKnownLeader() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	close(n.knownChanged)
+	n.knownChanged = make(chan struct{})
+	n.known = KnownLeader{Changed: n.knownChanged}
 }

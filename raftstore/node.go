@@ -30,14 +30,21 @@ type Node struct {
 	logs   *logStore
 	lock   *dirLock
 
-	// mu guards closing and lead, and orders inflight.Add before
+	// mu guards closing, lead and known, and orders inflight.Add before
 	// inflight.Wait.
 	mu       sync.Mutex
 	closing  bool
-	inflight sync.WaitGroup // Apply, Barrier, VerifyLeader calls in progress
+	inflight sync.WaitGroup // raft calls (entries, barriers, checks) in progress
 	lead     Leadership
 	// leadChanged is lead.Changed, closed when lead is replaced.
 	leadChanged chan struct{}
+	known       KnownLeader
+	// knownChanged is known.Changed, closed when known is replaced.
+	knownChanged chan struct{}
+
+	fsm      *fsmAdapter
+	sm       StateMachine
+	proposer proposer
 
 	watchStop chan struct{} // closed to stop the leadership watcher
 	watchDone chan struct{} // closed when the leadership watcher returned
@@ -46,7 +53,7 @@ type Node struct {
 	shutErr   error         // Shutdown's result
 }
 
-// Open starts a node on cfg.DataDir with fsm as its state machine, creating
+// Open starts a node on cfg.DataDir with sm as its state machine, creating
 // the data dir (mode 0700) when missing. With cfg.Bootstrap, a data dir
 // without Raft state becomes a single-node cluster with this node as its
 // only voter; a data dir that has state is never bootstrapped again.
@@ -54,16 +61,17 @@ type Node struct {
 // Open fails with an error wrapping ErrDataDirInUse when another process (or
 // another open Node) holds the data dir.
 //
-// On return fsm holds the latest snapshot, if any. Log entries after it are
+// On return sm holds the latest snapshot, if any. Log entries after it are
 // applied once this node learns the commit index: on a leader, once it has
 // committed an entry of its own term, which Barrier waits for.
-func Open(cfg Config, fsm raft.FSM) (*Node, error) {
+func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if fsm == nil {
-		return nil, errors.New("raftstore: open: fsm is nil")
+	if sm == nil {
+		return nil, errors.New("raftstore: open: state machine is nil")
 	}
+	fsm := &fsmAdapter{sm: sm}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -152,13 +160,24 @@ func Open(cfg Config, fsm raft.FSM) (*Node, error) {
 		trans:     trans,
 		logs:      logs,
 		lock:      lock,
+		fsm:       fsm,
+		sm:        sm,
 		watchStop: make(chan struct{}),
 		watchDone: make(chan struct{}),
 		done:      make(chan struct{}),
 	}
 	n.leadChanged = make(chan struct{})
 	n.lead = Leadership{Changed: n.leadChanged}
-	go n.watchLeadership(notify)
+	n.knownChanged = make(chan struct{})
+	n.known = KnownLeader{Changed: n.knownChanged}
+	observed := make(chan raft.Observation, 1)
+	r.RegisterObserver(raft.NewObserver(observed, true, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	// A change before the observer was registered is read here.
+	n.setKnownLeader()
+	go n.watchLeadership(notify, observed)
 	return n, nil
 }
 
@@ -170,7 +189,7 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
 
 // IsLeader reports whether this node is the leader now. The answer may be
-// stale by the time the caller acts on it; Apply checks again.
+// stale by the time the caller acts on it; Propose checks again.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // Term returns the node's current Raft term, whatever its role. It is one
@@ -185,10 +204,6 @@ func (n *Node) Leader() (id, addr string) {
 	a, i := n.raft.LeaderWithID()
 	return string(i), string(a)
 }
-
-// Raft returns the underlying hashicorp/raft instance, for membership
-// changes and tests. Shutting it down directly bypasses Shutdown's cleanup.
-func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // Done returns a channel closed when the node has shut down.
 func (n *Node) Done() <-chan struct{} { return n.done }
@@ -234,6 +249,7 @@ func (n *Node) doShutdown() error {
 	close(n.watchStop)
 	<-n.watchDone
 	n.setLeadership(false, 0, true)
+	n.endKnownLeader()
 
 	if err := n.logs.close(); err != nil {
 		errs = append(errs, fmt.Errorf("close raft log: %w", err))
@@ -243,4 +259,14 @@ func (n *Node) doShutdown() error {
 	}
 	n.logger.Info("raft: shut down", "node_id", n.cfg.NodeID)
 	return errors.Join(errs...)
+}
+
+// Snapshot takes a snapshot of the state machine now and lets raft drop
+// the log entries it covers beyond Config.TrailingLogs, as it does on its
+// own every SnapshotInterval past SnapshotThreshold entries.
+func (n *Node) Snapshot() error {
+	if err := n.raft.Snapshot().Error(); err != nil {
+		return fmt.Errorf("snapshot: %w", err)
+	}
+	return nil
 }

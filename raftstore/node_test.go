@@ -68,12 +68,12 @@ func applyN(t *testing.T, n *raftstore.Node, count int, first uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for i := 0; i < count; i++ {
-		resp, err := n.Apply(ctx, []byte("inc"))
+		resp, err := n.Propose(ctx, "inc")
 		if err != nil {
-			t.Fatalf("Apply #%d: %v", i, err)
+			t.Fatalf("Propose #%d: %v", i, err)
 		}
 		if got, want := resp, first+uint64(i); got != want {
-			t.Fatalf("Apply #%d response = %v, want %v", i, got, want)
+			t.Fatalf("Propose #%d response = %v, want %v", i, got, want)
 		}
 	}
 }
@@ -87,7 +87,7 @@ func barrier(t *testing.T, n *raftstore.Node) {
 	}
 }
 
-func TestNode_Apply(t *testing.T) {
+func TestNode_Propose(t *testing.T) {
 	var applied sync.WaitGroup
 	var mu sync.Mutex
 	var hookCalls int
@@ -113,9 +113,9 @@ func TestNode_Apply(t *testing.T) {
 		go func() {
 			defer applied.Done()
 			for i := 0; i < each; i++ {
-				resp, err := n.Apply(context.Background(), []byte("inc"))
+				resp, err := n.Propose(context.Background(), "inc")
 				if err != nil {
-					t.Errorf("Apply: %v", err)
+					t.Errorf("Propose: %v", err)
 					return
 				}
 				seen <- resp.(uint64)
@@ -127,7 +127,7 @@ func TestNode_Apply(t *testing.T) {
 	distinct := map[uint64]bool{}
 	for v := range seen {
 		if v <= 20 || v > 20+workers*each || distinct[v] {
-			t.Errorf("concurrent Apply response %d is out of range or repeated", v)
+			t.Errorf("concurrent Propose response %d is out of range or repeated", v)
 		}
 		distinct[v] = true
 	}
@@ -136,17 +136,17 @@ func TestNode_Apply(t *testing.T) {
 	}
 
 	// A response of type error is returned as the response.
-	resp, err := n.Apply(context.Background(), []byte("bogus"))
+	resp, err := n.Propose(context.Background(), "bogus")
 	if err != nil {
-		t.Fatalf("Apply(bogus): %v", err)
+		t.Fatalf("Propose(bogus): %v", err)
 	}
 	if _, ok := resp.(error); !ok {
-		t.Errorf("Apply(bogus) response = %#v, want the state machine's error", resp)
+		t.Errorf("Propose(bogus) response = %#v, want the state machine's error", resp)
 	}
 
 	// The leadership term is the term the state machine sees on entries.
 	if got, want := fsm.term(), l.Term; got != want {
-		t.Errorf("raft.Log.Term = %d, Leadership().Term = %d; want equal", got, want)
+		t.Errorf("Command.Term = %d, Leadership().Term = %d; want equal", got, want)
 	}
 	if got, want := n.Term(), l.Term; got != want {
 		t.Errorf("Term() = %d, want %d", got, want)
@@ -158,8 +158,8 @@ func TestNode_Apply(t *testing.T) {
 	if st.State != "Leader" || st.LeaderID != "n1" || st.LeaderAddr != n.Addr() || st.Term != l.Term {
 		t.Errorf("Stats() = %+v, want leader n1 at %s in term %d", st, n.Addr(), l.Term)
 	}
-	if st.AppliedIndex < 20+workers*each || st.CommitIndex < st.AppliedIndex {
-		t.Errorf("Stats() = %+v, want applied index >= %d and commit index >= applied", st, 20+workers*each)
+	if st.AppliedIndex < 20+1+1 || st.CommitIndex < st.AppliedIndex {
+		t.Errorf("Stats() = %+v, want applied index >= %d and commit index >= applied", st, 20+1+1)
 	}
 	if id, addr := n.Leader(); id != "n1" || addr != n.Addr() {
 		t.Errorf("Leader() = %q, %q, want %q, %q", id, addr, "n1", n.Addr())
@@ -170,8 +170,19 @@ func TestNode_Apply(t *testing.T) {
 
 	mu.Lock()
 	defer mu.Unlock()
-	if want := 20 + workers*each + 1; hookCalls != want {
-		t.Errorf("OnApply called %d times for successful applies, want %d", hookCalls, want)
+	// One call per entry: the 21 lone proposals have one each, the
+	// concurrent ones share entries (group commit).
+	if lo, hi := 20+1+1, 20+workers*each+1; hookCalls < lo || hookCalls > hi {
+		t.Errorf("OnApply called %d times for successful entries, want %d to %d", hookCalls, lo, hi)
+	}
+	if err := n.ReadIndex(context.Background()); err != nil {
+		t.Errorf("ReadIndex: %v", err)
+	}
+	if got, want := n.AppliedIndex(), st.CommitIndex; got < want {
+		t.Errorf("AppliedIndex() = %d after ReadIndex, want at least the commit index %d", got, want)
+	}
+	if k := n.KnownLeader(); k.ID != "n1" || k.Addr != n.Addr() {
+		t.Errorf("KnownLeader() = %+v, want n1 at %s", k, n.Addr())
 	}
 }
 
@@ -210,7 +221,7 @@ func TestNode_ReopenRestoresSnapshot(t *testing.T) {
 	}
 	waitLeader(t, n)
 	applyN(t, n, 10, 1)
-	if err := n.Raft().Snapshot().Error(); err != nil {
+	if err := n.Snapshot(); err != nil {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	applyN(t, n, 5, 11)
@@ -281,9 +292,9 @@ func TestNode_Shutdown(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := n.Apply(ctx, []byte("inc"))
+	_, err := n.Propose(ctx, "inc")
 	if !errors.Is(err, raftstore.ErrShutdown) || errors.Is(err, raftstore.ErrOutcomeUnknown) {
-		t.Errorf("Apply after Shutdown = %v, want ErrShutdown (not proposed)", err)
+		t.Errorf("Propose after Shutdown = %v, want ErrShutdown (not proposed)", err)
 	}
 	if err := n.Barrier(ctx); !errors.Is(err, raftstore.ErrShutdown) {
 		t.Errorf("Barrier after Shutdown = %v, want ErrShutdown", err)
@@ -296,9 +307,9 @@ func TestNode_Shutdown(t *testing.T) {
 	}
 }
 
-// TestNode_ShutdownDuringApply checks that Apply calls racing with Shutdown
+// TestNode_ShutdownDuringPropose checks that Propose calls racing with Shutdown
 // all return, either applied or with an error that says what happened.
-func TestNode_ShutdownDuringApply(t *testing.T) {
+func TestNode_ShutdownDuringPropose(t *testing.T) {
 	cfg := testConfig(t, t.TempDir())
 	cfg.ShutdownTimeout = 0
 	n := open(t, cfg, &counter{})
@@ -310,12 +321,12 @@ func TestNode_ShutdownDuringApply(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for {
-				_, err := n.Apply(context.Background(), []byte("inc"))
+				_, err := n.Propose(context.Background(), "inc")
 				if err == nil {
 					continue
 				}
 				if !errors.Is(err, raftstore.ErrShutdown) && !errors.Is(err, raftstore.ErrOutcomeUnknown) {
-					t.Errorf("Apply during Shutdown = %v, want ErrShutdown or ErrOutcomeUnknown", err)
+					t.Errorf("Propose during Shutdown = %v, want ErrShutdown or ErrOutcomeUnknown", err)
 				}
 				return
 			}
@@ -330,7 +341,7 @@ func TestNode_ShutdownDuringApply(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
-		t.Fatal("Apply calls still blocked 10s after Shutdown")
+		t.Fatal("Propose calls still blocked 10s after Shutdown")
 	}
 }
 
@@ -342,9 +353,9 @@ func TestNode_FollowerRejectsWrites(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := n.Apply(ctx, []byte("inc"))
+	_, err := n.Propose(ctx, "inc")
 	if !errors.Is(err, fence.ErrNotLeader) || errors.Is(err, raftstore.ErrOutcomeUnknown) {
-		t.Errorf("Apply on a follower = %v, want fence.ErrNotLeader (not applied)", err)
+		t.Errorf("Propose on a follower = %v, want fence.ErrNotLeader (not applied)", err)
 	}
 	if err := n.Barrier(ctx); !errors.Is(err, fence.ErrNotLeader) {
 		t.Errorf("Barrier on a follower = %v, want fence.ErrNotLeader", err)
@@ -357,22 +368,22 @@ func TestNode_FollowerRejectsWrites(t *testing.T) {
 	}
 }
 
-func TestNode_ApplyContext(t *testing.T) {
+func TestNode_ProposeContext(t *testing.T) {
 	n := open(t, testConfig(t, t.TempDir()), &counter{})
 	waitLeader(t, n)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := n.Apply(ctx, []byte("inc"))
+	_, err := n.Propose(ctx, "inc")
 	if !errors.Is(err, context.Canceled) || errors.Is(err, raftstore.ErrOutcomeUnknown) {
-		t.Errorf("Apply with a cancelled context = %v, want context.Canceled (not proposed)", err)
+		t.Errorf("Propose with a cancelled context = %v, want context.Canceled (not proposed)", err)
 	}
 
 	ctx, cancel = context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 	defer cancel()
-	_, err = n.Apply(ctx, []byte("inc"))
+	_, err = n.Propose(ctx, "inc")
 	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, raftstore.ErrOutcomeUnknown) {
-		t.Errorf("Apply with an expired deadline = %v, want context.DeadlineExceeded (not proposed)", err)
+		t.Errorf("Propose with an expired deadline = %v, want context.DeadlineExceeded (not proposed)", err)
 	}
 }
 

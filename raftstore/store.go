@@ -12,7 +12,7 @@ import (
 	"github.com/hashicorp/raft-wal/metadb"
 )
 
-// Durability of the log. Every entry Apply acknowledges must survive kill -9
+// Durability of the log. Every entry Propose acknowledges must survive kill -9
 // and power loss. What was checked in the sources (raft v1.8.0, raft-wal
 // v0.4.1, bbolt v1.3.6). raft-wal v0.4.0 must not be used: after a
 // follower truncated its log tail (entries of a deposed leader), a restart
@@ -31,7 +31,7 @@ import (
 //   - hashicorp/raft calls StoreLogs before counting its own match index
 //     (dispatchLogs on the leader) and before acknowledging AppendEntries (on
 //     a follower), so an entry is committed only once a majority has it on
-//     disk, and Apply returns only after commit and FSM apply.
+//     disk, and Propose returns only after commit and FSM apply.
 //   - On restart, raft-wal recovers the tail segment up to its last complete
 //     commit frame (segment.Writer.recoverTail), dropping a torn write, which
 //     can only be a batch that was never acknowledged.

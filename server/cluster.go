@@ -2,18 +2,14 @@ package server
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
-	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
-	"github.com/hashicorp/raft"
 )
 
 // memberProbeTimeout bounds asking a member for its applied index.
@@ -33,16 +29,16 @@ func (h *clusterService) Status(ctx context.Context, req *connect.Request[fenced
 	if req.Header().Get(headerProbe) != "" {
 		return connect.NewResponse(resp), nil // a member's probe: its own indexes only
 	}
-	f := s.node.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	members, err := s.node.Members()
+	if err != nil {
 		return nil, toConnect(err)
 	}
 	var apis map[string]string
 	s.sm.read(func(m *fsm.Machine) {
 		resp.LastToken = uint64(m.LastToken())
 		apis = make(map[string]string)
-		for _, srv := range f.Configuration().Servers {
-			apis[string(srv.ID)] = m.NodeAPIAddr(string(srv.ID))
+		for _, srv := range members {
+			apis[srv.ID] = m.NodeAPIAddr(srv.ID)
 		}
 	})
 	type probe struct {
@@ -51,16 +47,15 @@ func (h *clusterService) Status(ctx context.Context, req *connect.Request[fenced
 		role    string
 	}
 	probes := make(chan probe)
-	servers := f.Configuration().Servers
-	for i, srv := range servers {
-		m := &fencedv1.Member{Id: string(srv.ID), PeerAddr: string(srv.Address), ApiAddr: apis[string(srv.ID)], Voter: srv.Suffrage == raft.Voter}
+	for i, srv := range members {
+		m := &fencedv1.Member{Id: srv.ID, PeerAddr: srv.Addr, ApiAddr: apis[srv.ID], Voter: srv.Voter}
 		resp.Members = append(resp.Members, m)
 		go func() {
 			applied, role := s.probeMember(ctx, m)
 			probes <- probe{i, applied, role}
 		}()
 	}
-	for range servers {
+	for range members {
 		p := <-probes
 		m := resp.Members[p.i]
 		m.AppliedIndex, m.Role = p.applied, p.role
@@ -113,89 +108,31 @@ func roleOf(state string) string {
 
 // AddMember implements ClusterServiceHandler.
 func (h *clusterService) AddMember(ctx context.Context, req *connect.Request[fencedv1.AddMemberRequest]) (*connect.Response[fencedv1.AddMemberResponse], error) {
-	m := req.Msg
-	if m.Id == "" || m.PeerAddr == "" {
-		return nil, toConnect(fmt.Errorf("%w: add member needs an id and a peer address (HOST:PORT)", fence.ErrInvalidArgument))
-	}
-	f := h.s.node.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	ctx, cancel := withMembershipTimeout(ctx)
+	defer cancel()
+	if err := h.s.node.AddVoter(ctx, req.Msg.Id, req.Msg.PeerAddr); err != nil {
 		return nil, toConnect(err)
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == m.Id {
-			return nil, toConnect(fmt.Errorf("%w: node id %q is already a member (at %s); remove it first or pick another id", fence.ErrInvalidArgument, m.Id, srv.Address))
-		}
-		if string(srv.Address) == m.PeerAddr {
-			return nil, toConnect(fmt.Errorf("%w: peer address %s is already used by member %q", fence.ErrInvalidArgument, m.PeerAddr, srv.ID))
-		}
-	}
-	if err := h.s.node.Raft().AddVoter(raft.ServerID(m.Id), raft.ServerAddress(m.PeerAddr), 0, timeoutOf(ctx)).Error(); err != nil {
-		return nil, toConnect(raftError(err))
 	}
 	return connect.NewResponse(&fencedv1.AddMemberResponse{}), nil
 }
 
 // RemoveMember implements ClusterServiceHandler.
 func (h *clusterService) RemoveMember(ctx context.Context, req *connect.Request[fencedv1.RemoveMemberRequest]) (*connect.Response[fencedv1.RemoveMemberResponse], error) {
-	id := req.Msg.Id
-	f := h.s.node.Raft().GetConfiguration()
-	if err := f.Error(); err != nil {
+	ctx, cancel := withMembershipTimeout(ctx)
+	defer cancel()
+	if err := h.s.node.RemoveMember(ctx, req.Msg.Id); err != nil {
 		return nil, toConnect(err)
-	}
-	var found bool
-	voters := 0
-	for _, srv := range f.Configuration().Servers {
-		found = found || string(srv.ID) == id
-		if srv.Suffrage == raft.Voter {
-			voters++
-		}
-	}
-	switch {
-	case !found:
-		return nil, toConnect(fmt.Errorf("%w: node id %q is not a member", fence.ErrInvalidArgument, id))
-	case voters <= 1:
-		return nil, toConnect(fmt.Errorf("%w: %q is the last voter; removing it would leave no cluster", fence.ErrInvalidArgument, id))
-	}
-	if err := h.s.node.Raft().RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
-		return nil, toConnect(raftError(err))
 	}
 	return connect.NewResponse(&fencedv1.RemoveMemberResponse{}), nil
 }
 
 // TransferLeader implements ClusterServiceHandler.
 func (h *clusterService) TransferLeader(ctx context.Context, req *connect.Request[fencedv1.TransferLeaderRequest]) (*connect.Response[fencedv1.TransferLeaderResponse], error) {
-	r := h.s.node.Raft()
-	var fut raft.Future
-	if id := req.Msg.Id; id != "" {
-		f := r.GetConfiguration()
-		if err := f.Error(); err != nil {
-			return nil, toConnect(err)
-		}
-		var addr raft.ServerAddress
-		for _, srv := range f.Configuration().Servers {
-			if string(srv.ID) == id {
-				addr = srv.Address
-			}
-		}
-		if addr == "" {
-			return nil, toConnect(fmt.Errorf("%w: node id %q is not a member", fence.ErrInvalidArgument, id))
-		}
-		if id == h.s.cfg.Raft.NodeID {
-			return connect.NewResponse(&fencedv1.TransferLeaderResponse{Leader: id}), nil
-		}
-		fut = r.LeadershipTransferToServer(raft.ServerID(id), addr)
-	} else {
-		fut = r.LeadershipTransfer()
-	}
-	if err := fut.Error(); err != nil {
-		return nil, toConnect(raftError(err))
-	}
-	// The new leader is known here once its first heartbeat arrives.
-	var leader string
-	for wait := time.Now().Add(5 * time.Second); time.Now().Before(wait); time.Sleep(10 * time.Millisecond) {
-		if leader, _ = h.s.node.Leader(); leader != "" && leader != h.s.cfg.Raft.NodeID {
-			break
-		}
+	ctx, cancel := withMembershipTimeout(ctx)
+	defer cancel()
+	leader, err := h.s.node.TransferLeadership(ctx, req.Msg.Id)
+	if err != nil {
+		return nil, toConnect(err)
 	}
 	return connect.NewResponse(&fencedv1.TransferLeaderResponse{Leader: leader}), nil
 }
@@ -209,17 +146,15 @@ func (h *clusterService) RegisterNode(ctx context.Context, req *connect.Request[
 	return connect.NewResponse(&fencedv1.RegisterNodeResponse{}), nil
 }
 
-func timeoutOf(ctx context.Context) time.Duration {
-	if d, ok := ctx.Deadline(); ok {
-		return time.Until(d)
-	}
-	return 10 * time.Second
-}
+// membershipTimeout bounds a membership change when the caller sets no
+// deadline.
+const membershipTimeout = 10 * time.Second
 
-// raftError marks raft's "not the leader" errors so clients retry.
-func raftError(err error) error {
-	if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
-		return fmt.Errorf("%w: %v", fence.ErrNotLeader, err)
+// withMembershipTimeout gives ctx the membership timeout unless it has a
+// deadline.
+func withMembershipTimeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx, func() {}
 	}
-	return err
+	return context.WithTimeout(ctx, membershipTimeout)
 }

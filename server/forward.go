@@ -158,24 +158,26 @@ func (b *upstreamBody) close() {
 	}
 }
 
-// leaderCheckInterval is how often a forwarded call checks that the leader
-// it was forwarded to is still this node's leader.
-const leaderCheckInterval = 100 * time.Millisecond
-
 // cancelOnLeaderChange cancels a forwarded call once this node no longer
 // sees the leader it forwarded the call to (the leader died, was cut off
 // or stepped down), so that a long-lived stream through this node breaks
 // and its client retries elsewhere instead of waiting on a silent stream.
+// It follows raft's leader observations, so it reacts as soon as this node
+// learns of the change.
 func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel func()) {
+	// The view may still lag the leader the call was forwarded to (raft's
+	// own, read by leaderURL); it catches up through Changed.
+	l := s.node.KnownLeader()
 	leader, _ := s.node.Leader()
-	tick := time.NewTicker(leaderCheckInterval)
-	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
-			if id, _ := s.node.Leader(); id != leader {
+		case <-s.node.Done():
+			cancel()
+			return
+		case <-l.Changed:
+			if l = s.node.KnownLeader(); l.ID != leader {
 				cancel()
 				return
 			}
@@ -219,16 +221,5 @@ func (s *Server) readIndex(ctx context.Context) error {
 	if s.serving.Load() == 0 {
 		return fmt.Errorf("%w: node %s is still taking over as leader; retry", fence.ErrNotLeader, s.cfg.Raft.NodeID)
 	}
-	if err := s.node.VerifyLeader(ctx); err != nil {
-		return err
-	}
-	commit := s.node.Raft().CommitIndex()
-	for s.sm.appliedIndex() < commit {
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for apply of index %d: %w", commit, ctx.Err())
-		case <-time.After(time.Millisecond):
-		}
-	}
-	return nil
+	return s.node.ReadIndex(ctx)
 }

@@ -36,10 +36,8 @@ type Server struct {
 	expiry  *sessionExpiry
 	waits   *waits
 	metrics *metrics
-	// proposer groups concurrent proposals into one Raft entry.
-	proposer *proposer
-	ln       net.Listener
-	http     *http.Server
+	ln      net.Listener
+	http    *http.Server
 
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
@@ -70,7 +68,6 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.warn(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
-	s.proposer = &proposer{s: s}
 	var obs events
 	s.sm = newStateMachine(&obs)
 	s.faults.machine(s.sm.m)
@@ -213,9 +210,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	return s.shutErr
 }
 
-// propose commits a command and returns its result. A refused command's
-// reason is returned as the error. Without a deadline on ctx the proposal
-// is bounded by Config.ProposeTimeout.
+// propose commits a command, in one Raft entry with the commands proposed
+// at the same moment (group commit), and returns its result. A refused
+// command's reason is returned as the error. Without a deadline on ctx the
+// proposal is bounded by Config.ProposeTimeout.
 func (s *Server) propose(ctx context.Context, cmd *statev1.Command) (fsm.Result, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -223,9 +221,16 @@ func (s *Server) propose(ctx context.Context, cmd *statev1.Command) (fsm.Result,
 		defer cancel()
 	}
 	cmd.NowUnixMs = time.Now().UnixMilli()
-	res, err := s.proposer.propose(ctx, cmd)
-	if errors.Is(err, fence.ErrSessionNotFound) {
+	resp, err := s.node.Propose(ctx, cmd)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	res, ok := resp.(*fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("propose: unexpected result %T", resp)
+	}
+	if errors.Is(res.Err, fence.ErrSessionNotFound) {
 		s.metrics.staleSession.Inc()
 	}
-	return res, err
+	return *res, res.Err
 }

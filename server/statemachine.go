@@ -2,83 +2,92 @@ package server
 
 import (
 	"fmt"
-	"io"
 	"sync"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
-	"github.com/hashicorp/raft"
+	"github.com/fenced-dev/fenced/raftstore"
+	"google.golang.org/protobuf/proto"
 )
 
-// stateMachine adapts fsm.Machine to raft.FSM and lets handlers read the
-// state under a read lock.
+// stateMachine adapts fsm.Machine to raftstore.StateMachine and lets
+// handlers read the state under a read lock. Its commands are
+// *statev1.Command; commands proposed together share one entry as a
+// statev1.Batch, applied command by command, each exactly as if it were an
+// entry of its own.
 type stateMachine struct {
 	mu      sync.RWMutex
 	m       *fsm.Machine
 	applied uint64 // index of the last applied entry, guarded by mu
 	// observeApply, when set, receives each command's apply time in seconds.
 	observeApply func(seconds float64)
-	// beforeApply, when set, is told the index of each entry before it is
-	// applied (under the lock, on the applying goroutine).
+	// beforeApply, when set, is told the index of each command's entry
+	// before the command is applied (under the lock, on the applying
+	// goroutine).
 	beforeApply func(index uint64)
 }
 
-var _ raft.BatchingFSM = (*stateMachine)(nil)
+var _ raftstore.StateMachine = (*stateMachine)(nil)
 
 func newStateMachine(obs fsm.Observer) *stateMachine {
 	return &stateMachine{m: fsm.New(obs)}
 }
 
-// Apply implements raft.FSM. It returns an fsm.Result.
-func (s *stateMachine) Apply(l *raft.Log) any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.applyLocked(l)
+// Size implements raftstore.Codec.
+func (s *stateMachine) Size(cmd any) int { return proto.Size(cmd.(*statev1.Command)) }
+
+// Encode implements raftstore.Codec: one command as itself, several as a
+// statev1.Batch.
+func (s *stateMachine) Encode(cmds []any) ([]byte, error) {
+	if len(cmds) == 1 {
+		return fsm.Encode(cmds[0].(*statev1.Command))
+	}
+	batch := make([]*statev1.Command, len(cmds))
+	for i, c := range cmds {
+		batch[i] = c.(*statev1.Command)
+	}
+	return fsm.Encode(&statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{Commands: batch}}})
 }
 
-// ApplyBatch implements raft.BatchingFSM: the entries Raft hands over
-// together are applied in order under one lock, each exactly as Apply
-// would apply it.
-func (s *stateMachine) ApplyBatch(logs []*raft.Log) []any {
-	out := make([]any, len(logs))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, l := range logs {
-		out[i] = s.applyLocked(l)
-	}
-	return out
-}
-
-// applyLocked applies one entry; s.mu is held.
-func (s *stateMachine) applyLocked(l *raft.Log) any {
-	if l.Type != raft.LogCommand {
-		return nil
-	}
-	cmd, err := fsm.Decode(l.Data)
-	s.applied = l.Index
-	if s.beforeApply != nil {
-		s.beforeApply(l.Index)
-	}
+// Decode implements raftstore.Codec: the commands of a batch, or the entry's
+// one command.
+func (s *stateMachine) Decode(entry []byte, dst []any) ([]any, error) {
+	cmd, err := fsm.Decode(entry)
 	if err != nil {
-		return fsm.Result{Err: err}
+		return dst, err
 	}
-	if b, ok := cmd.GetOp().(*statev1.Command_Batch); ok {
-		// One entry, several commands: each applied in order as if it
-		// were an entry of its own.
-		cmds := b.Batch.GetCommands()
-		out := make(batchResults, len(cmds))
-		for i, c := range cmds {
-			if _, nested := c.GetOp().(*statev1.Command_Batch); nested {
-				out[i] = fsm.Result{Err: fmt.Errorf("%w: a batch inside a batch", fence.ErrInvalidArgument)}
-				continue
-			}
-			out[i] = s.applyCommand(c)
+	b, ok := cmd.GetOp().(*statev1.Command_Batch)
+	if !ok {
+		return append(dst, cmd), nil
+	}
+	for _, c := range b.Batch.GetCommands() {
+		dst = append(dst, c)
+	}
+	return dst, nil
+}
+
+// Apply implements raftstore.StateMachine. Each command's Result is an
+// *fsm.Result.
+func (s *stateMachine) Apply(cmds []raftstore.Command) {
+	results := make([]fsm.Result, len(cmds))
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range cmds {
+		c := &cmds[i]
+		s.applied = c.Index
+		if s.beforeApply != nil {
+			s.beforeApply(c.Index)
 		}
-		return out
+		cmd := c.Cmd.(*statev1.Command)
+		if _, nested := cmd.GetOp().(*statev1.Command_Batch); nested {
+			results[i] = fsm.Result{Err: fmt.Errorf("%w: a batch inside a batch", fence.ErrInvalidArgument)}
+		} else {
+			results[i] = s.applyCommand(cmd)
+		}
+		c.Result = &results[i]
 	}
-	return s.applyCommand(cmd)
 }
 
 // applyCommand applies one command to the machine; s.mu is held.
@@ -106,41 +115,17 @@ func (s *stateMachine) appliedIndex() uint64 {
 	return s.applied
 }
 
-// Snapshot implements raft.FSM. The state is encoded under the read lock;
-// raft persists the bytes afterwards without blocking applies.
-func (s *stateMachine) Snapshot() (raft.FSMSnapshot, error) {
+// Snapshot implements raftstore.StateMachine. The state is encoded under
+// the read lock.
+func (s *stateMachine) Snapshot() ([]byte, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	data, err := s.m.Snapshot()
-	if err != nil {
-		return nil, err
-	}
-	return snapshot(data), nil
+	return s.m.Snapshot()
 }
 
-// Restore implements raft.FSM, replacing the whole state.
-func (s *stateMachine) Restore(rc io.ReadCloser) error {
-	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return fmt.Errorf("read snapshot: %w", err)
-	}
+// Restore implements raftstore.StateMachine, replacing the whole state.
+func (s *stateMachine) Restore(snapshot []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.Restore(data)
+	return s.m.Restore(snapshot)
 }
-
-// snapshot is an encoded state, written to raft's snapshot sink.
-type snapshot []byte
-
-// Persist implements raft.FSMSnapshot.
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return fmt.Errorf("write snapshot: %w", err)
-	}
-	return sink.Close()
-}
-
-// Release implements raft.FSMSnapshot.
-func (snapshot) Release() {}

@@ -6,20 +6,39 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/hashicorp/raft"
-
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/raftstore"
 )
 
-func logOf(t *testing.T, index uint64, c *statev1.Command) *raft.Log {
+// applyEntry encodes cmds as one entry, as the node proposes them
+// together, decodes it again and applies its commands at index, as the node
+// does with a committed entry. It returns their results.
+func applyEntry(t *testing.T, sm *stateMachine, index uint64, cmds ...*statev1.Command) []fsm.Result {
 	t.Helper()
-	data, err := fsm.Encode(c)
+	in := make([]any, len(cmds))
+	for i, c := range cmds {
+		in[i] = c
+	}
+	entry, err := sm.Encode(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &raft.Log{Index: index, Type: raft.LogCommand, Data: data}
+	decoded, err := sm.Decode(entry, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	applied := make([]raftstore.Command, len(decoded))
+	for i, c := range decoded {
+		applied[i] = raftstore.Command{Index: index, Term: 1, Cmd: c}
+	}
+	sm.Apply(applied)
+	out := make([]fsm.Result, len(applied))
+	for i, c := range applied {
+		out[i] = *c.Result.(*fsm.Result)
+	}
+	return out
 }
 
 // A Batch entry has exactly the effect of its commands applied one entry
@@ -38,14 +57,13 @@ func TestStateMachine_BatchEqualsCommandsOneByOne(t *testing.T) {
 	one := newStateMachine(nil)
 	var want []fsm.Result
 	for i, c := range cmds {
-		want = append(want, one.Apply(logOf(t, uint64(i+1), c)).(fsm.Result))
+		want = append(want, applyEntry(t, one, uint64(i+1), c)...)
 	}
 
 	batched := newStateMachine(nil)
-	resp := batched.Apply(logOf(t, 1, &statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{Commands: cmds}}}))
-	got, ok := resp.(batchResults)
-	if !ok || len(got) != len(cmds) {
-		t.Fatalf("batch apply returned %T %v, want %d results", resp, resp, len(cmds))
+	got := applyEntry(t, batched, 1, cmds...)
+	if len(got) != len(cmds) {
+		t.Fatalf("batch apply returned %d results, want %d", len(got), len(cmds))
 	}
 	for i := range cmds {
 		if !reflect.DeepEqual(got[i], want[i]) && !(got[i].Err != nil && want[i].Err != nil && got[i].Err.Error() == want[i].Err.Error()) {
@@ -58,9 +76,7 @@ func TestStateMachine_BatchEqualsCommandsOneByOne(t *testing.T) {
 		t.Fatal("state after the batch differs from the state after the commands one by one")
 	}
 
-	nested := batched.Apply(logOf(t, 2, &statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{Commands: []*statev1.Command{
-		{Op: &statev1.Command_Batch{Batch: &statev1.Batch{}}},
-	}}}})).(batchResults)
+	nested := applyEntry(t, batched, 2, &statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{}}}, &statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{}}})
 	if !errors.Is(nested[0].Err, fence.ErrInvalidArgument) {
 		t.Fatalf("a batch inside a batch: %v, want invalid argument", nested[0].Err)
 	}

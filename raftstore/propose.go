@@ -1,0 +1,159 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+)
+
+// Limits of one entry of commands proposed together.
+const (
+	maxBatchCommands = 512
+	maxBatchBytes    = 2 << 20
+)
+
+// proposer groups the commands proposed at the same moment into one Raft
+// entry (group commit): one log entry, one commit and one future for all
+// of them instead of one each. The first proposer to find the queue empty
+// yields once so that concurrent proposers can join, then takes the queue
+// and commits it on a goroutine of its own; whoever proposes meanwhile
+// starts the next batch. A lone command is proposed as itself.
+type proposer struct {
+	mu    sync.Mutex
+	queue []*proposal
+}
+
+// proposal is one command waiting for its entry to commit.
+type proposal struct {
+	ctx  context.Context
+	cmd  any
+	size int
+	done chan proposalResult // capacity 1
+}
+
+type proposalResult struct {
+	res any
+	err error
+}
+
+// Propose proposes cmd to the Raft group, in one entry with the commands
+// proposed at the same moment, and waits until the entry is committed and
+// applied to this node's state machine. It returns the Result the state
+// machine set for cmd: a value of type error there is the command's
+// outcome, not Propose's error, since the command was committed and
+// applied.
+//
+// Only the leader accepts commands: on a follower or candidate Propose
+// fails with an error wrapping fence.ErrNotLeader that names the leader, if
+// known. Followers reject writes; they do not forward them to the leader.
+//
+// The context bounds the wait; the entry itself is waited for as long as
+// the longest deadline of its commands (without a deadline, until raft
+// resolves it). What the error says about the command:
+//
+//   - wraps fence.ErrNotLeader, or ErrShutdown alone, or the context ended
+//     before the command was handed to raft: it was not applied.
+//   - wraps ErrOutcomeUnknown: it was handed to raft and then leadership was
+//     lost, the node shut down, or the context ended (the error then wraps
+//     ctx.Err() too) before the commit was observed. It may or may not have
+//     been applied, and a later leader may still apply it.
+func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("propose: %w; the command was not proposed", err)
+	}
+	pr := &proposal{ctx: ctx, cmd: cmd, size: n.sm.Size(cmd), done: make(chan proposalResult, 1)}
+	p := &n.proposer
+	p.mu.Lock()
+	p.queue = append(p.queue, pr)
+	lead := len(p.queue) == 1
+	p.mu.Unlock()
+	if lead {
+		runtime.Gosched()
+		p.mu.Lock()
+		batch := p.queue
+		p.queue = nil
+		p.mu.Unlock()
+		go n.commit(batch)
+	}
+	select {
+	case r := <-pr.done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("propose: %w: %w before the command was seen to commit; it may or may not be applied", ErrOutcomeUnknown, ctx.Err())
+	}
+}
+
+// commit proposes the batch, in entries within the batch limits, one after
+// the other, and hands each command its result.
+func (n *Node) commit(batch []*proposal) {
+	for len(batch) > 0 {
+		k, bytes := 0, 0
+		for k < len(batch) && k < maxBatchCommands && (k == 0 || bytes+batch[k].size <= maxBatchBytes) {
+			bytes += batch[k].size
+			k++
+		}
+		n.commitEntry(batch[:k])
+		batch = batch[k:]
+	}
+}
+
+// commitEntry proposes one entry holding the commands of part.
+func (n *Node) commitEntry(part []*proposal) {
+	ctx := context.Background()
+	var deadline time.Time
+	for _, pr := range part {
+		d, ok := pr.ctx.Deadline()
+		if !ok {
+			deadline = time.Time{}
+			break
+		}
+		if d.After(deadline) {
+			deadline = d
+		}
+	}
+	if !deadline.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	results, err := n.proposeEntry(ctx, part)
+	for i, pr := range part {
+		if err != nil {
+			pr.done <- proposalResult{err: err}
+			continue
+		}
+		pr.done <- proposalResult{res: results[i]}
+	}
+}
+
+// proposeEntry commits one entry and returns the results of its commands.
+func (n *Node) proposeEntry(ctx context.Context, part []*proposal) ([]any, error) {
+	cmds := make([]any, len(part))
+	for i, pr := range part {
+		cmds[i] = pr.cmd
+	}
+	data, err := n.sm.Encode(cmds)
+	if err != nil {
+		return nil, fmt.Errorf("propose: %w; the command was not proposed", err)
+	}
+	resp, err := n.apply(ctx, data)
+	if err != nil {
+		return nil, err
+	}
+	switch r := resp.(type) {
+	case entryError:
+		return nil, r.err
+	case batchResults:
+		if len(r) == len(part) {
+			return r, nil
+		}
+	default:
+		if len(part) == 1 {
+			cmds[0] = resp
+			return cmds, nil
+		}
+	}
+	return nil, fmt.Errorf("propose: unexpected response %T for %d commands", resp, len(part))
+}

@@ -1,0 +1,62 @@
+package raftstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+)
+
+// ReadIndex makes a read of this node's state that follows it linearizable
+// (Raft's read-index): it confirms with a quorum that this node still
+// leads, then waits until the state machine has applied every entry
+// committed at that point, woken by the applies themselves (it reads the
+// log only when the state machine is behind, to skip raft's own entries).
+// A read served without it could miss a write already acknowledged, for
+// instance by the previous leader.
+//
+// The commit index covers every acknowledged write only once this leader
+// has committed an entry of its own term; Barrier does that, and the caller
+// must not serve reads before its Barrier returned. ReadIndex fails with an
+// error wrapping fence.ErrNotLeader when the node is not, or is no longer,
+// the leader, and with ctx's error when ctx ends first.
+func (n *Node) ReadIndex(ctx context.Context) error {
+	if err := n.VerifyLeader(ctx); err != nil {
+		return err
+	}
+	commit := n.raft.CommitIndex()
+	applied := n.fsm.applied.load()
+	if applied >= commit {
+		return nil
+	}
+	target := n.lastApplicable(applied, commit)
+	if err := n.fsm.applied.wait(ctx, target, n.done); err != nil {
+		return fmt.Errorf("read index: wait for apply of index %d (committed %d): %w", target, commit, err)
+	}
+	return nil
+}
+
+// lastApplicable returns the index of the last entry after applied and up
+// to commit that reaches the state machine (a command or a configuration),
+// or 0 when there is none. Raft's own entries, the no-op that opens a term
+// and barriers, never reach it, so the applied index would never reach a
+// commit index that ends on one. An entry no longer in the log is in the
+// snapshot the state machine was restored from, and so is all before it.
+func (n *Node) lastApplicable(applied, commit uint64) uint64 {
+	var l raft.Log
+	for i := commit; i > applied; i-- {
+		if err := n.logs.GetLog(i, &l); err != nil {
+			return 0
+		}
+		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
+			return i
+		}
+	}
+	return 0
+}
+
+// AppliedIndex returns the index of the last command or configuration
+// entry applied. Raft's own entries (the no-op of a new term, barriers)
+// never reach the state machine; the index passes them with the next
+// entry applied.
+func (n *Node) AppliedIndex() uint64 { return n.fsm.applied.load() }

@@ -1,0 +1,54 @@
+package raftstore
+
+// StateMachine is the deterministic state a Node replicates: every member
+// applies the same committed commands in the same order. The Node calls
+// Apply, Snapshot and Restore from one goroutine at a time, never two at
+// once; the state machine guards its state against its own readers.
+type StateMachine interface {
+	Codec
+
+	// Apply applies committed commands, in order, and sets each one's
+	// Result. It must be deterministic: the same commands applied to the
+	// same state give the same state and results on every member. A
+	// command it cannot apply gets an error as its Result; Apply has no
+	// error of its own, since the commands are committed.
+	Apply(cmds []Command)
+
+	// Snapshot returns the whole state, encoded. It must not change the
+	// state.
+	Snapshot() ([]byte, error)
+
+	// Restore replaces the whole state with a snapshot Snapshot returned.
+	Restore(snapshot []byte) error
+}
+
+// Codec turns commands into Raft log entries and back. Commands proposed
+// at the same moment share one entry (group commit); the codec decides how
+// such a batch is encoded, and a command proposed alone is encoded alone.
+type Codec interface {
+	// Size returns the encoded size of cmd in bytes, which Propose counts
+	// against the size limit of one entry.
+	Size(cmd any) int
+
+	// Encode encodes the commands proposed together as one entry. A single
+	// command is encoded as itself.
+	Encode(cmds []any) ([]byte, error)
+
+	// Decode appends the commands of an entry Encode wrote to dst, in
+	// order, and returns the extended slice.
+	Decode(entry []byte, dst []any) ([]any, error)
+}
+
+// Command is one committed command handed to StateMachine.Apply.
+type Command struct {
+	// Index is the Raft index of the entry holding the command; the
+	// commands of one batch share it.
+	Index uint64
+	// Term is the term of the leader that proposed the entry.
+	Term uint64
+	// Cmd is the command as Codec.Decode returned it.
+	Cmd any
+	// Result is set by Apply and returned by Propose on the proposing
+	// node.
+	Result any
+}
