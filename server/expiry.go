@@ -6,6 +6,7 @@ import (
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
 )
 
 // retryExpiryAfter is how long an expiry that was proposed but did not take
@@ -80,6 +81,24 @@ func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
 		ls.deadline = d
 	}
 	return ls.ttl, true
+}
+
+// reset replaces the whole table with sessions, each tracked from now
+// with its full TTL: a restored snapshot replaced the state, and the
+// sessions it holds were created by entries this node will never apply.
+// The TTL stays a lower bound on each session's life.
+func (l *sessionExpiry) reset(sessions []fsm.SessionInfo) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.clock.Now()
+	l.table = make(map[uint64]*sessionDeadline, len(sessions))
+	l.queue = make(deadlineHeap, 0, len(sessions))
+	for _, si := range sessions {
+		ttl := time.Duration(si.TTLMs) * time.Millisecond
+		l.table[si.ID] = &sessionDeadline{ttl: ttl, deadline: now.Add(ttl)}
+		l.queue = append(l.queue, deadlineEntry{id: si.ID, at: now.Add(ttl)})
+	}
+	heap.Init(&l.queue)
 }
 
 // restartAll gives every session its full TTL from now, as a new leader

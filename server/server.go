@@ -73,6 +73,7 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
+	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()) }
 	obs = events{waits: s.waits, expiry: s.expiry, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}

@@ -27,6 +27,10 @@ type stateMachine struct {
 	// before the command is applied (under the lock, on the applying
 	// goroutine).
 	beforeApply func(index uint64)
+	// afterRestore, when set, is called with the restored machine (under
+	// the lock) after a snapshot replaced the whole state, so what the
+	// server keeps beside the state (session deadlines) can follow it.
+	afterRestore func(m *fsm.Machine)
 }
 
 var _ raftstore.StateMachine = (*stateMachine)(nil)
@@ -127,5 +131,11 @@ func (s *stateMachine) Snapshot() ([]byte, error) {
 func (s *stateMachine) Restore(snapshot []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m.Restore(snapshot)
+	if err := s.m.Restore(snapshot); err != nil {
+		return err
+	}
+	if s.afterRestore != nil {
+		s.afterRestore(s.m)
+	}
+	return nil
 }
