@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
+
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )

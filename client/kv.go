@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"connectrpc.com/connect"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/internal/wire"
 	"github.com/fenced-dev/fenced/internal/wire/wireconnect"

@@ -3,8 +3,9 @@ package fsm
 import (
 	"fmt"
 
-	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"google.golang.org/protobuf/proto"
+
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
 // Encode serialises a command for the Raft log.

@@ -5,10 +5,11 @@ import (
 	"fmt"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
-	"pgregory.net/rapid"
 )
 
 // checker is an Observer that checks the safety properties on every event:

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"sort"
 
+	"google.golang.org/protobuf/proto"
+
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // Snapshot returns the whole state, encoded deterministically: two machines

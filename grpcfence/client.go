@@ -4,10 +4,11 @@ import (
 	"context"
 	"io"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 )
 
 // WithToken returns a context whose calls, made through a connection with

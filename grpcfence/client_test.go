@@ -9,14 +9,15 @@ import (
 	"sync"
 	"testing"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/grpcfence"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/grpcfence"
 )
 
 // rawServer answers every call with the status and trailer of the

@@ -4,10 +4,11 @@ import (
 	"context"
 	"testing"
 
+	"google.golang.org/grpc"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/grpcfence"
 	"github.com/fenced-dev/fenced/guard/guardtest"
-	"google.golang.org/grpc"
 )
 
 // grpcTarget drives the conformance suite through real gRPC: writes go

@@ -7,13 +7,14 @@ import (
 	"net"
 	"sync"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/grpcfence"
-	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/grpcfence"
+	"github.com/fenced-dev/fenced/guard"
 )
 
 // notes is a one-method service, notes.Notes/Put, written by hand to keep

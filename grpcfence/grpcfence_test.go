@@ -8,9 +8,6 @@ import (
 	"testing"
 	"time"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/grpcfence"
-	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
@@ -18,6 +15,10 @@ import (
 	"google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/grpcfence"
+	"github.com/fenced-dev/fenced/guard"
 )
 
 // The test service, written by hand (no protoc): grpcfence.test.Objects

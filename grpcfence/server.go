@@ -4,11 +4,12 @@ import (
 	"context"
 	"fmt"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/guard"
 )
 
 // Config configures the server interceptors. Its zero value is valid:

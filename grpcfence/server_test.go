@@ -9,9 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/grpcfence"
-	"github.com/fenced-dev/fenced/guard"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -19,6 +16,10 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/grpcfence"
+	"github.com/fenced-dev/fenced/guard"
 )
 
 // TestInterceptor_Statuses checks code, message, trailer and detail of

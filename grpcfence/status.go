@@ -4,12 +4,13 @@ import (
 	"errors"
 	"maps"
 
-	fence "github.com/fenced-dev/fenced"
-	"github.com/fenced-dev/fenced/internal/wire"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/wire"
 )
 
 // Metadata keys of the gRPC fencing convention, the counterparts of the

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 
-	fence "github.com/fenced-dev/fenced"
 	"github.com/redis/go-redis/v9"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // maxTxAttempts bounds how often Do runs its transaction again after the

@@ -6,10 +6,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard/guardtest"
 	"github.com/fenced-dev/fenced/redisfence"
-	"github.com/redis/go-redis/v9"
 )
 
 // commaAppend appends "," and ARGV[1] to the key in a fenced script.

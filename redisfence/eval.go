@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"strings"
 
-	fence "github.com/fenced-dev/fenced"
 	"github.com/redis/go-redis/v9"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // Script is a caller's Lua script that runs only after the token check, in

@@ -6,9 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/redisfence"
-	"github.com/redis/go-redis/v9"
 )
 
 func TestScript_Run(t *testing.T) {

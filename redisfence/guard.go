@@ -7,9 +7,10 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard"
-	"github.com/redis/go-redis/v9"
 )
 
 // ErrCorruptWatermark reports a watermark key that holds something other

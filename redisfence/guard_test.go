@@ -6,11 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard"
 	"github.com/fenced-dev/fenced/guard/guardtest"
 	"github.com/fenced-dev/fenced/redisfence"
-	"github.com/redis/go-redis/v9"
 )
 
 // setTarget writes with Guard.Set (which replaces the value).

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/httpfence/httpfencetest"
 	"github.com/fenced-dev/fenced/redisfence"
-	"github.com/redis/go-redis/v9"
 )
 
 // TestGuard_HTTP serves Redis keys behind the httpfence middleware with a

@@ -13,8 +13,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced-dev/fenced/internal/testdb"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/fenced-dev/fenced/internal/testdb"
 )
 
 var (

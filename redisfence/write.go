@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"time"
 
-	fence "github.com/fenced-dev/fenced"
 	"github.com/redis/go-redis/v9"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // Set stores value at key, as SET does, when t is not below key's

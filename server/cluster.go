@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"

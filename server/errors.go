@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"connectrpc.com/connect"
+
 	"github.com/fenced-dev/fenced/internal/wire/wireconnect"
 	"github.com/fenced-dev/fenced/raftstore"
 )

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"connectrpc.com/connect"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/httpfence"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"

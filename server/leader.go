@@ -4,13 +4,15 @@ import (
 	"context"
 	"net/http"
 
-	"connectrpc.com/connect"
 	"crypto/rand"
 	"encoding/hex"
-	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
-	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"sync"
 	"time"
+
+	"connectrpc.com/connect"
+
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"

@@ -1,9 +1,10 @@
 package server
 
 import (
-	"github.com/fenced-dev/fenced/fsm"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/fenced-dev/fenced/fsm"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own so

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 

@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"github.com/fenced-dev/fenced/raftstore"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // shutdownGrace bounds how long Shutdown waits for in-flight calls before

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/fenced-dev/fenced/internal/testserver"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"

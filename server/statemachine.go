@@ -5,11 +5,12 @@ import (
 	"sync"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"github.com/fenced-dev/fenced/raftstore"
-	"google.golang.org/protobuf/proto"
 )
 
 // stateMachine adapts fsm.Machine to raftstore.StateMachine and lets

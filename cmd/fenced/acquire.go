@@ -6,9 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
-	"github.com/spf13/cobra"
 )
 
 func newAcquireCommand() *cobra.Command {

@@ -11,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
-	"github.com/spf13/cobra"
 )
 
 // defaultEndpoint is used when neither --endpoints nor FENCED_ENDPOINTS is set.

@@ -4,9 +4,10 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fenced-dev/fenced/client"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fenced-dev/fenced/client"
 )
 
 func newClusterCommand() *cobra.Command {

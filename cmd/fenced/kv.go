@@ -9,9 +9,10 @@ import (
 	"os"
 	"strconv"
 
+	"github.com/spf13/cobra"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
-	"github.com/spf13/cobra"
 )
 
 // Exit codes of the kv commands.

@@ -10,9 +10,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
-	"github.com/spf13/cobra"
 )
 
 func newLockCommand() *cobra.Command {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/internal/proctest"

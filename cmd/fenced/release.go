@@ -6,8 +6,9 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/fenced-dev/fenced/client"
 	"github.com/spf13/cobra"
+
+	"github.com/fenced-dev/fenced/client"
 )
 
 func newReleaseCommand() *cobra.Command {

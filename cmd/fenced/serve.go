@@ -7,10 +7,11 @@ import (
 	"os"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/raftstore"
 	"github.com/fenced-dev/fenced/server"
-	"github.com/spf13/cobra"
 )
 
 func newServeCommand() *cobra.Command {

@@ -5,8 +5,9 @@ package main
 import (
 	"os"
 
-	"github.com/fenced-dev/fenced/server"
 	"github.com/spf13/pflag"
+
+	"github.com/fenced-dev/fenced/server"
 )
 
 // addFaultFlags registers nothing: a production build has no fault flags.

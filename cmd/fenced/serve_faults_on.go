@@ -9,8 +9,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fenced-dev/fenced/server"
 	"github.com/spf13/pflag"
+
+	"github.com/fenced-dev/fenced/server"
 )
 
 // addFaultFlags registers the hidden fault flags of a test build.

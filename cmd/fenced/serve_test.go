@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+
 	"github.com/fenced-dev/fenced/internal/proctest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"

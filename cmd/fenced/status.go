@@ -7,10 +7,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fenced-dev/fenced/client"
-	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/fenced-dev/fenced/client"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
 func newStatusCommand() *cobra.Command {
