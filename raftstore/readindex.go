@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -29,7 +30,10 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 	if applied >= commit {
 		return nil
 	}
-	target := n.lastApplicable(applied, commit)
+	target, err := n.lastApplicable(applied, commit)
+	if err != nil {
+		return fmt.Errorf("read index: %w", err)
+	}
 	if err := n.fsm.applied.wait(ctx, target, n.done); err != nil {
 		return fmt.Errorf("read index: wait for apply of index %d (committed %d): %w", target, commit, err)
 	}
@@ -41,18 +45,23 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 // or 0 when there is none. Raft's own entries, the no-op that opens a term
 // and barriers, never reach it, so the applied index would never reach a
 // commit index that ends on one. An entry no longer in the log is in the
-// snapshot the state machine was restored from, and so is all before it.
-func (n *Node) lastApplicable(applied, commit uint64) uint64 {
+// snapshot the state machine was restored from, and so is all before it;
+// any other failure to read the log is an error (the read cannot be shown
+// to follow every committed write).
+func (n *Node) lastApplicable(applied, commit uint64) (uint64, error) {
 	var l raft.Log
 	for i := commit; i > applied; i-- {
 		if err := n.logs.GetLog(i, &l); err != nil {
-			return 0
+			if errors.Is(err, raft.ErrLogNotFound) {
+				return 0, nil
+			}
+			return 0, fmt.Errorf("read log entry %d: %w", i, err)
 		}
 		if l.Type == raft.LogCommand || l.Type == raft.LogConfiguration {
-			return i
+			return i, nil
 		}
 	}
-	return 0
+	return 0, nil
 }
 
 // AppliedIndex returns the index of the last command or configuration
