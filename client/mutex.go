@@ -115,6 +115,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			waitFor = max(waitFor, 0)
 		}
 		var resp *fencedv1.AcquireResponse
+		sent := false // whether the server may have seen seq
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
 			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
 				Name:    m.name,
@@ -122,15 +123,19 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
 			})
+			sent = sent || !errors.Is(err, errNotSent)
 			resp = r
 			return err
 		})
+		// From here on, every return without a grant after the caller gave
+		// up (ctx ended, session lost) withdraws seq if it was sent: its
+		// outcome may be unknown, or a copy of it may still be on its way.
 		switch {
 		case err != nil && ctx.Err() == nil && s.Err() != nil:
-			m.releaseAfter(ctx)
+			m.withdraw(ctx, seq, sent)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, s.Err())
 		case err != nil && ctx.Err() != nil:
-			m.releaseAfter(ctx)
+			m.withdraw(ctx, seq, sent)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 		case err != nil:
 			if errors.Is(err, fence.ErrSessionNotFound) {
@@ -142,14 +147,16 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			return fmt.Errorf("client: %s %q: %w", op, m.name, err)
 		case resp.GetGranted():
 			if ctx.Err() != nil {
-				m.releaseAfter(ctx)
+				m.withdraw(ctx, seq, true)
 				return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 			}
-			return m.take(ctx, resp.GetGrant())
+			return m.take(ctx, seq, resp.GetGrant())
 		case !wait:
 			return fmt.Errorf("client: %s %q: %w: held by session %d", op, m.name, fence.ErrNotGranted, resp.GetHolder())
 		case ctx.Err() != nil:
-			// The server answered "not granted" and dropped the wait.
+			// The server answered "not granted" and dropped the wait; an
+			// earlier attempt of seq may still be on its way.
+			m.withdraw(ctx, seq, true)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 		}
 		// The wait ran out with ctx alive: queue again. The outcome was
@@ -158,13 +165,14 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 	}
 }
 
-// take records a grant, unless the session's validity ran out before it
-// arrived: then the grant is released and Lock fails.
-func (m *Mutex) take(ctx context.Context, g *fencedv1.Grant) error {
+// take records the grant of the acquire seq, unless the session's
+// validity ran out before it arrived: then the acquire is withdrawn and
+// Lock fails.
+func (m *Mutex) take(ctx context.Context, seq uint64, g *fencedv1.Grant) error {
 	s := m.s
 	grant := grantOf(g, s.id, s.ttl)
 	if !s.valid() {
-		m.releaseAfter(ctx)
+		m.withdraw(ctx, seq, true)
 		return fmt.Errorf("client: lock %q: %w: granted with token %d after session %d's validity ran out; released",
 			m.name, fence.ErrLockLost, grant.Token, s.id)
 	}
@@ -172,7 +180,7 @@ func (m *Mutex) take(ctx context.Context, g *fencedv1.Grant) error {
 	if gctx.Err() != nil {
 		// Lost between the check and now.
 		cancel(nil)
-		m.releaseAfter(ctx)
+		m.withdraw(ctx, seq, true)
 		return fmt.Errorf("client: lock %q: %w", m.name, context.Cause(gctx))
 	}
 	m.mu.Lock()

@@ -94,6 +94,9 @@ func (m *Machine) acquire(a *statev1.Acquire, now int64) Result {
 		if ok && rep.kind == replyGranted {
 			return Result{Session: sid, Granted: true, Grant: m.grantFromReply(s, rep)}
 		}
+		if ok && rep.kind == replyWithdrawn {
+			return Result{Err: fmt.Errorf("%w: request seq %d was withdrawn by a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
+		}
 	}
 	l := m.locks[name]
 	if l == nil {
@@ -157,6 +160,9 @@ func (m *Machine) release(r *statev1.Release, now int64) Result {
 		if ok {
 			return Result{Session: sid, Release: rep.kind.release()}
 		}
+	}
+	if w := r.GetWithdrawSeq(); w != 0 {
+		return m.withdraw(s, sid, seq, w, name, now)
 	}
 	l := m.locks[name]
 	var out ReleaseResult

@@ -1,0 +1,242 @@
+package client_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/testserver"
+	"github.com/fenced-dev/fenced/server"
+)
+
+// abandonTries is how often each way of giving up on an acquire is tried.
+const abandonTries = 200
+
+// grantHook is a server event log that counts the grants the server
+// applies to each session and lock, and calls a function, once, when it
+// applies the event it was told to watch for, inside the state machine's
+// apply: before the reply of a grant made in the same step is sent.
+type grantHook struct {
+	mu     sync.Mutex
+	grants map[string]int
+	watch  string
+	fn     func()
+}
+
+func eventKey(kind string, session uint64, name string) string {
+	return fmt.Sprintf("%s %d/%s", kind, session, name)
+}
+
+func (h *grantHook) Write(p []byte) (int, error) {
+	var e struct {
+		Kind    string `json:"kind"`
+		Name    string `json:"name"`
+		Session uint64 `json:"session"`
+	}
+	if err := json.Unmarshal(p, &e); err != nil {
+		return len(p), nil
+	}
+	k := eventKey(e.Kind, e.Session, e.Name)
+	h.mu.Lock()
+	if h.grants == nil {
+		h.grants = map[string]int{}
+	}
+	h.grants[k]++
+	var fn func()
+	if k == h.watch {
+		fn, h.fn, h.watch = h.fn, nil, ""
+	}
+	h.mu.Unlock()
+	if fn != nil {
+		fn()
+	}
+	return len(p), nil
+}
+
+// on calls fn when the server applies an event of kind ("server_grant",
+// "server_release") for session and name.
+func (h *grantHook) on(kind string, session uint64, name string, fn func()) {
+	h.mu.Lock()
+	h.watch, h.fn = eventKey(kind, session, name), fn
+	h.mu.Unlock()
+}
+
+// granted returns how many grants of name the server applied to session.
+func (h *grantHook) granted(session uint64, name string) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.grants[eventKey("server_grant", session, name)]
+}
+
+// abandonFixture is a server with a grant hook and three sessions: s1
+// gives up on acquires, s2 holds locks for s1 to queue behind, s3 checks
+// that each lock is free at once afterwards.
+type abandonFixture struct {
+	hook       *grantHook
+	api        func(name string) []uint64 // the sessions queued for name
+	s1, s2, s3 *client.Session
+}
+
+func newAbandonFixture(t *testing.T) *abandonFixture {
+	hook := &grantHook{}
+	srv := testserver.Start(t, func(c *server.Config) { c.Test.EventLog = hook })
+	c := newClient(t, []string{srv.Addr()})
+	api := lockAPI(srv.Addr())
+	return &abandonFixture{
+		hook: hook,
+		api:  func(name string) []uint64 { return waiters(t, api, name) },
+		s1:   newSession(t, c), s2: newSession(t, c), s3: newSession(t, c),
+	}
+}
+
+// checkNothingLeft checks what a failed acquire of m must leave: an error
+// wrapping context.Canceled, no grant in m, and a lock that another
+// session takes at once.
+func (f *abandonFixture) checkNothingLeft(t *testing.T, try int, m *client.Mutex, err error) {
+	t.Helper()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("try %d: acquire = %v, want an error wrapping context.Canceled", try, err)
+	}
+	if tok := m.Token(); tok != 0 {
+		t.Fatalf("try %d: Token() after the failed acquire = %v, want 0", try, tok)
+	}
+	if m.Context().Err() == nil {
+		t.Fatalf("try %d: Context() after the failed acquire is not cancelled", try)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	other := client.NewMutex(f.s3, m.Name())
+	if err := other.TryLock(ctx); err != nil {
+		t.Fatalf("try %d: another session's TryLock right after the failed acquire: %v", try, err)
+	}
+	if err := other.Unlock(ctx); err != nil {
+		t.Fatalf("try %d: Unlock: %v", try, err)
+	}
+}
+
+// acquireFuncs are the two ways to acquire, taken in turn.
+var acquireFuncs = []struct {
+	name string
+	do   func(*client.Mutex, context.Context) error
+}{
+	{"TryLock", (*client.Mutex).TryLock},
+	{"Lock", (*client.Mutex).Lock},
+}
+
+// Lock and TryLock with a context that ended before the call send nothing:
+// the server grants nothing, so the next grant's token is the next one.
+func TestMutex_AbandonedBeforeSending(t *testing.T) {
+	f := newAbandonFixture(t)
+	done, cancel := context.WithCancel(context.Background())
+	cancel()
+	for i := range abandonTries {
+		a := acquireFuncs[i%2]
+		m := client.NewMutex(f.s1, fmt.Sprintf("before-%d", i))
+		f.checkNothingLeft(t, i, m, a.do(m, done))
+		if n := f.hook.granted(f.s1.ID(), m.Name()); n != 0 {
+			t.Fatalf("try %d: %s with an ended context: the server granted the lock %d times, want never", i, a.name, n)
+		}
+	}
+}
+
+// Lock and TryLock cancelled at moments spread over a round trip: before
+// sending, in flight, and after the grant.
+func TestMutex_AbandonedInFlight(t *testing.T) {
+	f := newAbandonFixture(t)
+	ctx := testCtx(t)
+	reached := 0 // failed tries the server granted, then took back
+	for i := range abandonTries {
+		a := acquireFuncs[i%2]
+		m := client.NewMutex(f.s1, fmt.Sprintf("inflight-%d", i))
+		cctx, cancel := context.WithCancel(ctx)
+		timer := time.AfterFunc(time.Duration(i%50)*30*time.Microsecond, cancel)
+		err := a.do(m, cctx)
+		timer.Stop()
+		cancel()
+		if err == nil {
+			// The reply won the race: the lock is m's.
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatalf("try %d: Unlock: %v", i, err)
+			}
+			continue
+		}
+		f.checkNothingLeft(t, i, m, err)
+		if f.hook.granted(f.s1.ID(), m.Name()) > 0 {
+			reached++
+		}
+	}
+	t.Logf("%d of %d tries were granted on the server and withdrawn", reached, abandonTries)
+}
+
+// Lock cancelled while it waits in the queue: the holder's release then
+// grants no one.
+func TestMutex_AbandonedWhileQueued(t *testing.T) {
+	f := newAbandonFixture(t)
+	ctx := testCtx(t)
+	for i := range abandonTries {
+		name := fmt.Sprintf("queued-%d", i)
+		holder := client.NewMutex(f.s2, name)
+		if err := holder.TryLock(ctx); err != nil {
+			t.Fatalf("try %d: holder's TryLock: %v", i, err)
+		}
+		m := client.NewMutex(f.s1, name)
+		cctx, cancel := context.WithCancel(ctx)
+		errc := make(chan error, 1)
+		go func() { errc <- m.Lock(cctx) }()
+		eventually(t, "queued", func() bool { return len(f.api(name)) == 1 })
+		cancel()
+		err := <-errc
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatalf("try %d: holder's Unlock: %v", i, err)
+		}
+		f.checkNothingLeft(t, i, m, err)
+		if n := f.hook.granted(f.s1.ID(), name); n != 0 {
+			t.Fatalf("try %d: the abandoned waiter was granted the lock %d times, want never", i, n)
+		}
+	}
+}
+
+// Lock and TryLock cancelled after the server applied the grant and before
+// the reply came back.
+func TestMutex_AbandonedAfterGrant(t *testing.T) {
+	f := newAbandonFixture(t)
+	ctx := testCtx(t)
+	for i := range abandonTries {
+		a := acquireFuncs[i%2]
+		name := fmt.Sprintf("granted-%d", i)
+		m := client.NewMutex(f.s1, name)
+		cctx, cancel := context.WithCancel(ctx)
+		var err error
+		if a.name == "TryLock" {
+			f.hook.on("server_grant", f.s1.ID(), name, cancel)
+			err = m.TryLock(cctx)
+		} else {
+			// Granted from the queue when the holder releases: the
+			// cancellation comes in the step of the state machine that
+			// releases the lock and grants it to m's session, before the
+			// waiting call is told of the grant.
+			holder := client.NewMutex(f.s2, name)
+			if err := holder.TryLock(ctx); err != nil {
+				t.Fatalf("try %d: holder's TryLock: %v", i, err)
+			}
+			f.hook.on("server_release", f.s2.ID(), name, cancel)
+			errc := make(chan error, 1)
+			go func() { errc <- m.Lock(cctx) }()
+			eventually(t, "queued", func() bool { return len(f.api(name)) == 1 })
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatalf("try %d: holder's Unlock: %v", i, err)
+			}
+			err = <-errc
+		}
+		cancel()
+		if n := f.hook.granted(f.s1.ID(), name); n != 1 {
+			t.Fatalf("try %d: %s: the server granted the lock %d times, want once", i, a.name, n)
+		}
+		f.checkNothingLeft(t, i, m, err)
+	}
+}

@@ -1,0 +1,73 @@
+package fsm
+
+import (
+	"fmt"
+
+	fence "github.com/fenced-dev/fenced"
+)
+
+// withdraw applies a release that withdraws the acquire (session sid, seq
+// w) of name, whose caller gave up on it, and records the release's own
+// reply under seq. It undoes exactly what that acquire did, whichever of
+// the two is applied first:
+//
+//   - applied and granted: its grant is released, if the session still
+//     holds it with the same token (a later grant is left alone);
+//   - applied and queued: its waiter leaves the queue, if it is still
+//     there;
+//   - not applied yet: nothing changes now, and when it arrives it is
+//     refused (its reply is withdrawn).
+//
+// In every case the acquire's reply becomes withdrawn, so a copy of it is
+// refused later; applying the same withdrawal again changes nothing. A
+// session that no longer exists holds nothing and can acquire nothing.
+func (m *Machine) withdraw(s *session, sid, seq, w uint64, name string, now int64) Result {
+	if w == seq {
+		return Result{Err: fmt.Errorf("%w: withdraw seq %d is the release's own seq; it must name the acquire to withdraw", fence.ErrInvalidArgument, w)}
+	}
+	l := m.locks[name]
+	released := false
+	if s != nil {
+		if w <= s.replies.floor {
+			return Result{Err: fmt.Errorf("%w: acquire seq %d is too old to withdraw (only the newest %d requests of a session are remembered)",
+				fence.ErrInvalidArgument, w, replyWindow)}
+		}
+		rep, ok, err := s.replies.get(w, name)
+		switch {
+		case err != nil:
+			return Result{Err: err}
+		case ok && rep.kind.isRelease():
+			return Result{Err: fmt.Errorf("%w: withdraw seq %d was used for a release, not an acquire", fence.ErrInvalidArgument, w)}
+		case ok && rep.kind == replyGranted && l != nil && l.holder == sid && l.token == rep.token:
+			m.releaseHeld(l, Unlocked, now)
+			released = true
+		case ok && rep.kind == replyQueued && l != nil && l.removeWaiterSeq(sid, w):
+			delete(s.waiting, name)
+			m.obs.WaitEnded(name, sid)
+			m.dropIfIdle(name)
+		}
+		s.replies.put(reply{seq: w, kind: replyWithdrawn, name: name})
+	}
+	out := AlreadyReleased
+	switch {
+	case released:
+		out = Released
+	case m.locks[name] != nil && m.locks[name].holder != 0 && m.locks[name].holder != sid:
+		out = NotOwned
+	}
+	if s != nil {
+		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
+	}
+	return Result{Session: sid, Release: out}
+}
+
+// removeWaiterSeq removes the waiter queued by the request (session, seq).
+func (l *lock) removeWaiterSeq(session, seq uint64) bool {
+	for i, w := range l.waiters {
+		if w.session == session && w.seq == seq {
+			l.waiters = append(l.waiters[:i], l.waiters[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
