@@ -18,38 +18,39 @@ import (
 const abandonTries = 200
 
 // grantHook is a server event log that counts the grants the server
-// applies to each session and lock, and calls a function, once, when it
-// applies the event it was told to watch for, inside the state machine's
-// apply: before the reply of a grant made in the same step is sent.
+// applies to each lock, and calls a function, once, when it applies the
+// event it was told to watch for, inside the state machine's apply: before
+// the reply of a grant made in the same step is sent.
 type grantHook struct {
 	mu     sync.Mutex
-	grants map[string]int
-	watch  string
+	grants map[string][]uint64 // lock name -> the sessions granted it
+	watch  hookEvent
 	fn     func()
 }
 
-func eventKey(kind string, session uint64, name string) string {
-	return fmt.Sprintf("%s %d/%s", kind, session, name)
+// hookEvent is an event of the server's event log; session 0 in a watched
+// event matches any session.
+type hookEvent struct {
+	Kind    string `json:"kind"`
+	Name    string `json:"name"`
+	Session uint64 `json:"session"`
 }
 
 func (h *grantHook) Write(p []byte) (int, error) {
-	var e struct {
-		Kind    string `json:"kind"`
-		Name    string `json:"name"`
-		Session uint64 `json:"session"`
-	}
+	var e hookEvent
 	if err := json.Unmarshal(p, &e); err != nil {
 		return len(p), nil
 	}
-	k := eventKey(e.Kind, e.Session, e.Name)
 	h.mu.Lock()
-	if h.grants == nil {
-		h.grants = map[string]int{}
+	if e.Kind == "server_grant" {
+		if h.grants == nil {
+			h.grants = map[string][]uint64{}
+		}
+		h.grants[e.Name] = append(h.grants[e.Name], e.Session)
 	}
-	h.grants[k]++
 	var fn func()
-	if k == h.watch {
-		fn, h.fn, h.watch = h.fn, nil, ""
+	if w := h.watch; h.fn != nil && w.Kind == e.Kind && w.Name == e.Name && (w.Session == 0 || w.Session == e.Session) {
+		fn, h.fn = h.fn, nil
 	}
 	h.mu.Unlock()
 	if fn != nil {
@@ -59,18 +60,25 @@ func (h *grantHook) Write(p []byte) (int, error) {
 }
 
 // on calls fn when the server applies an event of kind ("server_grant",
-// "server_release") for session and name.
+// "server_release") for name and session (0: any).
 func (h *grantHook) on(kind string, session uint64, name string, fn func()) {
 	h.mu.Lock()
-	h.watch, h.fn = eventKey(kind, session, name), fn
+	h.watch, h.fn = hookEvent{kind, name, session}, fn
 	h.mu.Unlock()
 }
 
-// granted returns how many grants of name the server applied to session.
+// granted returns how many grants of name the server applied, to session
+// or, if session is 0, to any session.
 func (h *grantHook) granted(session uint64, name string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.grants[eventKey("server_grant", session, name)]
+	n := 0
+	for _, s := range h.grants[name] {
+		if session == 0 || s == session {
+			n++
+		}
+	}
+	return n
 }
 
 // abandonFixture is a server with a grant hook and three sessions: s1
@@ -78,6 +86,7 @@ func (h *grantHook) granted(session uint64, name string) int {
 // that each lock is free at once afterwards.
 type abandonFixture struct {
 	hook       *grantHook
+	c          *client.Client
 	api        func(name string) []uint64 // the sessions queued for name
 	s1, s2, s3 *client.Session
 }
@@ -89,6 +98,7 @@ func newAbandonFixture(t *testing.T) *abandonFixture {
 	api := lockAPI(srv.Addr())
 	return &abandonFixture{
 		hook: hook,
+		c:    c,
 		api:  func(name string) []uint64 { return waiters(t, api, name) },
 		s1:   newSession(t, c), s2: newSession(t, c), s3: newSession(t, c),
 	}
@@ -108,9 +118,15 @@ func (f *abandonFixture) checkNothingLeft(t *testing.T, try int, m *client.Mutex
 	if m.Context().Err() == nil {
 		t.Fatalf("try %d: Context() after the failed acquire is not cancelled", try)
 	}
+	f.checkFree(t, try, m.Name())
+}
+
+// checkFree checks that another session takes the lock name at once.
+func (f *abandonFixture) checkFree(t *testing.T, try int, name string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
-	other := client.NewMutex(f.s3, m.Name())
+	other := client.NewMutex(f.s3, name)
 	if err := other.TryLock(ctx); err != nil {
 		t.Fatalf("try %d: another session's TryLock right after the failed acquire: %v", try, err)
 	}
@@ -239,4 +255,67 @@ func TestMutex_AbandonedAfterGrant(t *testing.T) {
 		}
 		f.checkNothingLeft(t, i, m, err)
 	}
+}
+
+// Client.Acquire (a TTL lock) given up on before sending, in flight and
+// after the grant leaves nothing behind either: the lock is free at once,
+// not when the TTL runs out.
+func TestClient_AcquireAbandoned(t *testing.T) {
+	f := newAbandonFixture(t)
+	ctx := testCtx(t)
+	const ttl = time.Minute
+	check := func(t *testing.T, try int, name string, l *client.TTLLock, err error) {
+		t.Helper()
+		if !errors.Is(err, context.Canceled) || l != nil {
+			t.Fatalf("try %d: Acquire = %v, %v; want nil and an error wrapping context.Canceled", try, l, err)
+		}
+		f.checkFree(t, try, name)
+	}
+	t.Run("before sending", func(t *testing.T) {
+		done, cancel := context.WithCancel(ctx)
+		cancel()
+		for i := range abandonTries {
+			name := fmt.Sprintf("ttl-before-%d", i)
+			l, err := f.c.Acquire(done, name, ttl)
+			check(t, i, name, l, err)
+			if n := f.hook.granted(0, name); n != 1 { // the check's own grant
+				t.Fatalf("try %d: the server granted %q %d times, want once (to the check)", i, name, n)
+			}
+		}
+	})
+	t.Run("in flight", func(t *testing.T) {
+		reached := 0
+		for i := range abandonTries {
+			name := fmt.Sprintf("ttl-inflight-%d", i)
+			cctx, cancel := context.WithCancel(ctx)
+			timer := time.AfterFunc(time.Duration(i%50)*30*time.Microsecond, cancel)
+			l, err := f.c.Acquire(cctx, name, ttl)
+			timer.Stop()
+			cancel()
+			if err == nil {
+				if err := l.Release(ctx); err != nil {
+					t.Fatalf("try %d: Release: %v", i, err)
+				}
+				continue
+			}
+			if f.hook.granted(0, name) > 0 {
+				reached++
+			}
+			check(t, i, name, l, err)
+		}
+		t.Logf("%d of %d tries were granted on the server and withdrawn", reached, abandonTries)
+	})
+	t.Run("after the grant", func(t *testing.T) {
+		for i := range abandonTries {
+			name := fmt.Sprintf("ttl-granted-%d", i)
+			cctx, cancel := context.WithCancel(ctx)
+			f.hook.on("server_grant", 0, name, cancel)
+			l, err := f.c.Acquire(cctx, name, ttl)
+			cancel()
+			if n := f.hook.granted(0, name); n != 1 {
+				t.Fatalf("try %d: the server granted %q %d times, want once", i, name, n)
+			}
+			check(t, i, name, l, err)
+		}
+	})
 }

@@ -148,6 +148,9 @@ func (m *Machine) release(r *statev1.Release, now int64) Result {
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
+	if sid == 0 && r.GetRequestId() != "" {
+		return m.withdrawPerGrant(r, now)
+	}
 	s := m.sessions[sid]
 	if s != nil && seq > 0 {
 		rep, ok, err := s.replies.get(seq, name)

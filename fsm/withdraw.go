@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
 // withdraw applies a release that withdraws the acquire (session sid, seq
@@ -59,6 +60,24 @@ func (m *Machine) withdraw(s *session, sid, seq, w uint64, name string, now int6
 		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
 	}
 	return Result{Session: sid, Release: out}
+}
+
+// withdrawPerGrant withdraws the acquire that asked for a per-grant
+// session (session 0) with r's request id: seq 1 of that session. When the
+// acquire has not been applied yet, or its session already ended, a
+// session of r's TTL is created for the request id, holding nothing, so
+// that the acquire is refused if it arrives while that session lives; it
+// expires as any other.
+func (m *Machine) withdrawPerGrant(r *statev1.Release, now int64) Result {
+	if r.GetWithdrawSeq() != 1 || r.GetSeq() != 0 {
+		return Result{Err: fmt.Errorf("%w: a release by request id withdraws a per-grant acquire: it needs withdraw_seq 1 and seq 0, not %d and %d",
+			fence.ErrInvalidArgument, r.GetWithdrawSeq(), r.GetSeq())}
+	}
+	res := m.createSession(r.GetRequestId(), r.GetTtlMs())
+	if res.Err != nil {
+		return res
+	}
+	return m.withdraw(m.sessions[res.Session], res.Session, 0, 1, r.GetName(), now)
 }
 
 // removeWaiterSeq removes the waiter queued by the request (session, seq).

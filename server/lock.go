@@ -132,13 +132,15 @@ func (s *Server) wait(ctx context.Context, name string, session uint64, wait tim
 }
 
 // Release implements LockServiceHandler. With withdraw_seq set it undoes
-// only that acquire of the session (see fsm's withdraw).
+// only that acquire of the session, or with session 0 and a request_id the
+// per-grant acquire made with them, whether the acquire is applied before
+// or after it.
 func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
 	m := req.Msg
-	if err := fence.ValidateName(m.Name); err != nil {
+	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq}}})
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs}}})
 	if err != nil {
 		return nil, toConnect(err)
 	}
