@@ -160,6 +160,15 @@ func TestMutex_AbandonedBeforeSending(t *testing.T) {
 	}
 }
 
+// sweepCtx returns a context cancelled after the i-th of 50 delays spread
+// over 1.5ms, about a round trip to the test server under -race, and a
+// function that stops it.
+func sweepCtx(ctx context.Context, i int) (context.Context, func()) {
+	cctx, cancel := context.WithCancel(ctx)
+	timer := time.AfterFunc(time.Duration(i%50)*30*time.Microsecond, cancel)
+	return cctx, func() { timer.Stop(); cancel() }
+}
+
 // Lock and TryLock cancelled at moments spread over a round trip: before
 // sending, in flight, and after the grant.
 func TestMutex_AbandonedInFlight(t *testing.T) {
@@ -169,11 +178,9 @@ func TestMutex_AbandonedInFlight(t *testing.T) {
 	for i := range abandonTries {
 		a := acquireFuncs[i%2]
 		m := client.NewMutex(f.s1, fmt.Sprintf("inflight-%d", i))
-		cctx, cancel := context.WithCancel(ctx)
-		timer := time.AfterFunc(time.Duration(i%50)*30*time.Microsecond, cancel)
+		cctx, stop := sweepCtx(ctx, i)
 		err := a.do(m, cctx)
-		timer.Stop()
-		cancel()
+		stop()
 		if err == nil {
 			// The reply won the race: the lock is m's.
 			if err := m.Unlock(ctx); err != nil {
@@ -287,11 +294,9 @@ func TestClient_AcquireAbandoned(t *testing.T) {
 		reached := 0
 		for i := range abandonTries {
 			name := fmt.Sprintf("ttl-inflight-%d", i)
-			cctx, cancel := context.WithCancel(ctx)
-			timer := time.AfterFunc(time.Duration(i%50)*30*time.Microsecond, cancel)
+			cctx, stop := sweepCtx(ctx, i)
 			l, err := f.c.Acquire(cctx, name, ttl)
-			timer.Stop()
-			cancel()
+			stop()
 			if err == nil {
 				if err := l.Release(ctx); err != nil {
 					t.Fatalf("try %d: Release: %v", i, err)
