@@ -93,7 +93,9 @@ func (m *Mutex) Lock(ctx context.Context) error { return m.acquire(ctx, true) }
 // failures are retried, with the same sequence number, until ctx ends; the
 // other outcomes are those of Lock, and so is the promise that a TryLock
 // that fails because ctx ended or the session was lost leaves nothing
-// behind.
+// behind. A "not granted" after retries leaves nothing behind either: an
+// earlier attempt still on its way would be applied as a new try, so
+// TryLock withdraws the acquire before it returns.
 func (m *Mutex) TryLock(ctx context.Context) error { return m.acquire(ctx, false) }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) error {
@@ -134,7 +136,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			waitFor = max(waitFor, 0)
 		}
 		var resp *fencedv1.AcquireResponse
-		sent := false // whether the server may have seen seq
+		sends := 0 // attempts the server may have seen
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
 			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
 				Name:    m.name,
@@ -142,10 +144,13 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
 			})
-			sent = sent || !errors.Is(err, errNotSent)
+			if !errors.Is(err, errNotSent) {
+				sends++
+			}
 			resp = r
 			return err
 		})
+		sent := sends > 0
 		// From here on, every return without a grant after the caller gave
 		// up (ctx ended, session lost) withdraws seq if it was sent: its
 		// outcome may be unknown, or a copy of it may still be on its way.
@@ -171,6 +176,11 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			}
 			return m.take(ctx, seq, resp.GetGrant())
 		case !wait:
+			if sends > 1 {
+				// An earlier attempt may still be on its way, and the
+				// server would apply it as a new try: withdraw it.
+				m.withdraw(ctx, seq, true)
+			}
 			return fmt.Errorf("client: %s %q: %w: held by session %d", op, m.name, fence.ErrNotGranted, resp.GetHolder())
 		case ctx.Err() != nil:
 			// The server answered "not granted" and dropped the wait; an

@@ -51,7 +51,9 @@ type TTLLock struct {
 // server refuses it if it arrives later, and releases its grant if it was
 // made). If the server cannot be reached within the request timeout, the
 // SDK goes on withdrawing in the background; a grant the withdrawal never
-// reaches is released by the server when its ttl runs out.
+// reaches is released by the server when its ttl runs out. A "not
+// granted" after retries is followed by a withdrawal too: an earlier
+// attempt still on its way would be applied as a new try.
 //
 // Acquire fails with an error wrapping fence.ErrInvalidArgument for an
 // invalid name or a ttl outside fence.MinTTL..fence.MaxTTL, before sending
@@ -72,21 +74,23 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	vctx, cancel := c.until(ctx, validUntil, errTooLate)
 	defer cancel()
 	var resp *fencedv1.AcquireResponse
-	reached := false // whether the server may have seen the acquire
+	sends := 0 // attempts the server may have seen
 	err := c.retry(vctx, "acquire", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
 		r, err := ep.acquire(ctx, &fencedv1.AcquireRequest{
 			Name:      name,
 			TtlMs:     ttl.Milliseconds(),
 			RequestId: reqID,
 		})
-		reached = reached || !errors.Is(err, errNotSent)
+		if !errors.Is(err, errNotSent) {
+			sends++
+		}
 		resp = r
 		return err
 	})
 	// withdraw undoes the acquire, whatever became of it; the background
 	// retries stop when a grant would have run out anyway.
 	withdraw := func() {
-		if reached {
+		if sends > 0 {
 			c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: name, RequestId: reqID, TtlMs: ttl.Milliseconds(), WithdrawSeq: 1}, context.Background(), sent.Add(ttl))
 		}
 	}
@@ -104,6 +108,11 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		withdraw()
 		return nil, fmt.Errorf("client: acquire %q: %w", name, ctx.Err())
 	case !resp.GetGranted():
+		if sends > 1 {
+			// An earlier attempt may still be on its way, and the server
+			// would apply it as a new try: withdraw it.
+			withdraw()
+		}
 		return nil, fmt.Errorf("client: acquire %q: %w: held by session %d", name, fence.ErrNotGranted, resp.GetHolder())
 	}
 	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), validUntil: validUntil}

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/faultproxy"
 	"github.com/fenced-dev/fenced/internal/testserver"
 	"github.com/fenced-dev/fenced/server"
 )
@@ -323,4 +325,66 @@ func TestClient_AcquireAbandoned(t *testing.T) {
 			check(t, i, name, l, err)
 		}
 	})
+}
+
+// A TryLock (or Client.Acquire) answered "not granted" after a retry
+// withdraws the acquire: the first attempt, delayed on a slow link, would
+// otherwise be applied as a new try once the lock is free, and leave it
+// held for a caller that was told it did not get it.
+func TestTryLock_NotGrantedAfterRetryLeavesNothing(t *testing.T) {
+	hook := &grantHook{}
+	srv := testserver.Start(t, func(c *server.Config) { c.Test.EventLog = hook })
+	direct := newClient(t, []string{srv.Addr()})
+	holder, other := newSession(t, direct), newSession(t, direct)
+	ctx := testCtx(t)
+	const delay = time.Second
+
+	for _, tc := range []struct {
+		name    string
+		acquire func(c *client.Client, s *client.Session, name string) error
+	}{
+		{"TryLock", func(_ *client.Client, s *client.Session, name string) error { return client.NewMutex(s, name).TryLock(ctx) }},
+		{"Acquire", func(c *client.Client, _ *client.Session, name string) error {
+			_, err := c.Acquire(ctx, name, time.Minute)
+			return err
+		}},
+	} {
+		slow, err := faultproxy.New(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer slow.Close()
+		// Calls go through the slow link first, and after a timeout
+		// straight to the server. The link is fast until the session and
+		// the pipeline's connection are open.
+		c := newClient(t, []string{slow.Addr(), srv.Addr()}, client.WithRequestTimeout(delay/4))
+		s := newSession(t, c, client.WithTTL(time.Minute))
+		if err := client.NewMutex(s, "warm-up").Unlock(ctx); err != nil {
+			t.Fatalf("%s: warm-up: %v", tc.name, err)
+		}
+		name := "retried-" + tc.name
+		h := client.NewMutex(holder, name)
+		if err := h.TryLock(ctx); err != nil {
+			t.Fatalf("%s: holder's TryLock: %v", tc.name, err)
+		}
+		slow.SetDelay(delay)
+		if err := tc.acquire(c, s, name); !errors.Is(err, fence.ErrNotGranted) {
+			t.Fatalf("%s while held = %v, want fence.ErrNotGranted", tc.name, err)
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatalf("%s: holder's Unlock: %v", tc.name, err)
+		}
+		// Let the first attempt through the slow link arrive.
+		time.Sleep(3 * delay)
+		if n := hook.granted(0, name); n != 1 {
+			t.Errorf("%s: the server granted %q %d times, want once (to the holder)", tc.name, name, n)
+		}
+		m := client.NewMutex(other, name)
+		if err := m.TryLock(ctx); err != nil {
+			t.Fatalf("%s: another session's TryLock after the late attempt arrived: %v", tc.name, err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatalf("%s: Unlock: %v", tc.name, err)
+		}
+	}
 }
