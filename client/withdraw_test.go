@@ -343,7 +343,9 @@ func TestTryLock_NotGrantedAfterRetryLeavesNothing(t *testing.T) {
 		name    string
 		acquire func(c *client.Client, s *client.Session, name string) error
 	}{
-		{"TryLock", func(_ *client.Client, s *client.Session, name string) error { return client.NewMutex(s, name).TryLock(ctx) }},
+		{"TryLock", func(_ *client.Client, s *client.Session, name string) error {
+			return client.NewMutex(s, name).TryLock(ctx)
+		}},
 		{"Acquire", func(c *client.Client, _ *client.Session, name string) error {
 			_, err := c.Acquire(ctx, name, time.Minute)
 			return err
