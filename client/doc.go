@@ -56,7 +56,12 @@
 // (of a Mutex or a TTLLock) and kv puts go over one LockService.Pipeline
 // stream per endpoint: calls from any number of goroutines are sent
 // without waiting for each other and packed into few messages, and each
-// answer is matched to its call. Other calls (sessions, status, reads,
+// answer is matched to its call. A call whose context ends before it was
+// sent is not sent; one already sent is cancelled on the server. Calls of
+// one stream run concurrently on the server, so a call sent after another
+// may be applied before it: an acquire given up on is therefore undone by
+// a withdrawal, which the server orders after it (see Mutex.Lock), never
+// by a plain release. Other calls (sessions, status, reads,
 // cluster administration) are one request each on the same connections.
 // Renewals of all sessions go over one KeepAlive stream, many per message,
 // on a connection of its own: a partition silences a TCP connection

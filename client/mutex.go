@@ -60,21 +60,42 @@ func (m *Mutex) Name() string { return m.name }
 // with the same sequence number, so the server applies it once; a call
 // whose wait ran out is made again, while ctx is alive.
 //
-// If ctx ends first, Lock returns an error wrapping ctx's error. The server
-// stops the wait when the call ends, but a grant may have raced the
-// cancellation, so Lock then releases the lock (best effort, for at most
-// the request timeout) before it returns. If the session is lost while
-// waiting, Lock returns an error wrapping the session's Err.
+// If ctx ends first, Lock returns an error wrapping ctx's error; if the
+// session is lost while waiting, an error wrapping the session's Err. A
+// grant whose reply arrives after the session's validity ran out is not
+// taken: Lock returns an error wrapping fence.ErrLockLost. If this Mutex
+// already holds the lock, Lock returns nil at once.
 //
-// A grant whose reply arrives after the session's validity ran out is not
-// taken: Lock releases it and returns an error wrapping fence.ErrLockLost.
-// If this Mutex already holds the lock, Lock returns nil at once.
+// A Lock that fails in these ways leaves nothing behind on the server,
+// however far its acquire got, and the Mutex takes no grant (Token, Grant
+// and Context stay as they were: 0, zero and cancelled for a Mutex that
+// held nothing):
+//   - cancelled before it was sent: it is not sent;
+//   - cancelled in flight, while waiting in the queue, or after the server
+//     granted it but before the reply came back: before Lock returns, the
+//     SDK withdraws the acquire with a release that names its sequence
+//     number, which the server applies as if after the acquire, whichever
+//     of the two reaches it first: the grant is released, the wait ended,
+//     or the acquire refused when it arrives.
+//
+// Another session can then take the lock at once. Lock waits for the
+// withdrawal's answer for at most the request timeout; if the server
+// cannot be reached by then, Lock returns anyway and the SDK goes on
+// withdrawing in the background until the server answers or the session
+// ends (the server then releases the session's locks when its TTL runs
+// out). The withdrawal never touches a later grant of the lock; but
+// Mutexes of one session with the same name share one grant, so it
+// releases the grant another such Mutex holds.
 func (m *Mutex) Lock(ctx context.Context) error { return m.acquire(ctx, true) }
 
 // TryLock acquires the lock if it is free, without waiting. It returns an
 // error wrapping fence.ErrNotGranted when another session holds it. Network
 // failures are retried, with the same sequence number, until ctx ends; the
-// other outcomes are those of Lock.
+// other outcomes are those of Lock, and so is the promise that a TryLock
+// that fails because ctx ended or the session was lost leaves nothing
+// behind. A "not granted" after retries leaves nothing behind either: an
+// earlier attempt still on its way would be applied as a new try, so
+// TryLock withdraws the acquire before it returns.
 func (m *Mutex) TryLock(ctx context.Context) error { return m.acquire(ctx, false) }
 
 func (m *Mutex) acquire(ctx context.Context, wait bool) error {
@@ -115,6 +136,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			waitFor = max(waitFor, 0)
 		}
 		var resp *fencedv1.AcquireResponse
+		sends := 0 // attempts the server may have seen
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
 			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
 				Name:    m.name,
@@ -122,15 +144,22 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
 			})
+			if !errors.Is(err, errNotSent) {
+				sends++
+			}
 			resp = r
 			return err
 		})
+		sent := sends > 0
+		// From here on, every return without a grant after the caller gave
+		// up (ctx ended, session lost) withdraws seq if it was sent: its
+		// outcome may be unknown, or a copy of it may still be on its way.
 		switch {
 		case err != nil && ctx.Err() == nil && s.Err() != nil:
-			m.releaseAfter(ctx)
+			m.withdraw(ctx, seq, sent)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, s.Err())
 		case err != nil && ctx.Err() != nil:
-			m.releaseAfter(ctx)
+			m.withdraw(ctx, seq, sent)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 		case err != nil:
 			if errors.Is(err, fence.ErrSessionNotFound) {
@@ -142,14 +171,21 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			return fmt.Errorf("client: %s %q: %w", op, m.name, err)
 		case resp.GetGranted():
 			if ctx.Err() != nil {
-				m.releaseAfter(ctx)
+				m.withdraw(ctx, seq, true)
 				return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 			}
-			return m.take(ctx, resp.GetGrant())
+			return m.take(ctx, seq, resp.GetGrant())
 		case !wait:
+			if sends > 1 {
+				// An earlier attempt may still be on its way, and the
+				// server would apply it as a new try: withdraw it.
+				m.withdraw(ctx, seq, true)
+			}
 			return fmt.Errorf("client: %s %q: %w: held by session %d", op, m.name, fence.ErrNotGranted, resp.GetHolder())
 		case ctx.Err() != nil:
-			// The server answered "not granted" and dropped the wait.
+			// The server answered "not granted" and dropped the wait; an
+			// earlier attempt of seq may still be on its way.
+			m.withdraw(ctx, seq, true)
 			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
 		}
 		// The wait ran out with ctx alive: queue again. The outcome was
@@ -158,13 +194,14 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 	}
 }
 
-// take records a grant, unless the session's validity ran out before it
-// arrived: then the grant is released and Lock fails.
-func (m *Mutex) take(ctx context.Context, g *fencedv1.Grant) error {
+// take records the grant of the acquire seq, unless the session's
+// validity ran out before it arrived: then the acquire is withdrawn and
+// Lock fails.
+func (m *Mutex) take(ctx context.Context, seq uint64, g *fencedv1.Grant) error {
 	s := m.s
 	grant := grantOf(g, s.id, s.ttl)
 	if !s.valid() {
-		m.releaseAfter(ctx)
+		m.withdraw(ctx, seq, true)
 		return fmt.Errorf("client: lock %q: %w: granted with token %d after session %d's validity ran out; released",
 			m.name, fence.ErrLockLost, grant.Token, s.id)
 	}
@@ -172,7 +209,7 @@ func (m *Mutex) take(ctx context.Context, g *fencedv1.Grant) error {
 	if gctx.Err() != nil {
 		// Lost between the check and now.
 		cancel(nil)
-		m.releaseAfter(ctx)
+		m.withdraw(ctx, seq, true)
 		return fmt.Errorf("client: lock %q: %w", m.name, context.Cause(gctx))
 	}
 	m.mu.Lock()
@@ -191,9 +228,9 @@ func (m *Mutex) held() bool {
 	return m.grant.Token != 0 && m.ctx.Err() == nil
 }
 
-// releaseAfter releases the lock after an acquire whose outcome is not
-// known or not wanted, best effort: the caller's context may have ended,
-// so it runs on its own for at most the request timeout.
+// releaseAfter releases the lock of a lost session, best effort: the
+// caller's context may have ended, so it runs on its own for at most the
+// request timeout.
 func (m *Mutex) releaseAfter(ctx context.Context) {
 	c := m.s.c
 	if c.closed() != nil {
@@ -202,7 +239,7 @@ func (m *Mutex) releaseAfter(ctx context.Context) {
 	rctx, cancel := c.cleanup(ctx)
 	defer cancel()
 	if _, err := m.release(rctx); err != nil {
-		c.log.Info("fenced: could not release after an abandoned acquire", "lock", m.name, "session", m.s.id, "err", err)
+		c.log.Info("fenced: could not release the lock of a lost session", "lock", m.name, "session", m.s.id, "err", err)
 	}
 }
 

@@ -55,10 +55,18 @@ type pipeStream struct {
 	cancels []uint64
 }
 
+// errNotSent is wrapped by the error of a pipeline call that ended before
+// it was sent: the server never saw it.
+var errNotSent = errors.New("the call was not sent")
+
 // call sends one call and waits for its answer, the stream's failure or
-// the end of ctx. A call whose ctx ends is cancelled on the server, as a
-// unary call is when its client goes away.
+// the end of ctx. A call whose ctx ends before the call was sent is not
+// sent at all, and its error wraps errNotSent; one whose ctx ends later is
+// cancelled on the server, as a unary call is when its client goes away.
 func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fencedv1.PipelineResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, ctxError(err, true)
+	}
 	st, err := p.stream()
 	if err != nil {
 		return nil, err
@@ -84,24 +92,51 @@ func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fenc
 		return nil, connect.NewError(connect.CodeUnavailable, st.err)
 	case <-ctx.Done():
 		st.mu.Lock()
+		unsent := st.unqueue(call)
 		if _, ok := st.waiting[id]; ok {
 			delete(st.waiting, id)
-			st.cancels = append(st.cancels, id)
-		}
-		st.mu.Unlock()
-		st.poke()
-		code := connect.CodeCanceled
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			code = connect.CodeDeadlineExceeded
-			// Nothing at all came back while this call waited: the
-			// connection may be silently dead (a partition does not
-			// reset it). Let the next call open a new stream.
-			if st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
-				st.fail(fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond)))
+			if !unsent {
+				st.cancels = append(st.cancels, id)
 			}
 		}
-		return nil, connect.NewError(code, ctx.Err())
+		st.mu.Unlock()
+		if unsent {
+			return nil, ctxError(ctx.Err(), true)
+		}
+		st.poke()
+		// Nothing at all came back while this call waited: the connection
+		// may be silently dead (a partition does not reset it). Let the
+		// next call open a new stream.
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
+			st.fail(fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond)))
+		}
+		return nil, ctxError(ctx.Err(), false)
 	}
+}
+
+// unqueue takes call out of the queue of calls to send, if it is still
+// there, and reports whether it was. Call with st.mu held.
+func (st *pipeStream) unqueue(call *fencedv1.PipelineCall) bool {
+	for i, c := range st.calls {
+		if c == call {
+			st.calls = append(st.calls[:i], st.calls[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+// ctxError is the error of a call whose context ended with err, in the
+// form a unary call's would have; unsent adds errNotSent.
+func ctxError(err error, unsent bool) error {
+	code := connect.CodeCanceled
+	if errors.Is(err, context.DeadlineExceeded) {
+		code = connect.CodeDeadlineExceeded
+	}
+	if unsent {
+		err = fmt.Errorf("%w: %w", errNotSent, err)
+	}
+	return connect.NewError(code, err)
 }
 
 // stream returns the open stream, opening one when there is none.

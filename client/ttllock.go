@@ -42,9 +42,18 @@ type TTLLock struct {
 // same request id, so a retried acquire is applied once. Retries stop when
 // ctx ends or when the lock's validity (ttl - margin from the first
 // attempt) runs out; in the latter case Acquire returns an error wrapping
-// fence.ErrLockLost: the lock may have been granted, and if so the server
-// releases it within ttl. A grant whose reply arrives after the validity
-// ran out is released and reported the same way; it is never returned.
+// fence.ErrLockLost. A grant whose reply arrives after the validity ran
+// out is released and reported the same way; it is never returned.
+//
+// An acquire that fails because ctx ended, or because the validity ran
+// out, leaves nothing behind, as Mutex.Lock's does: an acquire not yet sent
+// is not sent, and one that was is withdrawn before Acquire returns (the
+// server refuses it if it arrives later, and releases its grant if it was
+// made). If the server cannot be reached within the request timeout, the
+// SDK goes on withdrawing in the background; a grant the withdrawal never
+// reaches is released by the server when its ttl runs out. A "not
+// granted" after retries is followed by a withdrawal too: an earlier
+// attempt still on its way would be applied as a new try.
 //
 // Acquire fails with an error wrapping fence.ErrInvalidArgument for an
 // invalid name or a ttl outside fence.MinTTL..fence.MaxTTL, before sending
@@ -65,22 +74,45 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	vctx, cancel := c.until(ctx, validUntil, errTooLate)
 	defer cancel()
 	var resp *fencedv1.AcquireResponse
+	sends := 0 // attempts the server may have seen
 	err := c.retry(vctx, "acquire", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
 		r, err := ep.acquire(ctx, &fencedv1.AcquireRequest{
 			Name:      name,
 			TtlMs:     ttl.Milliseconds(),
 			RequestId: reqID,
 		})
+		if !errors.Is(err, errNotSent) {
+			sends++
+		}
 		resp = r
 		return err
 	})
+	// withdraw undoes the acquire, whatever became of it; the background
+	// retries stop when a grant would have run out anyway.
+	withdraw := func() {
+		if sends > 0 {
+			c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: name, RequestId: reqID, TtlMs: ttl.Milliseconds(), WithdrawSeq: 1}, context.Background(), sent.Add(ttl))
+		}
+	}
 	switch {
 	case err != nil && errors.Is(err, errTooLate) && ctx.Err() == nil:
-		return nil, fmt.Errorf("client: acquire %q: %w: no reply within the lock's validity; if it was granted, the server releases it within %v",
+		withdraw()
+		return nil, fmt.Errorf("client: acquire %q: %w: no reply within the lock's validity; the acquire was withdrawn (a grant the withdrawal cannot reach ends with its ttl of %v)",
 			name, fence.ErrLockLost, ttl)
 	case err != nil:
+		if ctx.Err() != nil {
+			withdraw()
+		}
 		return nil, fmt.Errorf("client: acquire %q: %w", name, err)
+	case resp.GetGranted() && ctx.Err() != nil:
+		withdraw()
+		return nil, fmt.Errorf("client: acquire %q: %w", name, ctx.Err())
 	case !resp.GetGranted():
+		if sends > 1 {
+			// An earlier attempt may still be on its way, and the server
+			// would apply it as a new try: withdraw it.
+			withdraw()
+		}
 		return nil, fmt.Errorf("client: acquire %q: %w: held by session %d", name, fence.ErrNotGranted, resp.GetHolder())
 	}
 	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), validUntil: validUntil}

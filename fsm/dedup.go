@@ -20,6 +20,10 @@ const (
 	replyReleased
 	replyAlreadyReleased
 	replyNotOwned
+	// replyWithdrawn marks an acquire that a release withdrew (see
+	// withdraw): a copy of it applied later is refused and changes
+	// nothing. Appended last: kinds are stored in snapshots.
+	replyWithdrawn
 )
 
 func releaseReply(r ReleaseResult) replyKind {
@@ -42,7 +46,7 @@ func (k replyKind) release() ReleaseResult {
 	return AlreadyReleased
 }
 
-func (k replyKind) isRelease() bool { return k >= replyReleased }
+func (k replyKind) isRelease() bool { return k >= replyReleased && k <= replyNotOwned }
 
 // reply is the remembered result of the request (session, seq).
 type reply struct {

@@ -86,6 +86,9 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		if ok && rep.kind == replyGranted {
 			return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
 		}
+		if ok && rep.kind == replyWithdrawn {
+			return Result{Err: fmt.Errorf("%w: request seq %d was withdrawn by a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
+		}
 	}
 	l := t.byName[name]
 	if l == nil {
@@ -123,6 +126,9 @@ func (t *lockTable) release(r *statev1.Release, now int64) Result {
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
+	if sid == 0 && r.GetRequestId() != "" {
+		return t.withdrawPerGrant(r, now)
+	}
 	s := m.sessions[sid]
 	if s != nil && seq > 0 {
 		rep, ok, err := s.replies.get(seq, name)
@@ -135,6 +141,9 @@ func (t *lockTable) release(r *statev1.Release, now int64) Result {
 		if ok {
 			return Result{Session: sid, Release: rep.kind.release()}
 		}
+	}
+	if w := r.GetWithdrawSeq(); w != 0 {
+		return t.withdraw(s, sid, seq, w, name, now)
 	}
 	l := t.byName[name]
 	var out ReleaseResult

@@ -110,7 +110,16 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 		c.Op = &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: name, Token: rapid.Uint64Range(0, 30).Draw(t, "token"),
 			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete"), RequestId: rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "kvreq")}}
 	case 8:
-		c.Op = &statev1.Command_Release{Release: &statev1.Release{Session: session, Seq: seq, Name: name}}
+		r := &statev1.Release{Session: session, Seq: seq, Name: name}
+		// Sometimes a withdrawal of an earlier (or a future) acquire, or of
+		// a per-grant acquire.
+		switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
+		case 0:
+			r.WithdrawSeq = rapid.Uint64Range(1, seqs[session]+2).Draw(t, "withdrawseq")
+		case 1:
+			r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = 0, 0, 1, 500, fmt.Sprint("r", now%4)
+		}
+		c.Op = &statev1.Command_Release{Release: r}
 	default:
 		c.Op = &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}
 	}

@@ -28,6 +28,16 @@ func (q *waitQueue) has(session uint64) bool {
 	return false
 }
 
+// queuedBy reports whether session is queued by the request seq.
+func (q *waitQueue) queuedBy(session, seq uint64) bool {
+	for _, w := range q.list {
+		if w.session == session {
+			return w.seq == seq
+		}
+	}
+	return false
+}
+
 // push queues w at the end unless its session is queued already.
 func (q *waitQueue) push(w waiter) bool {
 	if q.has(w.session) {

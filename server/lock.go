@@ -48,9 +48,12 @@ func validateAcquire(m *fencedv1.AcquireRequest) error {
 // call ends. When the wait ends without a grant the waiter is taken out of
 // the queue; if the grant won that race, the call returns it.
 //
-// A call that is cancelled while it waits may leave its session holding the
-// lock if the grant was applied at that moment; the caller learns of it by
-// retrying with the same seq, or releases it (the SDK does).
+// A call that is cancelled, in flight or while it waits, may leave its
+// session holding the lock if the grant was applied at that moment; the
+// caller learns of it by retrying with the same seq, or withdraws the
+// acquire with a Release whose withdraw_seq is the acquire's seq (the SDK
+// does): that undoes the acquire whether it was applied before or after
+// the release.
 func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1.AcquireRequest]) (*connect.Response[fencedv1.AcquireResponse], error) {
 	m := req.Msg
 	if err := validateAcquire(m); err != nil {
@@ -129,13 +132,16 @@ func (s *Server) wait(ctx context.Context, name string, session uint64, wait tim
 	return s.propose(cctx, &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}})
 }
 
-// Release implements LockServiceHandler.
+// Release implements LockServiceHandler. With withdraw_seq set it undoes
+// only that acquire of the session, or with session 0 and a request_id the
+// per-grant acquire made with them, whether the acquire is applied before
+// or after it.
 func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
 	m := req.Msg
-	if err := fence.ValidateName(m.Name); err != nil {
+	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name}}})
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs}}})
 	if err != nil {
 		return nil, toConnect(err)
 	}

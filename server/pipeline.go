@@ -47,10 +47,13 @@ func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[f
 			}
 			break
 		}
-		p.cancel(req.Cancel)
+		// Start the calls before the cancellations: a message may carry a
+		// call and its cancellation both, and the cancellation must not be
+		// lost because the call was not running yet.
 		for _, call := range req.Calls {
 			p.start(ctx, call)
 		}
+		p.cancel(req.Cancel)
 		select {
 		case err := <-writerDone:
 			cancelAll()

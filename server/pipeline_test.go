@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -167,5 +168,50 @@ func TestKeepAlive_ManyRenewalsInOneMessage(t *testing.T) {
 	}
 	if r := got[7]; r == nil || !r.Gone {
 		t.Fatalf("renewal of an unknown session: %v, want gone", r)
+	}
+}
+
+// A call and its cancellation in one message: the call is cancelled, not
+// left to wait.
+func TestPipeline_CancelInTheCallsMessage(t *testing.T) {
+	a := newAPI(t)
+	holder, waiter := a.session(t, 30000), a.session(t, 30000)
+	a.acquire(t, "m", holder, 1, 0)
+	p := a.pipeline(t)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "m", waiter, 1, 60000)}, Cancel: []uint64{1}})
+	answered := make(chan *fencedv1.PipelineResponse, 1)
+	go func() {
+		resp, _ := p.stream.Receive() // nil once the stream is closed
+		answered <- resp
+	}()
+	select {
+	case resp := <-answered:
+		if len(resp.GetResults()) != 1 || resp.GetResults()[0].GetAcquire().GetGranted() {
+			t.Fatalf("cancelled wait answered %v, want one answer, no grant", resp)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a call cancelled in its own message still waits after 10s")
+	}
+	waitFor(t, "the waiter to leave the queue", func() bool { return len(a.describe(t, "m").Waiters) == 0 })
+}
+
+// A release whose withdraw_seq names an acquire of the same session, sent
+// before it in one message, leaves the lock free whichever is applied
+// first.
+func TestPipeline_WithdrawOvertakingItsAcquire(t *testing.T) {
+	a := newAPI(t)
+	s, other := a.session(t, 30000), a.session(t, 30000)
+	p := a.pipeline(t)
+	for i := range uint64(50) {
+		name := "w" + strconv.FormatUint(i, 10)
+		seq := 2*i + 1
+		p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+			{Id: 2*i + 2, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: name, Session: s, WithdrawSeq: seq}}},
+			acquireCall(2*i+1, name, s, seq, 0),
+		}})
+		p.results(2)
+		if r, err := a.acquire(t, name, other, i+1, 0); err != nil || !r.Granted {
+			t.Fatalf("try %d: another session's acquire after the withdrawal: %v %v", i, r, err)
+		}
 	}
 }

@@ -2031,10 +2031,24 @@ func (x *AcquireResponse) GetHolder() uint64 {
 }
 
 type ReleaseRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Session       uint64                 `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Session uint64                 `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	// withdraw_seq, when not 0, is the seq of an acquire of this session and
+	// name whose outcome the caller gave up on (its call was cancelled). The
+	// release then takes effect as if applied after that acquire, whichever
+	// reaches the state machine first: if the acquire was applied, its grant
+	// is released or its wait ended; if not, it is withdrawn, and when it
+	// arrives it is refused and changes nothing.
+	WithdrawSeq uint64 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	// request_id, with session 0, names the per-grant session of an acquire
+	// made with session 0 and this request_id: withdraw_seq must then be 1
+	// (that acquire's seq in its session) and ttl_ms the acquire's ttl_ms.
+	// If the acquire has not arrived yet, a session of ttl_ms is created for
+	// it so that it is refused when it does.
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2086,6 +2100,27 @@ func (x *ReleaseRequest) GetSession() uint64 {
 func (x *ReleaseRequest) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+func (x *ReleaseRequest) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *ReleaseRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *ReleaseRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
 	}
 	return 0
 }
@@ -2880,11 +2915,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12&\n" +
 	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\x12\x16\n" +
-	"\x06holder\x18\x03 \x01(\x04R\x06holder\"P\n" +
+	"\x06holder\x18\x03 \x01(\x04R\x06holder\"\xa9\x01\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x03 \x01(\x04R\x03seq\"C\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\"C\n" +
 	"\x0fReleaseResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\"9\n" +
 	"\rVerifyRequest\x12\x12\n" +

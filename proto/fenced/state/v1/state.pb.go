@@ -644,10 +644,17 @@ func (x *Acquire) GetRequestId() string {
 }
 
 type Release struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// withdraw_seq, when not 0, is an acquire of this session and name to
+	// withdraw: if not applied yet, it is refused when it arrives.
+	WithdrawSeq uint64 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	// request_id and ttl_ms, with session 0, name the per-grant session of
+	// the acquire to withdraw (see the API's ReleaseRequest).
+	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -701,6 +708,27 @@ func (x *Release) GetName() string {
 		return x.Name
 	}
 	return ""
+}
+
+func (x *Release) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *Release) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Release) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
 }
 
 // CancelWait removes a session from a lock's queue.
@@ -1498,11 +1526,15 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"I\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xa2\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\":\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\":\n" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
