@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -105,7 +106,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 	srv.Start()
 	waitFor(t, 10*time.Second, func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.after) >= 200 })
 	cancel()
-	wg.Wait()
+	bounded.Wait(t, "workers", time.Minute, &wg)
 
 	var maxBefore uint64
 	owner := map[uint64]uint64{} // token -> session
