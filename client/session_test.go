@@ -92,13 +92,7 @@ func TestSession_Basics(t *testing.T) {
 // renewals fail, it enters jeopardy, then loses the session, which the
 // server expires in the end.
 func TestSession_JeopardyThenLost(t *testing.T) {
-	srv := testserver.Start(t)
-	api := lockAPI(srv.Addr())
-	p, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	api, p := proxiedServer(t)
 
 	const ttl = 3 * time.Second
 	c := newClient(t, []string{p.Addr()}, client.WithRequestTimeout(time.Second))
@@ -150,13 +144,7 @@ func TestSession_JeopardyThenLost(t *testing.T) {
 // the loss only when the server had already expired the session, or within
 // a few milliseconds of it.
 func TestSession_GivesUpBeforeServer(t *testing.T) {
-	srv := testserver.Start(t)
-	api := lockAPI(srv.Addr())
-	p, err := faultproxy.New(srv.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
+	api, p := proxiedServer(t)
 
 	// A margin large enough that a loaded machine's scheduling delays stay
 	// well inside it.
@@ -190,6 +178,20 @@ func TestSession_GivesUpBeforeServer(t *testing.T) {
 	if err := s.Err(); !errors.Is(err, client.ErrExpired) {
 		t.Errorf("Err() = %v, want client.ErrExpired", err)
 	}
+}
+
+// proxiedServer starts a server and a fault proxy in front of it, closed
+// when the test ends. It returns a raw API client of the server itself, to
+// look at its state past the proxy, and the proxy.
+func proxiedServer(t *testing.T) (fencedv1connect.LockServiceClient, *faultproxy.Proxy) {
+	t.Helper()
+	srv := testserver.Start(t)
+	p, err := faultproxy.New(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return lockAPI(srv.Addr()), p
 }
 
 // lockHolder returns the server's current grant of name, nil if none.
