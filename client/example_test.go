@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log"
 	"net/http"
 	"strings"
@@ -12,22 +13,31 @@ import (
 	"github.com/fenced-dev/fenced/client"
 )
 
-// The examples need a running fenced server, so they are compiled but not
-// run.
+// The examples run against a real single-node server started in this test
+// binary (see examples_server_test.go): endpoints() returns its address
+// where a program would list its cluster's, for example
+// []string{"10.0.0.1:7700", "10.0.0.2:7700", "10.0.0.3:7700"}.
 
 func ExampleNew() {
-	c, err := client.New([]string{"10.0.0.1:7700", "10.0.0.2:7700", "10.0.0.3:7700"},
-		client.WithRequestTimeout(2*time.Second))
+	c, err := client.New(endpoints(), client.WithRequestTimeout(2*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer c.Close()
+
+	st, err := c.ClusterStatus(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("members:", len(st.GetMembers()))
+	// Output:
+	// members: 1
 }
 
 // A session keeps every lock it holds alive with one renewal. Watch its
 // state to pause work while it is in jeopardy and stop when it is lost.
 func ExampleSession() {
-	c, err := client.New([]string{"127.0.0.1:7700"})
+	c, err := client.New(endpoints())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -39,25 +49,35 @@ func ExampleSession() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	defer s.Close(context.Background())
 
+	st, changed := s.Watch()
+	go func() {
+		// The work; here it ends at once and closes the session.
+		s.Close(context.Background())
+	}()
 	for {
-		st, changed := s.Watch()
 		switch st {
+		case client.StateValid:
+			fmt.Println("valid: working")
 		case client.StateJeopardy:
-			log.Printf("session %d: renewals failing, valid until %v", s.ID(), s.ValidUntil())
+			fmt.Printf("jeopardy: pausing, valid for %v more\n", time.Until(s.ValidUntil()))
 		case client.StateLost:
-			log.Printf("session %d lost: %v", s.ID(), s.Err())
+			fmt.Println("lost; closed:", errors.Is(s.Err(), client.ErrSessionClosed))
 			return
 		}
 		<-changed
+		st, changed = s.Watch()
 	}
+	// Output:
+	// valid: working
+	// lost; closed: true
 }
 
 // Jeopardy is the early warning: the session is still valid, but renewals
-// are not getting through.
+// are not getting through. A job checks it between steps and checkpoints
+// when it comes.
 func ExampleSession_Jeopardy() {
-	c, err := client.New([]string{"127.0.0.1:7700"})
+	c, err := client.New(endpoints())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -66,20 +86,28 @@ func ExampleSession_Jeopardy() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	select {
-	case <-s.Jeopardy():
-		log.Printf("in jeopardy: checkpoint now, %v left", time.Until(s.ValidUntil()))
-	case <-s.Done():
+	defer s.Close(context.Background())
+
+	for step := range 3 {
+		select {
+		case <-s.Jeopardy():
+			fmt.Printf("checkpoint before step %d: %v left\n", step, time.Until(s.ValidUntil()))
+			return
+		default:
+		}
+		fmt.Println("step", step)
 	}
-	<-s.Done()
-	log.Printf("lost: %v", s.Err())
+	// Output:
+	// step 0
+	// step 1
+	// step 2
 }
 
 // Lock waits in the server's queue. The work runs under the grant's
 // context and sends the fencing token with every write, so that a resource
 // can reject a write from a holder that lost the lock without noticing.
 func ExampleMutex_Lock() {
-	c, err := client.New([]string{"127.0.0.1:7700"})
+	c, err := client.New(endpoints())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -100,7 +128,7 @@ func ExampleMutex_Lock() {
 
 	// The request is cancelled if the grant is lost.
 	req, err := http.NewRequestWithContext(m.Context(), http.MethodPut,
-		"http://reports.internal/daily", strings.NewReader("..."))
+		reportsURL()+"/daily", strings.NewReader("..."))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -111,10 +139,13 @@ func ExampleMutex_Lock() {
 		log.Fatal(err)
 	}
 	resp.Body.Close()
+	fmt.Println(resp.Status)
+	// Output:
+	// 204 No Content
 }
 
 func ExampleMutex_TryLock() {
-	c, err := client.New([]string{"127.0.0.1:7700"})
+	c, err := client.New(endpoints())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -128,19 +159,21 @@ func ExampleMutex_TryLock() {
 	m := client.NewMutex(s, "compaction")
 	switch err := m.TryLock(context.Background()); {
 	case errors.Is(err, fence.ErrNotGranted):
-		log.Print("another process is compacting")
+		fmt.Println("another process is compacting")
 		return
 	case err != nil:
 		log.Fatal(err)
 	}
 	defer m.Unlock(context.Background())
-	log.Printf("compacting with token %v", m.Token())
+	fmt.Println("compacting with a token:", m.Token() > 0)
+	// Output:
+	// compacting with a token: true
 }
 
 // Acquire takes a lock with a TTL of its own and nothing to keep alive:
 // for a job that must finish within a known time.
 func ExampleClient_Acquire() {
-	c, err := client.New([]string{"127.0.0.1:7700"})
+	c, err := client.New(endpoints())
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -148,7 +181,7 @@ func ExampleClient_Acquire() {
 
 	l, err := c.Acquire(context.Background(), "nightly-backup", 30*time.Minute)
 	if errors.Is(err, fence.ErrNotGranted) {
-		log.Print("backup already running")
+		fmt.Println("backup already running")
 		return
 	}
 	if err != nil {
@@ -159,7 +192,11 @@ func ExampleClient_Acquire() {
 	// Context ends when the lock's validity runs out.
 	if err := runBackup(l.Context(), l.Token()); err != nil {
 		log.Print(err)
+		return
 	}
+	fmt.Println("backup done")
+	// Output:
+	// backup done
 }
 
 func runBackup(ctx context.Context, token fence.Token) error { return ctx.Err() }

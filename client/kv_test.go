@@ -10,6 +10,7 @@ import (
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/guard/guardtest"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
@@ -137,7 +138,7 @@ func TestKV_LargestValueThroughTheSDK(t *testing.T) {
 	if _, err := c.KVPut(ctx, "big", value, l.Token()); err != nil {
 		t.Fatalf("put of 1 MiB: %v", err)
 	}
-	if err := <-done; err != nil {
+	if err := bounded.Recv(t, "lock beside the put", bound, done); err != nil {
 		t.Fatalf("lock beside the put: %v", err)
 	}
 	e, err := c.KVGet(ctx, "big")

@@ -9,6 +9,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
@@ -127,7 +128,7 @@ func TestMutex_LockFIFO(t *testing.T) {
 	if err := holder.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
-	wg.Wait()
+	bounded.Wait(t, "waiters", bound, &wg)
 	prev := holder.Grant().Token
 	if len(order) != n {
 		t.Fatalf("%d waiters done, want %d", len(order), n)

@@ -16,6 +16,7 @@ import (
 	"github.com/fenced-dev/fenced/filefence"
 	"github.com/fenced-dev/fenced/guard"
 	"github.com/fenced-dev/fenced/guard/guardtest"
+	"github.com/fenced-dev/fenced/internal/bounded"
 )
 
 func ctx(t testing.TB) context.Context {
@@ -424,7 +425,7 @@ func TestDir_ConcurrentNames(t *testing.T) {
 			}
 		}()
 	}
-	wg.Wait()
+	bounded.Wait(t, "writers", time.Minute, &wg)
 	for i := range 8 {
 		name := string(rune('a' + i))
 		wantMark(t, d, name, 20)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/filefence"
+	"github.com/fenced-dev/fenced/internal/bounded"
 )
 
 // TestDir_LockedWaitsForContext holds a name's lock on another open file
@@ -47,7 +48,7 @@ func TestDir_LockedWaitsForContext(t *testing.T) {
 	go func() { done <- d.WriteFile(ctx(t), "out", 9, []byte("v9"), 0o644) }()
 	time.Sleep(20 * time.Millisecond)
 	syscall.Flock(int(lock.Fd()), syscall.LOCK_UN)
-	if err := <-done; err != nil {
+	if err := bounded.Recv(t, "write after the unlock", time.Minute, done); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(path, "out")); got != "v9" {

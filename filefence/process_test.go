@@ -3,6 +3,7 @@ package filefence_test
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -15,12 +16,22 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/filefence"
+	"github.com/fenced-dev/fenced/internal/bounded"
 )
 
+// helperTimeout bounds a helper process's life: one still running then is
+// killed, so that a stuck helper fails its test instead of hanging the
+// package until the test binary's timeout.
+const helperTimeout = 2 * time.Minute
+
 // helper returns a command that runs this test binary as the helper kind
-// (see TestMain) with the given environment.
-func helper(kind string, env ...string) *exec.Cmd {
-	cmd := exec.Command(os.Args[0])
+// (see TestMain) with the given environment. It is killed after
+// helperTimeout or when the test ends.
+func helper(t *testing.T, kind string, env ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), helperTimeout)
+	t.Cleanup(cancel)
+	cmd := exec.CommandContext(ctx, os.Args[0])
+	cmd.WaitDelay = time.Second
 	cmd.Env = append(os.Environ(), append([]string{"FILEFENCE_HELPER=" + kind}, env...)...)
 	return cmd
 }
@@ -45,7 +56,7 @@ func TestDir_Processes(t *testing.T) {
 	outs := make([]*bytes.Buffer, procs)
 	errs := make([]*bytes.Buffer, procs)
 	for i := range cmds {
-		cmds[i] = helper("writer", "FILEFENCE_DIR="+path, "FILEFENCE_NAME=published.txt",
+		cmds[i] = helper(t, "writer", "FILEFENCE_DIR="+path, "FILEFENCE_NAME=published.txt",
 			"FILEFENCE_WRITES="+strconv.Itoa(writes), "FILEFENCE_SEED="+strconv.FormatInt(time.Now().UnixNano()+int64(i), 10))
 		outs[i], errs[i] = new(bytes.Buffer), new(bytes.Buffer)
 		cmds[i].Stdout, cmds[i].Stderr = outs[i], errs[i]
@@ -114,7 +125,7 @@ func TestDir_CrashedWriter(t *testing.T) {
 	if err := d.WriteFile(ctx(t), "out", 5, []byte("v5"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := helper("crash", "FILEFENCE_DIR="+path, "FILEFENCE_NAME=out", "FILEFENCE_TOKEN=9")
+	cmd := helper(t, "crash", "FILEFENCE_DIR="+path, "FILEFENCE_NAME=out", "FILEFENCE_TOKEN=9")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +135,8 @@ func TestDir_CrashedWriter(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// A helper that never says ready is killed after helperTimeout, which
+	// ends this read.
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if line != "ready\n" {
 		cmd.Process.Kill()
@@ -178,7 +191,7 @@ func TestDir_CleanTempKeepsLiveWriter(t *testing.T) {
 			return err
 		})
 	}()
-	<-writing
+	bounded.Recv(t, "the write started", time.Minute, writing)
 	other := openDir(t, path) // Open cleans
 	if n, err := other.CleanTemp(); err != nil || n != 0 {
 		t.Fatalf("CleanTemp()=%d, %v; want 0 removed", n, err)
@@ -187,7 +200,7 @@ func TestDir_CleanTempKeepsLiveWriter(t *testing.T) {
 		t.Fatalf("temporary files during the write: %v, want the live writer's", tmp)
 	}
 	close(finish)
-	if err := <-done; err != nil {
+	if err := bounded.Recv(t, "the write", time.Minute, done); err != nil {
 		t.Fatal(err)
 	}
 	if got := readFile(t, filepath.Join(path, "out")); got != "live writer" {

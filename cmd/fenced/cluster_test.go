@@ -13,6 +13,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 )
 
@@ -160,7 +161,7 @@ func TestCluster_KillLeaderUnderLoad(t *testing.T) {
 	failover := firstAcquire(t, followers, killedAt)
 	eventually(t, "grants after the kill", 60*time.Second, func() bool { return count() >= before+100 })
 	close(stop)
-	wg.Wait()
+	bounded.Wait(t, "workers", time.Minute, &wg)
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -16,6 +16,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/guard"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 )
 
@@ -138,7 +139,7 @@ func startFenced(t *testing.T, env []string, args ...string) *fencedCmd {
 	t.Cleanup(func() {
 		syscall.Kill(-f.cmd.Process.Pid, syscall.SIGCONT)
 		syscall.Kill(-f.cmd.Process.Pid, syscall.SIGKILL)
-		<-f.done
+		bounded.Recv(t, "killed fenced exits", time.Minute, f.done)
 	})
 	return f
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 )
 
@@ -60,7 +61,7 @@ func TestCluster_GrowAndShrinkUnderLoad(t *testing.T) {
 			}
 		}()
 	}
-	defer func() { close(stop); wg.Wait() }()
+	defer func() { close(stop); bounded.Wait(t, "workers", time.Minute, &wg) }()
 	eventually(t, "load before growing", 30*time.Second, func() bool { return grants.Load() > 100 })
 
 	// raft-wal drops whole segments: wait until every member has dropped

@@ -14,6 +14,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -126,7 +127,7 @@ func TestCluster_PausedLeaderNeverConfirmsStaleGrant(t *testing.T) {
 	}()
 	time.Sleep(200 * time.Millisecond)
 	leader.Signal(syscall.SIGCONT)
-	if err := <-result; err != nil {
+	if err := bounded.Recv(t, "acquire through the old leader", time.Minute, result); err != nil {
 		t.Fatalf("the resumed old leader confirmed %v while session %d holds x with token %d", err, held.Grant().Session, held.Token())
 	}
 	eventually(t, "one leader, the old one a follower", 20*time.Second, func() bool {

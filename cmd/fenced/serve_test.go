@@ -12,6 +12,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/proctest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -106,7 +107,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 	srv.Start()
 	waitFor(t, 10*time.Second, func() bool { log.mu.Lock(); defer log.mu.Unlock(); return len(log.after) >= 200 })
 	cancel()
-	wg.Wait()
+	bounded.Wait(t, "workers", time.Minute, &wg)
 
 	var maxBefore uint64
 	owner := map[uint64]uint64{} // token -> session

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced-dev/fenced/internal/bounded"
 	"github.com/fenced-dev/fenced/internal/faultproxy"
 )
 
@@ -419,7 +420,7 @@ func TestProxy_Concurrent(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	close(stop)
-	wg.Wait()
+	bounded.Wait(t, "chatterers", time.Minute, &wg)
 
 	p.SetMode(faultproxy.Pass)
 	p.SetOneWay(faultproxy.ClientToServer, false)

@@ -5,6 +5,7 @@ package testserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"testing"
@@ -41,10 +42,22 @@ func WithTokenFloor(floor fence.Token) Option {
 // is shut down when the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
+	srv, err := Launch(t.TempDir(), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	return srv
+}
+
+// Launch is Start for code without a testing.TB, such as an Example: it
+// starts a server with its data in dataDir and waits until it is ready
+// (at most 20s). The caller stops it with Stop.
+func Launch(dataDir string, opts ...Option) (*Server, error) {
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Raft.PeerListen = "127.0.0.1:0"
-	cfg.Raft.DataDir = t.TempDir()
+	cfg.Raft.DataDir = dataDir
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	// A single node elects itself after one heartbeat timeout; keep tests quick.
 	cfg.Raft.HeartbeatTimeout = 100 * time.Millisecond
@@ -55,15 +68,21 @@ func Start(t testing.TB, opts ...Option) *Server {
 	}
 	srv, err := server.Start(cfg)
 	if err != nil {
-		t.Fatalf("start server: %v", err)
+		return nil, fmt.Errorf("start server: %w", err)
 	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		srv.Shutdown(ctx)
-	})
-	WaitReady(t, srv.Addr())
-	return &Server{Server: srv, Config: cfg}
+	s := &Server{Server: srv, Config: cfg}
+	if err := launch.WaitReady(context.Background(), srv.Addr(), 20*time.Second); err != nil {
+		s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Stop shuts the server down, waiting at most 10s.
+func (s *Server) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	s.Shutdown(ctx)
 }
 
 // WaitReady polls addr's /readyz until it answers 200, failing the test
