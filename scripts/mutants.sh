@@ -26,11 +26,11 @@ mutant() {
 }
 
 # The token counter: every grant takes the next token.
-mutant token-counter fsm/machine.go \
-  'm.lastToken++' 'm.lastToken += 0' ./fsm
+mutant token-counter fsm/tokens.go \
+  't.last++' 't.last += 0' ./fsm
 # FIFO: the lock goes to the waiter that queued first.
-mutant fifo-waiters fsm/lock.go \
-  'w := l.waiters[0]' 'w := l.waiters[len(l.waiters)-1]' ./fsm
+mutant fifo-waiters fsm/waitqueue.go \
+  'w := q.list[0]' 'w := q.list[len(q.list)-1]' ./fsm
 # The watermark rule (docs/design.md §5): below the watermark is stale...
 mutant rule-accepts-below rule.go \
   'if presented < mark {' 'if presented+1 < mark {' '. ./guard/...'
@@ -74,8 +74,8 @@ mutant client-margin-renewal-plus client/session.go \
 # an expiry older than the newest leadership.
 mutant expiry-stamp-older server/leader.go \
   'ExpireSession{Session: id, Term: term}' 'ExpireSession{Session: id, Term: term - 1}' ./cmd/fenced 'TestCluster_ExpiryTermAcrossLeaderChange'
-mutant expiry-older-applied fsm/machine.go \
-  'if op.ExpireSession.GetTerm() < m.leaderTerm {' 'if false && op.ExpireSession.GetTerm() < m.leaderTerm {' ./fsm
+mutant expiry-older-applied fsm/expiry.go \
+  'if e.GetTerm() < m.leaderTerm {' 'if false && e.GetTerm() < m.leaderTerm {' ./fsm
 
 if [ "${1:-}" = -l ]; then
   for i in "${!ids[@]}"; do
