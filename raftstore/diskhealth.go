@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
 
@@ -43,6 +45,9 @@ import (
 const (
 	// DiskOpLogAppend is appending entries to the Raft log.
 	DiskOpLogAppend = "log_append"
+	// DiskOpLogSegment is creating the next log segment file (raft-wal
+	// preallocates it), after the tail segment filled up.
+	DiskOpLogSegment = "log_segment"
 	// DiskOpLogTruncate is deleting log entries (compaction after a
 	// snapshot, or a follower dropping a deposed leader's entries).
 	DiskOpLogTruncate = "log_truncate"
@@ -135,7 +140,7 @@ func (m *diskMonitor) record(op string, err error) error {
 	}
 	ret := err
 	if errors.Is(err, types.ErrSealed) {
-		err = fmt.Errorf("%w: raft-wal could not create its next segment (see its \"rotate error\" log line) and does not try again; only a restart reopens the log", err)
+		err = fmt.Errorf("%w: raft-wal could not create its next segment (see log_segment) and does not try again; only a restart reopens the log", err)
 	}
 	if m.onError != nil {
 		m.onError(op, err)
@@ -168,7 +173,7 @@ func (m *diskMonitor) checkStall(op string, since time.Time) {
 	if !ok || !s.since.Equal(since) || m.stallErr != nil {
 		return
 	}
-	m.stallErr = fmt.Errorf("%w: %s has failed %d times for %v with no success, last: %v", ErrDiskStalled, op, s.count, m.stallAfter.Round(time.Millisecond), s.err)
+	m.stallErr = fmt.Errorf("%w: %s has failed %d times for %v with no success, last: %w", ErrDiskStalled, op, s.count, m.stallAfter.Round(time.Millisecond), s.err)
 	close(m.stalled)
 }
 
@@ -213,6 +218,29 @@ func (l monitoredLog) Set(key, val []byte) error {
 // SetUint64 implements raft.StableStore.
 func (l monitoredLog) SetUint64(key []byte, val uint64) error {
 	return l.m.record(DiskOpStable, l.logStore.SetUint64(key, val))
+}
+
+// segmentFiler returns raft-wal's segment files in dir, with the outcome
+// of every segment creation recorded: the cause of a stuck log (see above)
+// that raft-wal itself only logs. A nil m records nothing.
+func (m *diskMonitor) segmentFiler(dir string) types.SegmentFiler {
+	f := segment.NewFiler(dir, fs.New())
+	if m == nil {
+		return f
+	}
+	return monitoredFiler{SegmentFiler: f, m: m}
+}
+
+// monitoredFiler records the outcome of creating segment files.
+type monitoredFiler struct {
+	types.SegmentFiler
+	m *diskMonitor
+}
+
+// Create implements types.SegmentFiler.
+func (f monitoredFiler) Create(info types.SegmentInfo) (types.SegmentWriter, error) {
+	w, err := f.SegmentFiler.Create(info)
+	return w, f.m.record(DiskOpLogSegment, err)
 }
 
 // monitoredSnapshots is the snapshot store raft is given, with the outcome

@@ -98,7 +98,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	cleanup = append(cleanup, func() { _ = lock.release() })
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
-	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"))
+	// raft and raft-wal get the stores through wrappers that record every
+	// write's outcome (diskhealth.go).
+	disk := newDiskMonitor(cfg, logger)
+	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"), disk)
 	if err != nil {
 		return fail(err)
 	}
@@ -123,9 +126,6 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		return fail(fmt.Errorf("raftstore: invalid raft config: %w", err))
 	}
 
-	// raft gets the stores through wrappers that record every write's
-	// outcome (diskhealth.go).
-	disk := newDiskMonitor(cfg, logger)
 	mlogs, msnaps := monitoredLog{logStore: logs, m: disk}, monitoredSnapshots{SnapshotStore: snaps, m: disk}
 
 	hasState, err := raft.HasExistingState(logs, logs, snaps)

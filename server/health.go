@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/fenced-dev/fenced/raftstore"
@@ -52,8 +53,11 @@ func diskReason(h raftstore.DiskHealth) string {
 	if h.Stalled != nil {
 		return h.Stalled.Error()
 	}
-	f := h.Failing[0]
-	return fmt.Sprintf("cannot write to the data dir (%s) since %s: %v", f.Op, f.Since.UTC().Format(time.RFC3339Nano), f.Err)
+	parts := make([]string, len(h.Failing))
+	for i, f := range h.Failing {
+		parts[i] = fmt.Sprintf("%s failing since %s: %v", f.Op, f.Since.UTC().Format(time.RFC3339), f.Err)
+	}
+	return "cannot write to the data dir: " + strings.Join(parts, "; ")
 }
 
 // Failed returns a channel closed when the server cannot go on and its

@@ -46,7 +46,7 @@ func newMetrics(sm *stateMachine) *metrics {
 			Name: "fenced_forwarded_requests_total", Help: "API requests this follower forwarded to the leader.",
 		}),
 		diskErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fenced_disk_errors_total", Help: "Failed writes to the data dir, by op: log_append, log_truncate, stable (term and vote), snapshot.",
+			Name: "fenced_disk_errors_total", Help: "Failed writes to the data dir, by op: log_append, log_segment (creating the next segment file), log_truncate, stable (term and vote), snapshot.",
 		}, []string{"op"}),
 		proposeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a Raft entry (one command, or the commands proposed at the same moment) to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
@@ -75,7 +75,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
-	for _, op := range []string{raftstore.DiskOpLogAppend, raftstore.DiskOpLogTruncate, raftstore.DiskOpStable, raftstore.DiskOpSnapshot} {
+	for _, op := range []string{raftstore.DiskOpLogAppend, raftstore.DiskOpLogSegment, raftstore.DiskOpLogTruncate, raftstore.DiskOpStable, raftstore.DiskOpSnapshot} {
 		m.diskErrors.WithLabelValues(op)
 	}
 	return m

@@ -113,6 +113,7 @@ func serve(ctx context.Context, cfg server.Config) error {
 	case <-ctx.Done():
 	case <-srv.Failed():
 		failed = srv.Err()
+		cfg.Logger.Error("fenced: giving up on the data dir; shutting down to exit with status 1", "err", failed)
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -1,0 +1,259 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"github.com/fenced-dev/fenced/internal/proctest"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+)
+
+// diskTestArgs make a log segment fill after a few hundred entries, so that
+// the test reaches the creation of the next one quickly, and make the node
+// give up on its disk 4s after its log writes began to fail.
+var diskTestArgs = []string{"--wal-segment-size", "65536", "--disk-stall-timeout", "4s"}
+
+// stallExitLine is what the node says when it exits because its disk stalled.
+const stallExitLine = "exiting so that a supervisor restarts the node"
+
+// A server running as an unprivileged user whose WAL directory stops being
+// writable cannot create its next log segment: /healthz and /readyz turn
+// 503 with the reason, fenced_disk_errors_total counts the failures,
+// clients get errors rather than hanging, and the node exits non-zero
+// (raft-wal never retries a failed segment creation, so the node would
+// stay stuck until restarted); restarted once the directory is writable
+// again, it serves, and never repeats a token.
+func TestServe_UnwritableWALDirFailsHealthAndExits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the server runs as user nobody so that file permissions apply to it, and only root can start it so")
+	}
+	const nobody = 65534
+	base := t.TempDir()
+	// The test's temporary dirs are root's, mode 0700: let nobody through.
+	for _, d := range []string{filepath.Dir(base), base} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(base, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(dataDir, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	srv := newDiskTestServer(t, dataDir)
+	srv.Credential = &syscall.Credential{Uid: nobody, Gid: nobody}
+	srv.Start()
+
+	walDir := filepath.Join(dataDir, "raft", "wal")
+	checkDiskFailure(t, srv, "permission denied",
+		func() {
+			if err := os.Chmod(walDir, 0o500); err != nil {
+				t.Fatal(err)
+			}
+		},
+		func() {
+			if err := os.Chmod(walDir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		})
+}
+
+// A server whose filesystem fills up (a 2 MiB tmpfs) cannot create its next
+// log segment: the same as above, the cause being ENOSPC.
+func TestServe_FullFilesystemFailsHealthAndExits(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the data dir")
+	}
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a 2 MiB tmpfs at %s (%v): this test needs a small filesystem to fill", mnt, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	srv := newDiskTestServer(t, filepath.Join(mnt, "data"))
+	srv.Start()
+
+	filler := filepath.Join(mnt, "filler")
+	checkDiskFailure(t, srv, "no space left on device",
+		func() {
+			// Leave less room than one segment needs (it is preallocated)
+			// but enough for the meta database's term and vote updates.
+			var st syscall.Statfs_t
+			if err := syscall.Statfs(mnt, &st); err != nil {
+				t.Fatal(err)
+			}
+			free := int64(st.Bavail) * st.Bsize
+			if err := os.WriteFile(filler, make([]byte, free-40<<10), 0o600); err != nil {
+				t.Fatalf("fill the filesystem: %v", err)
+			}
+		},
+		func() {
+			if err := os.Remove(filler); err != nil {
+				t.Fatal(err)
+			}
+		})
+}
+
+// newDiskTestServer returns a server on free ports with its data in
+// dataDir, not yet started, killed when the test ends.
+func newDiskTestServer(t *testing.T, dataDir string) *proctest.Server {
+	addrs := proctest.FreeAddrs(t, 2)
+	srv := &proctest.Server{Addr: addrs[0], PeerAddr: addrs[1], DataDir: dataDir, Args: diskTestArgs}
+	srv.Init(t)
+	t.Cleanup(srv.Kill)
+	return srv
+}
+
+// checkDiskFailure takes locks on srv until one fails after breakDisk, then
+// checks what the node reports and that it exits; after fixDisk a restart
+// serves with a token above every token handed out before.
+// The creation of the next segment fails with an error that contains cause.
+func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDisk, fixDisk func()) {
+	base := "http://" + srv.Addr
+	// A client that hangs is a failure: bound every call.
+	hc := &http.Client{Timeout: 30 * time.Second}
+	sessions := fencedv1connect.NewSessionServiceClient(hc, base)
+	locks := fencedv1connect.NewLockServiceClient(hc, base)
+	ctx := context.Background()
+
+	sess, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
+		t.Fatalf("/healthz before the failure: %d %s", code, body)
+	}
+
+	breakDisk()
+	var maxToken uint64
+	var callErr error
+	for i := 0; i < 5000 && callErr == nil; i++ {
+		start := time.Now()
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("disk-%d", i), Session: sess.Msg.Session, Seq: uint64(i + 1)}))
+		if err != nil {
+			var netErr interface{ Timeout() bool }
+			if errors.As(err, &netErr) && netErr.Timeout() {
+				t.Fatalf("acquire %d hung for %v: %v", i, time.Since(start), err)
+			}
+			callErr = err
+			break
+		}
+		maxToken = max(maxToken, resp.Msg.GetGrant().GetToken())
+	}
+	if callErr == nil {
+		t.Fatalf("5000 acquires succeeded on a broken disk\n%s", srv.Log())
+	}
+	t.Logf("client error after the disk broke (max token before: %d): %v", maxToken, callErr)
+
+	// /healthz and /readyz say why, the metric counts the failures.
+	var health struct {
+		Status, Reason string
+		Failing        []struct{ Op, Error string }
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		code, body := get(t, base+"/healthz")
+		if code == http.StatusServiceUnavailable {
+			if err := json.Unmarshal([]byte(body), &health); err != nil {
+				t.Fatalf("/healthz body %q: %v", body, err)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/healthz still %d %s 10s after a write failed\n%s", code, body, srv.Log())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	failing := map[string]string{}
+	for _, f := range health.Failing {
+		failing[f.Op] = f.Error
+	}
+	if health.Status != "failing" || health.Reason == "" || failing["log_append"] == "" || !strings.Contains(failing["log_segment"], cause) {
+		t.Errorf("/healthz = %+v, want status failing with a reason, op log_append and op log_segment failing with %q", health, cause)
+	}
+	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "log_append") {
+		t.Errorf("/readyz = %d %q, want 503 naming log_append", code, body)
+	}
+	_, metrics := get(t, base+"/metrics")
+	for _, op := range []string{"log_append", "log_segment"} {
+		m := regexp.MustCompile(`fenced_disk_errors_total\{op="` + op + `"\} (\d+)`).FindStringSubmatch(metrics)
+		if m == nil {
+			t.Fatalf("no fenced_disk_errors_total{op=%q} in /metrics", op)
+		}
+		if n, _ := strconv.Atoi(m[1]); n < 1 {
+			t.Errorf("fenced_disk_errors_total{op=%q} = %s, want at least 1", op, m[1])
+		}
+	}
+	if !strings.Contains(metrics, "fenced_disk_ok 0") {
+		t.Errorf("/metrics lacks fenced_disk_ok 0")
+	}
+	// A later call fails too, and does not hang.
+	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "after", Session: sess.Msg.Session, Seq: 100000})); err == nil {
+		t.Errorf("acquire succeeded on a broken disk")
+	}
+
+	// The disk recovers; raft-wal stays stuck, so the node exits non-zero
+	// with the reason once --disk-stall-timeout has passed.
+	fixDisk()
+	if !srv.Wait(30 * time.Second) {
+		t.Fatalf("node still running 30s after its log writes began to fail\n%s", srv.Log())
+	}
+	if code := srv.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	if !strings.Contains(srv.Log(), stallExitLine) {
+		t.Errorf("log lacks %q:\n%s", stallExitLine, srv.Log())
+	}
+
+	// A restart (what a supervisor does) serves again, above every token.
+	srv.Start()
+	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
+		t.Fatalf("/healthz after restart: %d %s", code, body)
+	}
+	sess2, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
+	if err != nil {
+		t.Fatalf("CreateSession after restart: %v", err)
+	}
+	resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "restarted", Session: sess2.Msg.Session, Seq: 1}))
+	if err != nil {
+		t.Fatalf("Acquire after restart: %v\n%s", err, srv.Log())
+	}
+	if tok := resp.Msg.GetGrant().GetToken(); tok <= maxToken {
+		t.Fatalf("token %d after restart, want above %d (the highest handed out before)", tok, maxToken)
+	}
+}
+
+// get fetches url and returns the status code and body.
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("GET %s: %v", url, err)
+	}
+	return resp.StatusCode, string(body)
+}
