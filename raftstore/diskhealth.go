@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"log/slog"
+	"path/filepath"
 	"sort"
 	"sync"
 	"time"
@@ -228,18 +230,25 @@ func (m *diskMonitor) segmentFiler(dir string) types.SegmentFiler {
 	if m == nil {
 		return f
 	}
-	return monitoredFiler{SegmentFiler: f, m: m}
+	return monitoredFiler{SegmentFiler: f, dir: dir, m: m}
 }
 
 // monitoredFiler records the outcome of creating segment files.
 type monitoredFiler struct {
 	types.SegmentFiler
-	m *diskMonitor
+	dir string
+	m   *diskMonitor
 }
 
-// Create implements types.SegmentFiler.
+// Create implements types.SegmentFiler. The error recorded names the file
+// (preallocating it fails with a bare errno).
 func (f monitoredFiler) Create(info types.SegmentInfo) (types.SegmentWriter, error) {
 	w, err := f.SegmentFiler.Create(info)
+	var pathErr *iofs.PathError
+	if err != nil && !errors.As(err, &pathErr) {
+		f.m.record(DiskOpLogSegment, fmt.Errorf("create %s: %w", filepath.Join(f.dir, segment.FileName(info)), err))
+		return w, err
+	}
 	return w, f.m.record(DiskOpLogSegment, err)
 }
 

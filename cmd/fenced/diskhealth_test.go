@@ -174,6 +174,7 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	for {
 		code, body := get(t, base+"/healthz")
 		if code == http.StatusServiceUnavailable {
+			t.Logf("/healthz: %d %s", code, body)
 			if err := json.Unmarshal([]byte(body), &health); err != nil {
 				t.Fatalf("/healthz body %q: %v", body, err)
 			}
