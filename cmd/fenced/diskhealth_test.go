@@ -81,15 +81,7 @@ func TestServe_FullFilesystemFailsHealthAndExits(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to mount a small tmpfs for the data dir")
 	}
-	mnt := t.TempDir()
-	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=2m"); err != nil {
-		t.Skipf("cannot mount a 2 MiB tmpfs at %s (%v): this test needs a small filesystem to fill", mnt, err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(mnt, 0); err != nil {
-			t.Errorf("unmount %s: %v", mnt, err)
-		}
-	})
+	mnt := mountTmpfs(t)
 	srv := newDiskTestServer(t, filepath.Join(mnt, "data"))
 	srv.Start()
 
@@ -166,46 +158,29 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	t.Logf("client error after the disk broke (max token before: %d): %v", maxToken, callErr)
 
 	// /healthz and /readyz say why, the metric counts the failures.
-	var health struct {
-		Status, Reason string
-		Failing        []struct{ Op, Error string }
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var health healthReply
+	waitFor(t, 10*time.Second, func() bool {
 		code, body := get(t, base+"/healthz")
-		if code == http.StatusServiceUnavailable {
-			t.Logf("/healthz: %d %s", code, body)
-			if err := json.Unmarshal([]byte(body), &health); err != nil {
-				t.Fatalf("/healthz body %q: %v", body, err)
-			}
-			break
+		if code != http.StatusServiceUnavailable {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("/healthz still %d %s 10s after a write failed\n%s", code, body, srv.Log())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	failing := map[string]string{}
-	for _, f := range health.Failing {
-		failing[f.Op] = f.Error
-	}
+		t.Logf("/healthz: %d %s", code, body)
+		health = decodeHealth(t, body)
+		return true
+	})
+	failing := health.failing()
 	if health.Status != "failing" || health.Reason == "" || failing["log_append"] == "" || !strings.Contains(failing["log_segment"], cause) {
 		t.Errorf("/healthz = %+v, want status failing with a reason, op log_append and op log_segment failing with %q", health, cause)
 	}
 	if code, body := get(t, base+"/readyz"); code != http.StatusServiceUnavailable || !strings.Contains(body, "log_append") {
 		t.Errorf("/readyz = %d %q, want 503 naming log_append", code, body)
 	}
-	_, metrics := get(t, base+"/metrics")
 	for _, op := range []string{"log_append", "log_segment"} {
-		m := regexp.MustCompile(`fenced_disk_errors_total\{op="` + op + `"\} (\d+)`).FindStringSubmatch(metrics)
-		if m == nil {
-			t.Fatalf("no fenced_disk_errors_total{op=%q} in /metrics", op)
-		}
-		if n, _ := strconv.Atoi(m[1]); n < 1 {
-			t.Errorf("fenced_disk_errors_total{op=%q} = %s, want at least 1", op, m[1])
+		if n := diskErrors(t, base, op); n < 1 {
+			t.Errorf("fenced_disk_errors_total{op=%q} = %d, want at least 1", op, n)
 		}
 	}
-	if !strings.Contains(metrics, "fenced_disk_ok 0") {
+	if _, metrics := get(t, base+"/metrics"); !strings.Contains(metrics, "fenced_disk_ok 0") {
 		t.Errorf("/metrics lacks fenced_disk_ok 0")
 	}
 	// A later call fails too, and does not hang.
@@ -257,4 +232,152 @@ func get(t *testing.T, url string) (int, string) {
 		t.Fatalf("GET %s: %v", url, err)
 	}
 	return resp.StatusCode, string(body)
+}
+
+// A snapshot that cannot be written (the filesystem is full, while the log
+// still has room in its preallocated segment) turns /healthz 503 with op
+// snapshot and is counted; commits go on, the node does not exit, and once
+// there is room again the next snapshot succeeds and /healthz is 200 again
+// in the same process.
+func TestServe_FailedSnapshotRecoversInProcess(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the data dir")
+	}
+	mnt := mountTmpfs(t)
+	srv := newDiskTestServer(t, filepath.Join(mnt, "data"))
+	srv.Args = []string{"--wal-segment-size", "262144", "--disk-stall-timeout", "2s", "--snapshot-threshold", "1", "--snapshot-interval", "50ms"}
+	srv.Start()
+	base := "http://" + srv.Addr
+	hc := &http.Client{Timeout: 30 * time.Second}
+	sessions := fencedv1connect.NewSessionServiceClient(hc, base)
+	locks := fencedv1connect.NewLockServiceClient(hc, base)
+	ctx := context.Background()
+	sess, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	seq := uint64(0)
+	acquire := func() uint64 {
+		t.Helper()
+		seq++
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("snap-%d", seq), Session: sess.Msg.Session, Seq: seq}))
+		if err != nil {
+			t.Fatalf("acquire %d: %v\n%s", seq, err, srv.Log())
+		}
+		return resp.Msg.GetGrant().GetToken()
+	}
+	acquire()
+
+	filler := fillFilesystem(t, mnt)
+	// Commits go on (the segment is preallocated); each gives the next
+	// snapshot something new to cover.
+	var health healthReply
+	waitFor(t, 10*time.Second, func() bool {
+		acquire()
+		code, body := get(t, base+"/healthz")
+		if code != http.StatusServiceUnavailable {
+			return false
+		}
+		t.Logf("/healthz: %d %s", code, body)
+		health = decodeHealth(t, body)
+		return true
+	})
+	if !strings.Contains(health.failing()["snapshot"], "no space left on device") {
+		t.Errorf("/healthz = %+v, want op snapshot failing with ENOSPC", health)
+	}
+	if n := diskErrors(t, base, "snapshot"); n < 1 {
+		t.Errorf("fenced_disk_errors_total{op=\"snapshot\"} = %d, want at least 1", n)
+	}
+	// Longer than --disk-stall-timeout: a snapshot failure does not make
+	// the node give up.
+	time.Sleep(3 * time.Second)
+	if srv.Wait(10 * time.Millisecond) {
+		t.Fatalf("node exited on a snapshot failure\n%s", srv.Log())
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	last := acquire()
+	waitFor(t, 10*time.Second, func() bool {
+		code, _ := get(t, base+"/healthz")
+		return code == http.StatusOK
+	})
+	if tok := acquire(); tok <= last {
+		t.Fatalf("token %d after recovery, want above %d", tok, last)
+	}
+}
+
+// healthReply is the JSON /healthz answers.
+type healthReply struct {
+	Status, Reason string
+	Failing        []struct{ Op, Error string }
+}
+
+// failing returns the error of each failing op.
+func (h healthReply) failing() map[string]string {
+	m := map[string]string{}
+	for _, f := range h.Failing {
+		m[f.Op] = f.Error
+	}
+	return m
+}
+
+func decodeHealth(t *testing.T, body string) healthReply {
+	t.Helper()
+	var h healthReply
+	if err := json.Unmarshal([]byte(body), &h); err != nil {
+		t.Fatalf("/healthz body %q: %v", body, err)
+	}
+	return h
+}
+
+// diskErrors returns fenced_disk_errors_total{op} from the node's metrics.
+func diskErrors(t *testing.T, base, op string) int {
+	t.Helper()
+	_, metrics := get(t, base+"/metrics")
+	m := regexp.MustCompile(`fenced_disk_errors_total\{op="` + op + `"\} (\d+)`).FindStringSubmatch(metrics)
+	if m == nil {
+		t.Fatalf("no fenced_disk_errors_total{op=%q} in /metrics", op)
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// mountTmpfs mounts a 2 MiB tmpfs for the test, unmounted when it ends
+// (after the servers registered later are killed); the test is skipped
+// when the mount is refused.
+func mountTmpfs(t *testing.T) string {
+	t.Helper()
+	mnt := t.TempDir()
+	if err := syscall.Mount("tmpfs", mnt, "tmpfs", 0, "size=2m"); err != nil {
+		t.Skipf("cannot mount a 2 MiB tmpfs at %s (%v): this test needs a small filesystem to fill", mnt, err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(mnt, 0); err != nil {
+			t.Errorf("unmount %s: %v", mnt, err)
+		}
+	})
+	return mnt
+}
+
+// fillFilesystem fills the filesystem of dir to its last byte with a file
+// it returns the path of.
+func fillFilesystem(t *testing.T, dir string) string {
+	t.Helper()
+	path := filepath.Join(dir, "filler")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 4096)
+	for {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("fill %s: %v", dir, err)
+			}
+			return path
+		}
+	}
 }
