@@ -121,17 +121,8 @@ func newDiskTestServer(t *testing.T, dataDir string) *proctest.Server {
 // serves with a token above every token handed out before.
 // The creation of the next segment fails with an error that contains cause.
 func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDisk, fixDisk func()) {
-	base := "http://" + srv.Addr
-	// A client that hangs is a failure: bound every call.
-	hc := &http.Client{Timeout: 30 * time.Second}
-	sessions := fencedv1connect.NewSessionServiceClient(hc, base)
-	locks := fencedv1connect.NewLockServiceClient(hc, base)
-	ctx := context.Background()
-
-	sess, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
-	if err != nil {
-		t.Fatalf("CreateSession: %v", err)
-	}
+	c := newDiskClient(t, srv)
+	base := c.base
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK || !strings.Contains(body, `"status":"ok"`) {
 		t.Fatalf("/healthz before the failure: %d %s", code, body)
 	}
@@ -140,17 +131,9 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	var maxToken uint64
 	var callErr error
 	for i := 0; i < 5000 && callErr == nil; i++ {
-		start := time.Now()
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("disk-%d", i), Session: sess.Msg.Session, Seq: uint64(i + 1)}))
-		if err != nil {
-			var netErr interface{ Timeout() bool }
-			if errors.As(err, &netErr) && netErr.Timeout() {
-				t.Fatalf("acquire %d hung for %v: %v", i, time.Since(start), err)
-			}
-			callErr = err
-			break
-		}
-		maxToken = max(maxToken, resp.Msg.GetGrant().GetToken())
+		var tok uint64
+		tok, callErr = c.acquire(t)
+		maxToken = max(maxToken, tok)
 	}
 	if callErr == nil {
 		t.Fatalf("5000 acquires succeeded on a broken disk\n%s", srv.Log())
@@ -158,16 +141,7 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	t.Logf("client error after the disk broke (max token before: %d): %v", maxToken, callErr)
 
 	// /healthz and /readyz say why, the metric counts the failures.
-	var health healthReply
-	waitFor(t, 10*time.Second, func() bool {
-		code, body := get(t, base+"/healthz")
-		if code != http.StatusServiceUnavailable {
-			return false
-		}
-		t.Logf("/healthz: %d %s", code, body)
-		health = decodeHealth(t, body)
-		return true
-	})
+	health := waitUnhealthy(t, base, nil)
 	failing := health.failing()
 	if health.Status != "failing" || health.Reason == "" || failing["log_append"] == "" || !strings.Contains(failing["log_segment"], cause) {
 		t.Errorf("/healthz = %+v, want status failing with a reason, op log_append and op log_segment failing with %q", health, cause)
@@ -184,7 +158,7 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 		t.Errorf("/metrics lacks fenced_disk_ok 0")
 	}
 	// A later call fails too, and does not hang.
-	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "after", Session: sess.Msg.Session, Seq: 100000})); err == nil {
+	if _, err := c.acquire(t); err == nil {
 		t.Errorf("acquire succeeded on a broken disk")
 	}
 
@@ -206,15 +180,12 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz after restart: %d %s", code, body)
 	}
-	sess2, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
-	if err != nil {
-		t.Fatalf("CreateSession after restart: %v", err)
-	}
-	resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "restarted", Session: sess2.Msg.Session, Seq: 1}))
+	c.session = c.newSession(t)
+	tok, err := c.acquire(t)
 	if err != nil {
 		t.Fatalf("Acquire after restart: %v\n%s", err, srv.Log())
 	}
-	if tok := resp.Msg.GetGrant().GetToken(); tok <= maxToken {
+	if tok <= maxToken {
 		t.Fatalf("token %d after restart, want above %d (the highest handed out before)", tok, maxToken)
 	}
 }
@@ -247,41 +218,22 @@ func TestServe_FailedSnapshotRecoversInProcess(t *testing.T) {
 	srv := newDiskTestServer(t, filepath.Join(mnt, "data"))
 	srv.Args = []string{"--wal-segment-size", "262144", "--disk-stall-timeout", "2s", "--snapshot-threshold", "1", "--snapshot-interval", "50ms"}
 	srv.Start()
-	base := "http://" + srv.Addr
-	hc := &http.Client{Timeout: 30 * time.Second}
-	sessions := fencedv1connect.NewSessionServiceClient(hc, base)
-	locks := fencedv1connect.NewLockServiceClient(hc, base)
-	ctx := context.Background()
-	sess, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
-	if err != nil {
-		t.Fatalf("CreateSession: %v", err)
-	}
-	seq := uint64(0)
+	c := newDiskClient(t, srv)
+	base := c.base
 	acquire := func() uint64 {
 		t.Helper()
-		seq++
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("snap-%d", seq), Session: sess.Msg.Session, Seq: seq}))
+		tok, err := c.acquire(t)
 		if err != nil {
-			t.Fatalf("acquire %d: %v\n%s", seq, err, srv.Log())
+			t.Fatalf("acquire: %v\n%s", err, srv.Log())
 		}
-		return resp.Msg.GetGrant().GetToken()
+		return tok
 	}
 	acquire()
 
 	filler := fillFilesystem(t, mnt)
 	// Commits go on (the segment is preallocated); each gives the next
 	// snapshot something new to cover.
-	var health healthReply
-	waitFor(t, 10*time.Second, func() bool {
-		acquire()
-		code, body := get(t, base+"/healthz")
-		if code != http.StatusServiceUnavailable {
-			return false
-		}
-		t.Logf("/healthz: %d %s", code, body)
-		health = decodeHealth(t, body)
-		return true
-	})
+	health := waitUnhealthy(t, base, func() { acquire() })
 	if !strings.Contains(health.failing()["snapshot"], "no space left on device") {
 		t.Errorf("/healthz = %+v, want op snapshot failing with ENOSPC", health)
 	}
@@ -308,6 +260,52 @@ func TestServe_FailedSnapshotRecoversInProcess(t *testing.T) {
 	}
 }
 
+// diskClient calls one server, every call bounded (a client that hangs is
+// a failure), and takes locks of new names under one session.
+type diskClient struct {
+	base     string
+	sessions fencedv1connect.SessionServiceClient
+	locks    fencedv1connect.LockServiceClient
+	session  uint64
+	seq      uint64
+}
+
+func newDiskClient(t *testing.T, srv *proctest.Server) *diskClient {
+	t.Helper()
+	hc := &http.Client{Timeout: 30 * time.Second}
+	base := "http://" + srv.Addr
+	c := &diskClient{base: base, sessions: fencedv1connect.NewSessionServiceClient(hc, base), locks: fencedv1connect.NewLockServiceClient(hc, base)}
+	c.session = c.newSession(t)
+	return c
+}
+
+// newSession creates a session with a TTL of a minute.
+func (c *diskClient) newSession(t *testing.T) uint64 {
+	t.Helper()
+	resp, err := c.sessions.CreateSession(context.Background(), connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
+	if err != nil {
+		t.Fatalf("CreateSession: %v", err)
+	}
+	return resp.Msg.Session
+}
+
+// acquire takes a lock of a new name and returns its token, or the
+// server's error; it fails the test when the call hangs.
+func (c *diskClient) acquire(t *testing.T) (uint64, error) {
+	t.Helper()
+	c.seq++
+	start := time.Now()
+	resp, err := c.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("disk-%d", c.seq), Session: c.session, Seq: c.seq}))
+	if err != nil {
+		var netErr interface{ Timeout() bool }
+		if errors.As(err, &netErr) && netErr.Timeout() {
+			t.Fatalf("acquire %d hung for %v: %v", c.seq, time.Since(start), err)
+		}
+		return 0, err
+	}
+	return resp.Msg.GetGrant().GetToken(), nil
+}
+
 // healthReply is the JSON /healthz answers.
 type healthReply struct {
 	Status, Reason string
@@ -323,12 +321,25 @@ func (h healthReply) failing() map[string]string {
 	return m
 }
 
-func decodeHealth(t *testing.T, body string) healthReply {
+// waitUnhealthy waits up to 10s for /healthz at base to answer 503, calling
+// each (when not nil) before every try, and returns what it said.
+func waitUnhealthy(t *testing.T, base string, each func()) healthReply {
 	t.Helper()
 	var h healthReply
-	if err := json.Unmarshal([]byte(body), &h); err != nil {
-		t.Fatalf("/healthz body %q: %v", body, err)
-	}
+	waitFor(t, 10*time.Second, func() bool {
+		if each != nil {
+			each()
+		}
+		code, body := get(t, base+"/healthz")
+		if code != http.StatusServiceUnavailable {
+			return false
+		}
+		t.Logf("/healthz: %d %s", code, body)
+		if err := json.Unmarshal([]byte(body), &h); err != nil {
+			t.Fatalf("/healthz body %q: %v", body, err)
+		}
+		return true
+	})
 	return h
 }
 
