@@ -100,6 +100,18 @@ type Config struct {
 	// Default 5s.
 	ShutdownTimeout time.Duration
 
+	// DiskStallTimeout is how long appending to the log or storing the
+	// term and vote may fail without one success before the node gives up:
+	// Node.DiskStalled is closed, and the server exits so that a supervisor
+	// restarts it (a stuck raft-wal recovers only by reopening the log).
+	// 0 never gives up. Default 30s.
+	DiskStallTimeout time.Duration
+
+	// OnDiskError, when set, is called for every failed write to the data
+	// dir with its kind (a DiskOp constant) and error, for a metric. It
+	// runs on raft's goroutines and must be quick.
+	OnDiskError func(op string, err error)
+
 	// Logger receives the node's logs and those of hashicorp/raft and
 	// raft-wal. Nil means slog.Default().
 	Logger *slog.Logger
@@ -168,6 +180,7 @@ func DefaultConfig() Config {
 		TrailingLogs:       10240,
 		SnapshotRetain:     2,
 		ShutdownTimeout:    5 * time.Second,
+		DiskStallTimeout:   30 * time.Second,
 	}
 }
 
@@ -224,6 +237,9 @@ func (c Config) Validate() error {
 	}
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown timeout is %v; want 0 or more", c.ShutdownTimeout)
+	}
+	if c.DiskStallTimeout < 0 {
+		bad("disk stall timeout is %v; want 0 (never give up) or more", c.DiskStallTimeout)
 	}
 
 	if len(c.InitialCluster) > 0 {

@@ -43,6 +43,14 @@
 // the same for the leader this node knows of, fed by raft's leader
 // observations.
 //
+// Every write to the data dir is recorded: DiskHealth lists the kinds of
+// write (DiskOpLogAppend, DiskOpLogSegment, DiskOpLogTruncate, DiskOpStable,
+// DiskOpSnapshot) whose last attempt failed, Config.OnDiskError counts them,
+// and DiskStalled is closed once log or stable writes have failed for
+// Config.DiskStallTimeout without a success, for the process to exit and be
+// restarted (a raft-wal that could not create its next segment recovers only
+// by reopening; see diskhealth.go).
+//
 // Basic use:
 //
 //	cfg := raftstore.DefaultConfig()

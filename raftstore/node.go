@@ -29,6 +29,7 @@ type Node struct {
 	trans  *raft.NetworkTransport
 	logs   *logStore
 	lock   *dirLock
+	disk   *diskMonitor
 
 	// mu guards closing, lead and known, and orders inflight.Add before
 	// inflight.Wait.
@@ -97,7 +98,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	cleanup = append(cleanup, func() { _ = lock.release() })
 
 	raftDir := filepath.Join(cfg.DataDir, "raft")
-	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"))
+	// raft and raft-wal get the stores through wrappers that record every
+	// write's outcome (diskhealth.go).
+	disk := newDiskMonitor(cfg, logger)
+	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"), disk)
 	if err != nil {
 		return fail(err)
 	}
@@ -121,6 +125,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err := raft.ValidateConfig(rc); err != nil {
 		return fail(fmt.Errorf("raftstore: invalid raft config: %w", err))
 	}
+
+	mlogs, msnaps := monitoredLog{logStore: logs, m: disk}, monitoredSnapshots{SnapshotStore: snaps, m: disk}
 
 	hasState, err := raft.HasExistingState(logs, logs, snaps)
 	if err != nil {
@@ -148,7 +154,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		logger.Info("raft: no state and no bootstrap; waiting to be added to a cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
 	}
 
-	r, err := raft.NewRaft(rc, fsm, logs, logs, snaps, trans)
+	r, err := raft.NewRaft(rc, fsm, mlogs, mlogs, msnaps, trans)
 	if err != nil {
 		return fail(fmt.Errorf("start raft in %s: %w", raftDir, err))
 	}
@@ -160,6 +166,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		trans:     trans,
 		logs:      logs,
 		lock:      lock,
+		disk:      disk,
 		fsm:       fsm,
 		sm:        sm,
 		watchStop: make(chan struct{}),

@@ -53,7 +53,8 @@ type logStore struct {
 
 // openLogStore opens or creates the write-ahead log in dir, creating dir
 // with mode 0700 when missing.
-func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, error) {
+// disk, when not nil, records the creation of every segment file.
+func openLogStore(dir string, segmentSize int, logger hclog.Logger, disk *diskMonitor) (*logStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
@@ -61,7 +62,7 @@ func openLogStore(dir string, segmentSize int, logger hclog.Logger) (*logStore, 
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}
-	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger), wal.WithSegmentSize(segmentSize))
+	w, err := wal.Open(dir, wal.WithMetaStore(meta), wal.WithLogger(logger), wal.WithSegmentSize(segmentSize), wal.WithSegmentFiler(disk.segmentFiler(dir)))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)

@@ -5,6 +5,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/raftstore"
 )
 
 // metrics are the server's Prometheus metrics, on a registry of its own so
@@ -17,6 +18,7 @@ type metrics struct {
 	staleSession    prometheus.Counter
 	kvWrites        *prometheus.CounterVec
 	forwarded       prometheus.Counter
+	diskErrors      *prometheus.CounterVec
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
 }
@@ -43,6 +45,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		forwarded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_forwarded_requests_total", Help: "API requests this follower forwarded to the leader.",
 		}),
+		diskErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_disk_errors_total", Help: "Failed writes to the data dir, by op: log_append, log_segment (creating the next segment file), log_truncate, stable (term and vote), snapshot.",
+		}, []string{"op"}),
 		proposeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_commit_duration_seconds", Help: "Time from proposing a Raft entry (one command, or the commands proposed at the same moment) to its commit and apply (Raft round trip with fsync).", Buckets: buckets,
 		}),
@@ -58,7 +63,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.proposeDuration, m.applyDuration,
+		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
@@ -70,5 +75,20 @@ func newMetrics(sm *stateMachine) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	for _, op := range []string{raftstore.DiskOpLogAppend, raftstore.DiskOpLogSegment, raftstore.DiskOpLogTruncate, raftstore.DiskOpStable, raftstore.DiskOpSnapshot} {
+		m.diskErrors.WithLabelValues(op)
+	}
 	return m
+}
+
+// watchDisk adds the gauge of node's disk health.
+func (m *metrics) watchDisk(node *raftstore.Node) {
+	m.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenced_disk_ok", Help: "1 while every kind of write to the data dir succeeded last time, 0 otherwise (see /healthz).",
+	}, func() float64 {
+		if node.DiskHealth().OK() {
+			return 1
+		}
+		return 0
+	}))
 }

@@ -80,6 +80,7 @@ func Start(cfg Config) (*Server, error) {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
 	s.sm.beforeApply = func(index uint64) { obs.index = index }
+	cfg.Raft.OnDiskError = func(op string, err error) { s.metrics.diskErrors.WithLabelValues(op).Inc() }
 	cfg.Raft.OnApply = func(d time.Duration, err error) {
 		if err == nil {
 			s.metrics.proposeDuration.Observe(d.Seconds())
@@ -96,6 +97,7 @@ func Start(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.node, s.ln = node, ln
+	s.metrics.watchDisk(node)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	s.http = &http.Server{
@@ -144,16 +146,19 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
+	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	return s.forwarding(mux)
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and
-// has finished taking over, or it knows a leader. 503 otherwise.
+// has finished taking over, or it knows a leader, and its disk takes
+// writes (see healthz). 503 otherwise.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if h := s.node.DiskHealth(); !h.OK() {
+		http.Error(w, "not ready: "+diskReason(h), http.StatusServiceUnavailable)
+		return
+	}
 	var issuer string
 	s.sm.read(func(m *fsm.Machine) { issuer = m.Issuer() })
 	id, _ := s.node.Leader()

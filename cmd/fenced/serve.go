@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -87,6 +88,7 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "snapshot-threshold", cfg.Raft.SnapshotThreshold, "log entries since the last snapshot that trigger a new snapshot and log compaction")
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
+	f.DurationVar(&cfg.Raft.DiskStallTimeout, "disk-stall-timeout", cfg.Raft.DiskStallTimeout, "exit (status 1) when writes to the Raft log have failed this long without a success, so a supervisor restarts the node; 0 never exits")
 	f.IntVar(&cfg.Raft.WALSegmentSize, "wal-segment-size", 0, "bytes per Raft log segment; the log is compacted a whole segment at a time (default 64 MiB)")
 	// Hooks for the fault harness (fenced check); hidden. The faults exist
 	// only in a test build (serve_faults_on.go).
@@ -106,8 +108,21 @@ func serve(ctx context.Context, cfg server.Config) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "fenced: serving on %s (peer %s, data %s)\n", srv.Addr(), srv.PeerAddr(), cfg.Raft.DataDir)
-	<-ctx.Done()
+	var failed error
+	select {
+	case <-ctx.Done():
+	case <-srv.Failed():
+		failed = srv.Err()
+		cfg.Logger.Error("fenced: giving up on the data dir; shutting down to exit with status 1", "err", failed)
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	return srv.Shutdown(sctx)
+	err = srv.Shutdown(sctx)
+	if failed != nil {
+		// Exit non-zero so that a supervisor restarts the node: a restart
+		// reopens the log, and the node serves again once its disk takes
+		// writes (docs/design.md §11).
+		return errors.Join(fmt.Errorf("%w; exiting so that a supervisor restarts the node once the disk takes writes again", failed), err)
+	}
+	return err
 }

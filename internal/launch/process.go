@@ -22,6 +22,10 @@ type Spec struct {
 	// signal to the caller's group (Ctrl-C in a terminal) does not reach
 	// it: the caller decides when it stops.
 	OwnGroup bool
+	// Credential, if set, runs the process as that user and group (the
+	// caller must be allowed to switch to them: root). Tests use it to run
+	// a server that file permissions apply to.
+	Credential *syscall.Credential
 	// OnExit, if set, runs once the process has exited, before Done is
 	// closed (for example to close the file Out writes to).
 	OnExit func()
@@ -39,8 +43,8 @@ func Start(s Spec) (*Process, error) {
 	cmd := exec.Command(s.Bin, s.Args...)
 	cmd.Env = append(os.Environ(), s.Env...)
 	cmd.Stdout, cmd.Stderr = s.Out, s.Out
-	if s.OwnGroup {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if s.OwnGroup || s.Credential != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: s.OwnGroup, Credential: s.Credential}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", s.Bin, err)

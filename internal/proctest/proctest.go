@@ -59,6 +59,12 @@ func (b *build) get(t testing.TB) string {
 			b.err = err
 			return
 		}
+		// Any user may run the binary: a test can start a server as an
+		// unprivileged user (Server.Credential).
+		if err := os.Chmod(dir, 0o755); err != nil {
+			b.err = err
+			return
+		}
 		b.path = filepath.Join(dir, "fenced")
 		_, file, _, _ := runtime.Caller(0)
 		root := filepath.Join(filepath.Dir(file), "..", "..")
@@ -99,6 +105,9 @@ type Server struct {
 	Args     []string // extra flags
 	Env      []string // extra environment
 	Faults   bool     // run the test build (FaultBinary), for its fault hooks
+	// Credential, if set, runs the process as that user (the test must run
+	// as root); the data dir must be theirs.
+	Credential *syscall.Credential
 
 	t    testing.TB
 	mu   sync.Mutex
@@ -138,7 +147,7 @@ func (s *Server) StartNoWait() {
 	if s.Faults {
 		bin = FaultBinary(s.t)
 	}
-	p, err := launch.Start(launch.Spec{Bin: bin, Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Out: &lockedWriter{&s.mu, &s.log}})
+	p, err := launch.Start(launch.Spec{Bin: bin, Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Credential: s.Credential, Out: &lockedWriter{&s.mu, &s.log}})
 	if err != nil {
 		s.t.Fatalf("start fenced serve: %v", err)
 	}
