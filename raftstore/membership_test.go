@@ -38,6 +38,9 @@ func TestNode_Membership(t *testing.T) {
 		cfg := testConfig(t, t.TempDir())
 		cfg.NodeID = id
 		cfg.Bootstrap = i == 0
+		// A leadership transfer must finish within one election timeout;
+		// 50 ms is too short for a loaded machine running the race detector.
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 300*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond
 		nodes[i] = open(t, cfg, &counter{})
 	}
 	n1 := nodes[0]
