@@ -70,7 +70,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
-	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs())
+	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetQuota())
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -91,6 +91,15 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if l == nil {
 		l = &lock{name: name}
 		t.byName[name] = l
+	}
+	if l.holder == 0 || (l.holder != sid && a.GetWait() && !l.queue.has(sid)) {
+		if err := checkHoldQuota(s, a.GetQuota(), l.holder != 0); err != nil {
+			t.dropIfIdle(name)
+			if created {
+				m.endSession(sid, OneShotUnused, now)
+			}
+			return Result{Err: err}
+		}
 	}
 	switch {
 	case l.holder == 0:

@@ -1,0 +1,129 @@
+package fsm_test
+
+import (
+	"errors"
+	"testing"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+var testQuota = &statev1.Quota{Owner: "10.0.0.1", MaxSessions: 2, MaxHeld: 2, MaxWaiting: 1}
+
+func ownedSession(m *fsm.Machine, q *statev1.Quota) fsm.Result {
+	return m.Apply(&statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000, Quota: q}}})
+}
+
+func quotaAcquire(m *fsm.Machine, session uint64, name string, wait bool, q *statev1.Quota) fsm.Result {
+	return m.Apply(&statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: session, Name: name, Wait: wait, TtlMs: 1000, Quota: q}}})
+}
+
+func wantQuotaError(t *testing.T, res fsm.Result, resource string) {
+	t.Helper()
+	var qe *fsm.QuotaError
+	if !errors.As(res.Err, &qe) || !errors.Is(res.Err, fence.ErrLimitExceeded) || qe.Resource != resource {
+		t.Fatalf("result %+v: want a QuotaError on %s matching ErrLimitExceeded", res, resource)
+	}
+}
+
+func TestQuota_SessionsPerOwner(t *testing.T) {
+	m := newMachine(t)
+	a, b := ownedSession(m, testQuota), ownedSession(m, testQuota)
+	if a.Err != nil || b.Err != nil {
+		t.Fatalf("create: %v, %v", a.Err, b.Err)
+	}
+	wantQuotaError(t, ownedSession(m, testQuota), fsm.QuotaSessions)
+	// A per-grant session counts too, and its refusal leaves nothing.
+	wantQuotaError(t, quotaAcquire(m, 0, "job", false, testQuota), fsm.QuotaSessions)
+	if got := m.SessionCount(); got != 2 {
+		t.Fatalf("SessionCount()=%d after refusals, want 2", got)
+	}
+	// Another owner is not limited by this one's sessions.
+	other := &statev1.Quota{Owner: "10.0.0.2", MaxSessions: 2}
+	if res := ownedSession(m, other); res.Err != nil {
+		t.Fatalf("other owner: %v", res.Err)
+	}
+	// Ending a session frees its place.
+	if res := m.Apply(&statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: a.Session}}}); !res.Ended {
+		t.Fatalf("close: %+v", res)
+	}
+	if res := ownedSession(m, testQuota); res.Err != nil {
+		t.Fatalf("create after close: %v", res.Err)
+	}
+	// No quota (an older leader's command) is no limit.
+	for range 3 {
+		if res := ownedSession(m, nil); res.Err != nil {
+			t.Fatalf("create without quota: %v", res.Err)
+		}
+	}
+}
+
+func TestQuota_GrantsAndWaitersPerOwner(t *testing.T) {
+	m := newMachine(t)
+	s1, s2 := ownedSession(m, testQuota).Session, ownedSession(m, testQuota).Session
+	for _, name := range []string{"a", "b"} {
+		if res := quotaAcquire(m, s1, name, false, testQuota); !res.Granted {
+			t.Fatalf("acquire %s: %+v", name, res)
+		}
+	}
+	// The owner holds 2 over its sessions: a third grant is refused,
+	// and the refusal leaves no lock behind.
+	wantQuotaError(t, quotaAcquire(m, s2, "c", false, testQuota), fsm.QuotaHeld)
+	if info := m.Lock("c"); info.Held() || len(info.Waiters) > 0 {
+		t.Fatalf("lock c after refusal: %+v", info)
+	}
+	// Re-acquiring what a session holds takes no new grant.
+	if res := quotaAcquire(m, s1, "a", false, testQuota); !res.Granted {
+		t.Fatalf("re-acquire a: %+v", res)
+	}
+	// Waiters: one place in a queue, then refused.
+	other := createSession(t, m)
+	if res := acquire(m, other, 1, "x", false); !res.Granted {
+		t.Fatalf("other acquire x: %+v", res)
+	}
+	if res := acquire(m, other, 2, "y", false); !res.Granted {
+		t.Fatalf("other acquire y: %+v", res)
+	}
+	if res := quotaAcquire(m, s2, "x", true, testQuota); !res.Queued {
+		t.Fatalf("queue on x: %+v", res)
+	}
+	if res := quotaAcquire(m, s2, "x", true, testQuota); !res.Queued {
+		t.Fatalf("queue again on x (already queued): %+v", res)
+	}
+	wantQuotaError(t, quotaAcquire(m, s2, "y", true, testQuota), fsm.QuotaWaiting)
+	if got := m.Lock("y").Waiters; len(got) != 0 {
+		t.Fatalf("waiters of y after refusal: %v", got)
+	}
+	if s, h, w := m.Usage(testQuota.Owner); s != 2 || h != 2 || w != 1 {
+		t.Fatalf("Usage()=%d,%d,%d, want 2,2,1", s, h, w)
+	}
+	// The counts survive a snapshot.
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	if s, h, w := r.Usage(testQuota.Owner); s != 2 || h != 2 || w != 1 {
+		t.Fatalf("restored Usage()=%d,%d,%d, want 2,2,1", s, h, w)
+	}
+	// A promoted waiter is never refused; ending the sessions frees all.
+	if res := release(m, other, 3, "x"); res.Release != fsm.Released {
+		t.Fatalf("release x: %+v", res)
+	}
+	if info := m.Lock("x"); info.Holder.Session != s2 {
+		t.Fatalf("x after release: %+v, want held by %d", info, s2)
+	}
+	if s, h, w := m.Usage(testQuota.Owner); s != 2 || h != 3 || w != 0 {
+		t.Fatalf("Usage() after promotion=%d,%d,%d, want 2,3,0", s, h, w)
+	}
+	for _, s := range []uint64{s1, s2} {
+		m.Apply(&statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: s}}})
+	}
+	if s, h, w := m.Usage(testQuota.Owner); s != 0 || h != 0 || w != 0 {
+		t.Fatalf("Usage() after close=%d,%d,%d, want 0,0,0", s, h, w)
+	}
+}
