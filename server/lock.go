@@ -56,11 +56,16 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
+	if m.Session == 0 {
+		if err := h.s.allowSession(ctx); err != nil {
+			return nil, toConnect(err)
+		}
+	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
-		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId,
+		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx),
 	}}})
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, toConnect(h.s.limitErr(err))
 	}
 	if res.Queued {
 		res, err = h.s.wait(ctx, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
