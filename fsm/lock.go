@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -261,26 +259,6 @@ func (t *lockTable) info(l *lock) LockInfo {
 		info.Holder = t.grantOf(l)
 	}
 	return info
-}
-
-// Locks returns up to limit locks whose names start with prefix, sorted by
-// name. limit <= 0 means no limit.
-func (m *Machine) Locks(prefix string, limit int) []LockInfo {
-	names := make([]string, 0, len(m.locks.byName))
-	for name := range m.locks.byName {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
-	}
-	out := make([]LockInfo, len(names))
-	for i, name := range names {
-		out[i] = m.locks.info(m.locks.byName[name])
-	}
-	return out
 }
 
 // WaiterCount returns the number of queued acquires over all locks.
