@@ -147,3 +147,47 @@ func TestServeLimits_BadFlagRefused(t *testing.T) {
 		t.Fatalf("serve --max-conns -1: exit %d, stderr %q; want a refusal naming the flag", code, stderr)
 	}
 }
+
+// sessionsFrom returns a SessionService client whose connections come
+// from the local address ip.
+func sessionsFrom(ip, addr string) fencedv1connect.SessionServiceClient {
+	tr := &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}).DialContext}
+	return fencedv1connect.NewSessionServiceClient(&http.Client{Transport: tr}, "http://"+addr)
+}
+
+// TestServeLimits_ForwardedCallChargedToItsClient: a call a follower
+// forwards is charged to the client's source, not to the follower's, and
+// a client cannot claim another source by sending the forwarding headers.
+func TestServeLimits_ForwardedCallChargedToItsClient(t *testing.T) {
+	servers := proctest.StartCluster(t, 3, "--max-sessions-per-source", "1")
+	leader, followers := leaderOf(t, servers)
+	ctx := context.Background()
+	create := func(c fencedv1connect.SessionServiceClient, header map[string]string) error {
+		req := connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000})
+		for k, v := range header {
+			req.Header().Set(k, v)
+		}
+		_, err := c.CreateSession(ctx, req)
+		return err
+	}
+	// 127.0.0.1 (the members' host) uses its one session at the leader.
+	if err := create(sessionsFrom("127.0.0.1", leader.Addr), nil); err != nil {
+		t.Fatal(err)
+	}
+	// 127.0.0.2 through a follower: charged to 127.0.0.2, so allowed.
+	if err := create(sessionsFrom("127.0.0.2", followers[0].Addr), nil); err != nil {
+		t.Fatalf("forwarded create from 127.0.0.2: %v", err)
+	}
+	// Its second one is over its quota.
+	if err := create(sessionsFrom("127.0.0.2", followers[1].Addr), nil); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("second forwarded create from 127.0.0.2: %v, want ResourceExhausted", err)
+	}
+	// 127.0.0.3 claiming to be a forward of 127.0.0.9 is charged as itself.
+	spoof := map[string]string{"X-Fenced-Source": "127.0.0.9", "X-Fenced-Forwarded-By": "n2"}
+	if err := create(sessionsFrom("127.0.0.3", leader.Addr), spoof); err != nil {
+		t.Fatal(err)
+	}
+	if err := create(sessionsFrom("127.0.0.3", leader.Addr), spoof); connect.CodeOf(err) != connect.CodeResourceExhausted {
+		t.Fatalf("second create from 127.0.0.3 claiming another source: %v, want ResourceExhausted", err)
+	}
+}
