@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 )
@@ -11,21 +12,27 @@ import (
 // pages: an item added behind the cursor is missed, one removed is not
 // returned.
 
+// keysAfter returns, sorted, up to limit keys of byKey above after that
+// keep accepts, and whether more follow.
+func keysAfter[K cmp.Ordered, V any](byKey map[K]V, after K, keep func(K) bool, limit int) ([]K, bool) {
+	var keys []K
+	for k := range byKey {
+		if k > after && keep(k) {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	if len(keys) > limit {
+		return keys[:limit], true
+	}
+	return keys, false
+}
+
 // LocksAfter returns up to limit locks whose names start with prefix and
 // sort after after ("" for the first page), by name, and whether more
 // follow. limit must be positive.
 func (m *Machine) LocksAfter(prefix, after string, limit int) ([]LockInfo, bool) {
-	var names []string
-	for name := range m.locks.byName {
-		if strings.HasPrefix(name, prefix) && name > after {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	more := len(names) > limit
-	if more {
-		names = names[:limit]
-	}
+	names, more := keysAfter(m.locks.byName, after, func(name string) bool { return strings.HasPrefix(name, prefix) }, limit)
 	out := make([]LockInfo, len(names))
 	for i, name := range names {
 		out[i] = m.locks.info(m.locks.byName[name])
@@ -36,17 +43,7 @@ func (m *Machine) LocksAfter(prefix, after string, limit int) ([]LockInfo, bool)
 // SessionsAfter returns up to limit live sessions with ids above after,
 // by id, and whether more follow. limit must be positive.
 func (m *Machine) SessionsAfter(after uint64, limit int) ([]SessionInfo, bool) {
-	var ids []uint64
-	for id := range m.sessions {
-		if id > after {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	more := len(ids) > limit
-	if more {
-		ids = ids[:limit]
-	}
+	ids, more := keysAfter(m.sessions, after, func(uint64) bool { return true }, limit)
 	out := make([]SessionInfo, len(ids))
 	for i, id := range ids {
 		out[i] = m.sessions[id].info()

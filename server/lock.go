@@ -172,7 +172,7 @@ func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
-	size, err := pageSize(m.PageSize, defaultPageSize, maxPageSize)
+	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -205,7 +205,7 @@ func (h *lockService) List(ctx context.Context, req *connect.Request[fencedv1.Li
 	if len(m.Prefix) > fence.MaxNameLen {
 		return nil, toConnect(fmt.Errorf("%w: prefix is %d bytes, longer than %d", fence.ErrInvalidArgument, len(m.Prefix), fence.MaxNameLen))
 	}
-	limit, err := pageSize(m.Limit, defaultListLimit, maxListLimit)
+	limit, err := pageSize("limit", m.Limit, defaultListLimit, maxListLimit)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -235,7 +235,7 @@ func (h *lockService) Status(ctx context.Context, req *connect.Request[fencedv1.
 			return nil, toConnect(err)
 		}
 	}
-	size, err := pageSize(m.PageSize, defaultPageSize, maxPageSize)
+	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
 	if err != nil {
 		return nil, toConnect(err)
 	}

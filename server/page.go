@@ -49,11 +49,12 @@ func decodeCursor(token string, kinds string) (byte, string, error) {
 	return b[0], string(b[1:]), nil
 }
 
-// pageSize validates a requested page size: 0 is def, at most max.
-func pageSize(n int32, def, max int) (int, error) {
+// pageSize validates a requested page size, the request's field: 0 is
+// def, at most max.
+func pageSize(field string, n int32, def, max int) (int, error) {
 	switch {
 	case n < 0 || int(n) > max:
-		return 0, fmt.Errorf("%w: page size %d is out of range; want 0 (default %d) to %d", fence.ErrInvalidArgument, n, def, max)
+		return 0, fmt.Errorf("%w: %s %d is out of range; want 0 (default %d) to %d", fence.ErrInvalidArgument, field, n, def, max)
 	case n == 0:
 		return def, nil
 	}
