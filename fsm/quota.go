@@ -7,14 +7,15 @@ import (
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
-// Per-owner quotas. Every session records the identity it is charged to
-// (its owner: the client's source address until authentication exists),
-// replicated in the command that created it and kept in snapshots, so
-// every replica, and every later leader, counts the same sessions, grants
-// and waiters per owner. The limits come with each command (statev1.Quota,
-// set by the proposing leader from its flags): a replica never consults
-// its own configuration, so replicas configured differently still decide
-// alike. A limit of 0, or a command without a quota, is no limit.
+// Per-owner quotas, and the limits of the whole kv. Every session records
+// the identity it is charged to (its owner: the client's source address
+// until authentication exists), replicated in the command that created it
+// and kept in snapshots, so every replica, and every later leader, counts
+// the same sessions, grants and waiters per owner. The limits come with
+// each command (statev1.Quota, statev1.KVLimits, set by the proposing
+// leader from its flags): a replica never consults its own configuration,
+// so replicas configured differently still decide alike. A limit of 0, or
+// a command without limits, is no limit.
 
 // usage counts what one owner's live sessions hold: sessions, grants held
 // and places in queues, over every primitive.
@@ -98,6 +99,52 @@ func checkHoldQuota(s *session, q *statev1.Quota, waiting bool) error {
 		return &QuotaError{Owner: s.owner, Resource: QuotaHeld, Limit: q.GetMaxHeld()}
 	case waiting && q.GetMaxWaiting() > 0 && u.waiting >= int(q.GetMaxWaiting()):
 		return &QuotaError{Owner: s.owner, Resource: QuotaWaiting, Limit: q.GetMaxWaiting()}
+	}
+	return nil
+}
+
+// KVLimitError refuses a kv write that would take the whole kv past one of
+// its limits (statev1.KVLimits). It matches fence.ErrLimitExceeded.
+type KVLimitError struct {
+	// Resource is KVKeys or KVBytes.
+	Resource string
+	// Limit is the most allowed.
+	Limit uint64
+}
+
+// KV limit resources, as named in a KVLimitError.
+const (
+	KVKeys  = "keys"
+	KVBytes = "bytes"
+)
+
+// Error implements error.
+func (e *KVLimitError) Error() string {
+	return fmt.Sprintf("fence: limit exceeded: the fenced kv would hold more than %d %s (deleted keys count: they keep their watermark)", e.Limit, e.Resource)
+}
+
+// Is reports whether target is fence.ErrLimitExceeded.
+func (e *KVLimitError) Is(target error) bool { return target == fence.ErrLimitExceeded }
+
+// checkLimits refuses write w to entry e (new when not in the store) when
+// it would take the kv past w's limits. A write that does not grow the kv
+// (an overwrite with a value no larger, a delete of an existing key) is
+// never refused.
+func (kv *kvStore) checkLimits(w *statev1.KVWrite, e *kvEntry) error {
+	l := w.GetLimits()
+	isNew := kv.entries[w.GetKey()] == nil
+	if isNew && l.GetMaxKeys() > 0 && uint64(len(kv.entries)) >= l.GetMaxKeys() {
+		return &KVLimitError{Resource: KVKeys, Limit: l.GetMaxKeys()}
+	}
+	after := kv.bytes - uint64(len(e.value))
+	if !w.GetDelete() {
+		after += uint64(len(w.GetValue()))
+	}
+	if isNew {
+		after += uint64(len(w.GetKey()))
+	}
+	if l.GetMaxBytes() > 0 && after > kv.bytes && after > l.GetMaxBytes() {
+		return &KVLimitError{Resource: KVBytes, Limit: l.GetMaxBytes()}
 	}
 	return nil
 }

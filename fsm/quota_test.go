@@ -127,3 +127,67 @@ func TestQuota_GrantsAndWaitersPerOwner(t *testing.T) {
 		t.Fatalf("Usage() after close=%d,%d,%d, want 0,0,0", s, h, w)
 	}
 }
+
+func kvWriteLimited(m *fsm.Machine, key, value string, del bool, tok uint64, l *statev1.KVLimits) fsm.Result {
+	return m.Apply(&statev1.Command{Op: &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: key, Value: []byte(value), Delete: del, Token: tok, Limits: l}}})
+}
+
+func TestKVLimits_KeysAndBytes(t *testing.T) {
+	m := newMachine(t)
+	s := createSession(t, m)
+	tok := uint64(acquire(m, s, 1, "w", false).Grant.Token)
+	keys := &statev1.KVLimits{MaxKeys: 2}
+	for _, k := range []string{"a", "b"} {
+		if res := kvWriteLimited(m, k, "v", false, tok, keys); res.Err != nil {
+			t.Fatalf("put %s: %v", k, res.Err)
+		}
+	}
+	// A third key, even a delete that would leave a tombstone, is refused.
+	for _, del := range []bool{false, true} {
+		var ke *fsm.KVLimitError
+		if res := kvWriteLimited(m, "c", "v", del, tok, keys); !errors.As(res.Err, &ke) || ke.Resource != fsm.KVKeys || !errors.Is(res.Err, fence.ErrLimitExceeded) {
+			t.Fatalf("third key (delete %v): %v, want a KVLimitError on keys", del, res.Err)
+		}
+	}
+	if m.KV("c").Version != 0 {
+		t.Fatal("refused write left key c")
+	}
+	// Existing keys can still be written and deleted.
+	if res := kvWriteLimited(m, "a", "longer value", false, tok, keys); res.Err != nil {
+		t.Fatalf("overwrite a: %v", res.Err)
+	}
+	if res := kvWriteLimited(m, "b", "", true, tok, keys); res.Err != nil {
+		t.Fatalf("delete b: %v", res.Err)
+	}
+	// Bytes: keys plus values: a(1)+"longer value"(12) + b(1) = 14 now.
+	bytes := &statev1.KVLimits{MaxBytes: 16}
+	if res := kvWriteLimited(m, "b", "vv", false, tok, bytes); res.Err != nil {
+		t.Fatalf("put b within the bytes: %v", res.Err)
+	}
+	var ke *fsm.KVLimitError
+	if res := kvWriteLimited(m, "b", "vvv", false, tok, bytes); !errors.As(res.Err, &ke) || ke.Resource != fsm.KVBytes {
+		t.Fatalf("put b past the bytes: %v, want a KVLimitError on bytes", res.Err)
+	}
+	// Shrinking is allowed even above a lower limit; the count survives a
+	// snapshot (a growing write is refused by the restored machine too).
+	if res := kvWriteLimited(m, "a", "x", false, tok, &statev1.KVLimits{MaxBytes: 1}); res.Err != nil {
+		t.Fatalf("shrink a: %v", res.Err)
+	}
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	// Now a(1)+x(1)+b(1)+vv(2) = 5.
+	for _, mm := range []*fsm.Machine{m, r} {
+		if res := kvWriteLimited(mm, "a", "xx", false, tok, &statev1.KVLimits{MaxBytes: 5}); res.Err == nil {
+			t.Fatal("growing past 5 bytes allowed")
+		}
+		if res := kvWriteLimited(mm, "a", "xx", false, tok, &statev1.KVLimits{MaxBytes: 6}); res.Err != nil {
+			t.Fatalf("growing to 6 bytes: %v", res.Err)
+		}
+	}
+}

@@ -61,6 +61,12 @@ type Limits struct {
 	// 500/s, burst 1000.
 	SessionRate  float64
 	SessionBurst int
+	// MaxKVKeys and MaxKVBytes bound the fenced kv as a whole: its keys,
+	// deleted ones included (they keep their watermark), and the bytes of
+	// its keys and values (--max-kv-keys, --max-kv-bytes). A write that
+	// would grow it past either is refused. Defaults 100000 and 256 MiB.
+	MaxKVKeys  uint64
+	MaxKVBytes uint64
 }
 
 // DefaultLimits returns the default limits.
@@ -78,6 +84,8 @@ func DefaultLimits() Limits {
 		MaxWaitersPerSource:  10000,
 		SessionRate:          500,
 		SessionBurst:         1000,
+		MaxKVKeys:            100000,
+		MaxKVBytes:           256 << 20,
 	}
 }
 
@@ -195,7 +203,7 @@ func newLimitMetrics(reg prometheus.Registerer, open func() float64) *limitMetri
 			Name: "fenced_api_connections_refused_total", Help: "API connections closed at once because a cap was reached, by cap: total (--max-conns) or per_source (--max-conns-per-source).",
 		}, []string{"cap"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a per-source limit: sessions, grants, waiters, session_rate.",
+			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a limit: sessions, grants, waiters (per source), session_rate, kv_keys, kv_bytes.",
 		}, []string{"limit"}),
 		bodyTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_request_body_timeouts_total", Help: "Unary requests cut because their body did not arrive within --body-timeout.",

@@ -393,3 +393,30 @@ func TestLimits_SessionRate(t *testing.T) {
 	_, err := sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 10000}))
 	wantLimit(t, err, "session-rate")
 }
+
+func TestLimits_KVKeys(t *testing.T) {
+	srv := testserver.Start(t, withLimits(func(l *server.Limits) { l.MaxKVKeys = 1 }))
+	hc := h2cClient(nil)
+	base := "http://" + srv.Addr()
+	ctx := context.Background()
+	g, err := fencedv1connect.NewLockServiceClient(hc, base).Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "kv", TtlMs: 10000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := fencedv1connect.NewKVServiceClient(hc, base)
+	put := func(key string) error {
+		_, err := kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: []byte("v"), Token: g.Msg.Grant.Token}))
+		return err
+	}
+	if err := put("one"); err != nil {
+		t.Fatal(err)
+	}
+	if err := put("one"); err != nil {
+		t.Fatalf("overwrite at the key limit: %v", err)
+	}
+	wantLimit(t, put("two"), "max-kv-keys")
+	r := kvDo(t, http.MethodPut, base+"/v1/kv/three", map[string]string{"X-Fencing-Token": fmt.Sprint(g.Msg.Grant.Token)}, []byte("v"))
+	if r.status != http.StatusInsufficientStorage {
+		t.Fatalf("PUT /v1/kv/three: %d %s, want 507", r.status, r.raw)
+	}
+}

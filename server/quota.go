@@ -83,15 +83,20 @@ var quotaFlags = map[string]string{
 	fsm.QuotaWaiting:  "max-waiters-per-source",
 }
 
-// limitErr counts a quota refusal and names the flag that sets the limit;
-// other errors pass unchanged.
+// limitErr counts a refusal by a limit of the state machine and names the
+// flag that sets it; other errors pass unchanged.
 func (s *Server) limitErr(err error) error {
 	var qe *fsm.QuotaError
-	if !errors.As(err, &qe) {
-		return err
+	var ke *fsm.KVLimitError
+	switch {
+	case errors.As(err, &qe):
+		s.limitMetrics.rejections.WithLabelValues(qe.Resource).Inc()
+		return fmt.Errorf("%w (set by fenced serve --%s); end sessions or release locks first", err, quotaFlags[qe.Resource])
+	case errors.As(err, &ke):
+		s.limitMetrics.rejections.WithLabelValues("kv_" + ke.Resource).Inc()
+		return fmt.Errorf("%w (set by fenced serve --max-kv-%s)", err, ke.Resource)
 	}
-	s.limitMetrics.rejections.WithLabelValues(qe.Resource).Inc()
-	return fmt.Errorf("%w (set by fenced serve --%s); end sessions or release locks first", err, quotaFlags[qe.Resource])
+	return err
 }
 
 // allowSession takes one session creation from the caller's bucket, or

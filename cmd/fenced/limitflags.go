@@ -21,4 +21,6 @@ func addLimitFlags(f *pflag.FlagSet, l *server.Limits) {
 	f.Uint32Var(&l.MaxWaitersPerSource, "max-waiters-per-source", l.MaxWaitersPerSource, "most queued acquires of the sessions of one source (0: no limit)")
 	f.Float64Var(&l.SessionRate, "session-rate", l.SessionRate, "sessions one source may create per second, on average (0: no limit)")
 	f.IntVar(&l.SessionBurst, "session-burst", l.SessionBurst, "sessions one source may create at once, above --session-rate")
+	f.Uint64Var(&l.MaxKVKeys, "max-kv-keys", l.MaxKVKeys, "most keys in the fenced kv, deleted ones included (0: no limit)")
+	f.Uint64Var(&l.MaxKVBytes, "max-kv-bytes", l.MaxKVBytes, "most bytes of keys and values in the fenced kv (0: no limit)")
 }

@@ -863,7 +863,10 @@ type KVWrite struct {
 	IfVersion    uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
 	// request_id de-duplicates a retried write: the original result is
 	// returned and nothing is applied again.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// limits bound the whole kv, set by the proposing leader (field 100+:
+	// the limits of issue 11).
+	Limits        *KVLimits `protobuf:"bytes,100,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -947,6 +950,68 @@ func (x *KVWrite) GetRequestId() string {
 	return ""
 }
 
+func (x *KVWrite) GetLimits() *KVLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// KVLimits bound the fenced kv as a whole: keys (tombstones included) and
+// bytes (keys plus values). 0 is no limit; a write without limits (from an
+// older leader) is not limited.
+type KVLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxKeys       uint64                 `protobuf:"varint,1,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVLimits) Reset() {
+	*x = KVLimits{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVLimits) ProtoMessage() {}
+
+func (x *KVLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
+func (*KVLimits) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *KVLimits) GetMaxKeys() uint64 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
+func (x *KVLimits) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 // RegisterNode records the API address of a member, so that followers can
 // forward requests to the leader.
 type RegisterNode struct {
@@ -959,7 +1024,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1036,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1049,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1021,7 +1086,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1033,7 +1098,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1046,7 +1111,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *State) GetIssuer() string {
@@ -1124,7 +1189,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1201,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1214,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1195,7 +1260,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1272,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1285,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1273,7 +1338,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1285,7 +1350,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1298,7 +1363,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1358,7 +1423,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1435,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1448,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1441,7 +1506,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1453,7 +1518,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1466,7 +1531,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Lock) GetName() string {
@@ -1514,7 +1579,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1526,7 +1591,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1539,7 +1604,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1618,7 +1683,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xd3\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x02\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1628,7 +1693,11 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestIdJ\x04\b\a\x10\bR\bunfenced\"9\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x121\n" +
+	"\x06limits\x18d \x01(\v2\x19.fenced.state.v1.KVLimitsR\x06limitsJ\x04\b\a\x10\bR\bunfenced\"B\n" +
+	"\bKVLimits\x12\x19\n" +
+	"\bmax_keys\x18\x01 \x01(\x04R\amaxKeys\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
@@ -1694,7 +1763,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
@@ -1708,14 +1777,15 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Release)(nil),       // 9: fenced.state.v1.Release
 	(*CancelWait)(nil),    // 10: fenced.state.v1.CancelWait
 	(*KVWrite)(nil),       // 11: fenced.state.v1.KVWrite
-	(*RegisterNode)(nil),  // 12: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 13: fenced.state.v1.State
-	(*KVReply)(nil),       // 14: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 15: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 16: fenced.state.v1.Session
-	(*Reply)(nil),         // 17: fenced.state.v1.Reply
-	(*Lock)(nil),          // 18: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 19: fenced.state.v1.Waiter
+	(*KVLimits)(nil),      // 12: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 13: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 14: fenced.state.v1.State
+	(*KVReply)(nil),       // 15: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 16: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 17: fenced.state.v1.Session
+	(*Reply)(nil),         // 18: fenced.state.v1.Reply
+	(*Lock)(nil),          // 19: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 20: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -1727,23 +1797,24 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	9,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
 	10, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
 	11, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	12, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	13, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
 	5,  // 12: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
 	5,  // 13: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	16, // 14: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	18, // 15: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	15, // 16: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	12, // 17: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	14, // 18: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	17, // 19: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	19, // 20: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	21, // [21:21] is the sub-list for method output_type
-	21, // [21:21] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	12, // 14: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	17, // 15: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	19, // 16: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	16, // 17: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	13, // 18: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	15, // 19: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	18, // 20: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	20, // 21: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	22, // [22:22] is the sub-list for method output_type
+	22, // [22:22] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1770,7 +1841,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
