@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -152,14 +153,23 @@ func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 		b := &timedBody{ReadCloser: r.Body, timeout: timeout}
 		rc := http.NewResponseController(w)
 		b.timer = time.AfterFunc(timeout, func() {
-			if b.done.Load() {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			if b.done.Load() || b.returned {
 				return
 			}
 			b.expired.Store(true)
 			s.limitMetrics.bodyTimeouts.Inc()
 			_ = rc.SetReadDeadline(time.Now())
 		})
-		defer b.timer.Stop()
+		defer func() {
+			// Once the handler returned, the connection may serve the next
+			// request: the deadline must not be set after this.
+			b.mu.Lock()
+			b.returned = true
+			b.mu.Unlock()
+			b.timer.Stop()
+		}()
 		r.Body = b
 		next.ServeHTTP(w, r)
 	})
@@ -172,6 +182,9 @@ type timedBody struct {
 	timer   *time.Timer
 	done    atomic.Bool // read to its end
 	expired atomic.Bool // the deadline was set
+
+	mu       sync.Mutex
+	returned bool // the handler returned
 }
 
 func (b *timedBody) Read(p []byte) (int, error) {
