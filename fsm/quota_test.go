@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"pgregory.net/rapid"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -190,4 +192,60 @@ func TestKVLimits_KeysAndBytes(t *testing.T) {
 			t.Fatalf("growing to 6 bytes: %v", res.Err)
 		}
 	}
+}
+
+// TestQuota_CountsMatchTheState runs random commands of two owners under
+// small quotas and checks after each that every owner's counts equal what
+// its live sessions hold and wait for, and that no owner has more sessions
+// than its limit.
+func TestQuota_CountsMatchTheState(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		m := fsm.New(nil)
+		m.Apply(initCommand(0))
+		owners := []string{"10.0.0.1", "10.0.0.2"}
+		var sessions []uint64
+		quota := func(t *rapid.T) *statev1.Quota {
+			return &statev1.Quota{Owner: rapid.SampledFrom(owners).Draw(t, "owner"), MaxSessions: 3, MaxHeld: 2, MaxWaiting: 2}
+		}
+		session := func(t *rapid.T) uint64 {
+			if len(sessions) == 0 || rapid.IntRange(0, 9).Draw(t, "per-grant") == 0 {
+				return 0
+			}
+			return rapid.SampledFrom(sessions).Draw(t, "session")
+		}
+		for range rapid.IntRange(1, 80).Draw(t, "steps") {
+			name := rapid.SampledFrom(names).Draw(t, "name")
+			var res fsm.Result
+			switch rapid.IntRange(0, 5).Draw(t, "op") {
+			case 0:
+				res = ownedSession(m, quota(t))
+			case 1, 2:
+				res = quotaAcquire(m, session(t), name, rapid.Bool().Draw(t, "wait"), quota(t))
+			case 3:
+				res = release(m, session(t), 0, name)
+			case 4:
+				res = m.Apply(&statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session(t), Name: name}}})
+			case 5:
+				res = expire(m, session(t), 0)
+			}
+			if res.Session != 0 && res.Err == nil {
+				sessions = append(sessions, res.Session)
+			}
+			for _, o := range owners {
+				var n, held, waiting int
+				for _, si := range m.Sessions() {
+					if si.Owner == o {
+						n, held, waiting = n+1, held+len(si.Held), waiting+len(si.Waiting)
+					}
+				}
+				gs, gh, gw := m.Usage(o)
+				if gs != n || gh != held || gw != waiting {
+					t.Fatalf("Usage(%s)=%d,%d,%d, but its sessions hold %d,%d,%d", o, gs, gh, gw, n, held, waiting)
+				}
+				if n > 3 {
+					t.Fatalf("%s has %d sessions, above its limit 3", o, n)
+				}
+			}
+		}
+	})
 }

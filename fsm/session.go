@@ -32,6 +32,8 @@ type SessionInfo struct {
 	Held []string
 	// Waiting lists the locks the session waits for, sorted.
 	Waiting []string
+	// Owner is the identity the session is charged to; "" when none.
+	Owner string
 }
 
 func validateSession(requestID string, ttlMs int64) error {
@@ -153,5 +155,5 @@ func (m *Machine) SessionCount() int { return len(m.sessions) }
 
 func (s *session) info() SessionInfo {
 	b := &s.bound[kindLock]
-	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting)}
+	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
 }
