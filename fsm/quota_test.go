@@ -29,6 +29,20 @@ func wantQuotaError(t *testing.T, res fsm.Result, resource string) {
 	}
 }
 
+// restored returns a new machine restored from a snapshot of m.
+func restored(t *testing.T, m *fsm.Machine) *fsm.Machine {
+	t.Helper()
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(snap); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func TestQuota_SessionsPerOwner(t *testing.T) {
 	m := newMachine(t)
 	a, b := ownedSession(m, testQuota), ownedSession(m, testQuota)
@@ -101,14 +115,7 @@ func TestQuota_GrantsAndWaitersPerOwner(t *testing.T) {
 		t.Fatalf("Usage()=%d,%d,%d, want 2,2,1", s, h, w)
 	}
 	// The counts survive a snapshot.
-	snap, err := m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := fsm.New(nil)
-	if err := r.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	r := restored(t, m)
 	if s, h, w := r.Usage(testQuota.Owner); s != 2 || h != 2 || w != 1 {
 		t.Fatalf("restored Usage()=%d,%d,%d, want 2,2,1", s, h, w)
 	}
@@ -175,14 +182,7 @@ func TestKVLimits_KeysAndBytes(t *testing.T) {
 	if res := kvWriteLimited(m, "a", "x", false, tok, &statev1.KVLimits{MaxBytes: 1}); res.Err != nil {
 		t.Fatalf("shrink a: %v", res.Err)
 	}
-	snap, err := m.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := fsm.New(nil)
-	if err := r.Restore(snap); err != nil {
-		t.Fatal(err)
-	}
+	r := restored(t, m)
 	// Now a(1)+x(1)+b(1)+vv(2) = 5.
 	for _, mm := range []*fsm.Machine{m, r} {
 		if res := kvWriteLimited(mm, "a", "xx", false, tok, &statev1.KVLimits{MaxBytes: 5}); res.Err == nil {
