@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -128,6 +129,25 @@ func (l Limits) configureHTTP(hs *http.Server) {
 	hs.HTTP2 = &http.HTTP2Config{SendPingTimeout: l.PingInterval, PingTimeout: l.PingTimeout}
 }
 
+// listen opens the API listener under the connection caps, and sets up
+// the limits' metrics and the session rate.
+func (s *Server) listen() (net.Listener, error) {
+	tcp, err := net.Listen("tcp", s.cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+	}
+	l := s.cfg.Limits
+	s.limitMetrics = newLimitMetrics(s.metrics.registry)
+	ln := newLimitListener(tcp, l.MaxConns, l.MaxConnsPerSource, func(cap string) {
+		s.limitMetrics.connsRefused.WithLabelValues(cap).Inc()
+	})
+	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenced_api_connections_open", Help: "Open API connections.",
+	}, func() float64 { return float64(ln.open()) }))
+	s.sessionRate = newRateLimiter(l.SessionRate, l.SessionBurst, time.Now)
+	return ln, nil
+}
+
 // streamingPaths are the streaming procedures, exempt from BodyTimeout.
 var streamingPaths = map[string]bool{
 	fencedv1connect.LockServicePipelineProcedure:     true,
@@ -201,17 +221,13 @@ func (b *timedBody) Read(p []byte) (int, error) {
 
 // limitMetrics count what the limits refused.
 type limitMetrics struct {
-	connsOpen    prometheus.GaugeFunc
 	connsRefused *prometheus.CounterVec
 	rejections   *prometheus.CounterVec
 	bodyTimeouts prometheus.Counter
 }
 
-func newLimitMetrics(reg prometheus.Registerer, open func() float64) *limitMetrics {
+func newLimitMetrics(reg prometheus.Registerer) *limitMetrics {
 	m := &limitMetrics{
-		connsOpen: prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-			Name: "fenced_api_connections_open", Help: "Open API connections.",
-		}, open),
 		connsRefused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_api_connections_refused_total", Help: "API connections closed at once because a cap was reached, by cap: total (--max-conns) or per_source (--max-conns-per-source).",
 		}, []string{"cap"}),
@@ -222,6 +238,6 @@ func newLimitMetrics(reg prometheus.Registerer, open func() float64) *limitMetri
 			Name: "fenced_request_body_timeouts_total", Help: "Unary requests cut because their body did not arrive within --body-timeout.",
 		}),
 	}
-	reg.MustRegister(m.connsOpen, m.connsRefused, m.rejections, m.bodyTimeouts)
+	reg.MustRegister(m.connsRefused, m.rejections, m.bodyTimeouts)
 	return m
 }

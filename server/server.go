@@ -89,16 +89,10 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 
-	tcp, err := net.Listen("tcp", cfg.Listen)
+	ln, err := s.listen()
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, err
 	}
-	lim := newLimitListener(tcp, cfg.Limits.MaxConns, cfg.Limits.MaxConnsPerSource, func(cap string) {
-		s.limitMetrics.connsRefused.WithLabelValues(cap).Inc()
-	})
-	var ln net.Listener = lim
-	s.limitMetrics = newLimitMetrics(s.metrics.registry, func() float64 { return float64(lim.open()) })
-	s.sessionRate = newRateLimiter(cfg.Limits.SessionRate, cfg.Limits.SessionBurst, time.Now)
 	node, err := raftstore.Open(cfg.Raft, s.sm)
 	if err != nil {
 		ln.Close()
