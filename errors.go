@@ -35,6 +35,12 @@ var (
 	// ErrNotLeader reports a server that cannot serve a write because it is
 	// not the leader and could not forward it.
 	ErrNotLeader = errors.New("fence: not the leader")
+	// ErrLimitExceeded reports a request refused because it would take a
+	// client past one of the server's limits (a per-source quota on
+	// sessions, grants or waiters, or the session creation rate). Nothing
+	// was changed; the message names the limit and the server flag that
+	// sets it. Retry after releasing something, or later.
+	ErrLimitExceeded = errors.New("fence: limit exceeded")
 )
 
 // StaleTokenError is the error a guard returns when a presented token is

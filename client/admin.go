@@ -53,25 +53,6 @@ func (c *Client) Release(ctx context.Context, name string, session uint64) (Rele
 	return releaseResultOf(res), nil
 }
 
-// Status returns the server's view: issuer, last token, sessions, and the
-// locks (only name's, when name is not empty).
-func (c *Client) Status(ctx context.Context, name string) (*fencedv1.StatusResponse, error) {
-	if name != "" {
-		if err := fence.ValidateName(name); err != nil {
-			return nil, fmt.Errorf("client: %w", err)
-		}
-	}
-	var out *fencedv1.StatusResponse
-	err := c.retry(ctx, "status", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.locks.Status(ctx, connect.NewRequest(&fencedv1.StatusRequest{Name: name}))
-		if err == nil {
-			out = r.Msg
-		}
-		return err
-	})
-	return out, err
-}
-
 // Verify reports whether t is the current grant of the lock name, and
 // returns the current grant (zero when the lock is free). It is a point in
 // time answer: the grant may end right after. Resources protect writes with

@@ -5,9 +5,9 @@ import "errors"
 // Errors of the SDK itself. The errors the server reports are translated to
 // the errors of package fence (fence.ErrInvalidArgument,
 // fence.ErrInvalidToken, fence.ErrSessionNotFound, fence.ErrTokenOverflow,
-// fence.ErrIssuerMismatch, fence.ErrNotLeader, *fence.StaleTokenError,
-// *fence.VersionMismatchError) and keep the server's message; check all of
-// them with errors.Is and errors.As.
+// fence.ErrLimitExceeded, fence.ErrIssuerMismatch, fence.ErrNotLeader,
+// *fence.StaleTokenError, *fence.VersionMismatchError) and keep the
+// server's message; check all of them with errors.Is and errors.As.
 var (
 	// ErrClosed reports a call on a Client that was closed, and is the
 	// reason its sessions were lost.

@@ -22,25 +22,44 @@ const (
 type binding struct {
 	held    map[string]struct{}
 	waiting map[string]struct{}
+	// use counts the bindings of every session of the same owner (quota.go);
+	// nil for a session without an owner.
+	use *usage
 }
 
 func (b *binding) hold(name string) {
 	if b.held == nil {
 		b.held = make(map[string]struct{})
 	}
+	if _, ok := b.held[name]; !ok && b.use != nil {
+		b.use.held++
+	}
 	b.held[name] = struct{}{}
 }
 
-func (b *binding) unhold(name string) { delete(b.held, name) }
+func (b *binding) unhold(name string) {
+	if _, ok := b.held[name]; ok && b.use != nil {
+		b.use.held--
+	}
+	delete(b.held, name)
+}
 
 func (b *binding) wait(name string) {
 	if b.waiting == nil {
 		b.waiting = make(map[string]struct{})
 	}
+	if _, ok := b.waiting[name]; !ok && b.use != nil {
+		b.use.waiting++
+	}
 	b.waiting[name] = struct{}{}
 }
 
-func (b *binding) unwait(name string) { delete(b.waiting, name) }
+func (b *binding) unwait(name string) {
+	if _, ok := b.waiting[name]; ok && b.use != nil {
+		b.use.waiting--
+	}
+	delete(b.waiting, name)
+}
 
 // end calls leave for every object the session waits for, then release
 // for every object it holds, each in name order, so that every replica

@@ -41,6 +41,13 @@
 //   - snapshot (snapshot.go, primitive.go): the Machine writes the counters
 //     and the sessions; each section writes and restores its own fields of
 //     State.
+//   - per-owner quotas (quota.go): a session records the identity it is
+//     charged to, and its bindings count what that owner holds and waits
+//     for over every primitive; a request carries the limits (a Quota) and
+//     is refused with a QuotaError at one (checkSessionQuota in
+//     createSession, checkHoldQuota before a new grant or place in a queue).
+//   - pages (page.go): LocksAfter and SessionsAfter read a bounded page
+//     after a cursor.
 //
 // # How to add a primitive
 //
@@ -48,13 +55,14 @@
 //
 //  1. proto/fenced/state/v1/state.proto: its commands (new numbers in the
 //     Command oneof; a request that may wait carries session, seq, wait,
-//     ttl_ms and request_id like Acquire) and its snapshot section (a new
+//     ttl_ms, request_id and quota like Acquire) and its snapshot section (a new
 //     repeated field of State). Never reuse a number, including the
 //     reserved ones. Run proto/generate.sh.
 //  2. fsm/semaphore.go: its kind in binding.go (before numKinds), a table
 //     type registered in Machine.reset (primitives and sections), its
 //     commands dispatched in Machine.Apply, and the table implementing
-//     primitive (endSession, snapshot, restore) on the shared parts above.
+//     primitive (endSession, snapshot, restore) on the shared parts above;
+//     checkHoldQuota before it grants or queues.
 //     Tests beside it, and its state in the golden snapshot test.
 //  3. proto/fenced/v1/fenced.proto: one service (a SemaphoreService), then
 //     proto/generate.sh.

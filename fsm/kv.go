@@ -17,6 +17,7 @@ type kvStore struct {
 	m       *Machine
 	entries map[string]*kvEntry
 	replies kvReplies
+	bytes   uint64 // keys plus values of every entry, for KVLimits
 }
 
 var _ section = (*kvStore)(nil)
@@ -98,7 +99,14 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 			return Result{Err: &fence.VersionMismatchError{Object: key, Expected: int64(w.GetIfVersion()), Current: int64(current)}}
 		}
 	}
+	if err := kv.checkLimits(w, e); err != nil {
+		return Result{Err: err}
+	}
 	existed := e.exists
+	kv.bytes -= uint64(len(e.value))
+	if kv.entries[key] == nil {
+		kv.bytes += uint64(len(key))
+	}
 	e.token = max(e.token, tok)
 	e.version++
 	if w.GetDelete() {
@@ -106,6 +114,7 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 	} else {
 		e.value, e.exists = append([]byte(nil), w.GetValue()...), true
 	}
+	kv.bytes += uint64(len(e.value))
 	kv.entries[key] = e
 	res := KVResult{Version: e.version, Token: e.token, Deleted: w.GetDelete() && existed}
 	if id := w.GetRequestId(); id != "" {
@@ -139,6 +148,7 @@ func (kv *kvStore) snapshot(st *statev1.State) {
 func (kv *kvStore) restore(st *statev1.State) error {
 	for _, e := range st.GetKv() {
 		kv.entries[e.GetKey()] = &kvEntry{value: e.GetValue(), token: fence.Token(e.GetToken()), version: e.GetVersion(), exists: e.GetExists()}
+		kv.bytes += uint64(len(e.GetKey()) + len(e.GetValue()))
 	}
 	for _, r := range st.GetKvReplies() {
 		kv.replies.put(r.GetRequestId(), KVResult{Version: r.GetVersion(), Token: fence.Token(r.GetToken()), Deleted: r.GetDeleted()})

@@ -2,8 +2,6 @@ package fsm
 
 import (
 	"fmt"
-	"sort"
-	"strings"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -70,7 +68,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
-	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs())
+	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetQuota())
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -94,6 +92,15 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if l == nil {
 		l = &lock{name: name}
 		t.byName[name] = l
+	}
+	if l.holder == 0 || (l.holder != sid && a.GetWait() && !l.queue.has(sid)) {
+		if err := checkHoldQuota(s, a.GetQuota(), l.holder != 0); err != nil {
+			t.dropIfIdle(name)
+			if created {
+				m.endSession(sid, OneShotUnused, now)
+			}
+			return Result{Err: err}
+		}
 	}
 	switch {
 	case l.holder == 0:
@@ -261,26 +268,6 @@ func (t *lockTable) info(l *lock) LockInfo {
 		info.Holder = t.grantOf(l)
 	}
 	return info
-}
-
-// Locks returns up to limit locks whose names start with prefix, sorted by
-// name. limit <= 0 means no limit.
-func (m *Machine) Locks(prefix string, limit int) []LockInfo {
-	names := make([]string, 0, len(m.locks.byName))
-	for name := range m.locks.byName {
-		if strings.HasPrefix(name, prefix) {
-			names = append(names, name)
-		}
-	}
-	sort.Strings(names)
-	if limit > 0 && len(names) > limit {
-		names = names[:limit]
-	}
-	out := make([]LockInfo, len(names))
-	for i, name := range names {
-		out[i] = m.locks.info(m.locks.byName[name])
-	}
-	return out
 }
 
 // WaiterCount returns the number of queued acquires over all locks.

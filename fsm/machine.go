@@ -17,6 +17,7 @@ type Machine struct {
 	leaderTerm  uint64
 	sessions    map[uint64]*session
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
+	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
 	kv          *kvStore
 	nodes       nodeTable
@@ -43,6 +44,7 @@ func (m *Machine) reset() {
 	m.issuer, m.tokens, m.lastSession, m.leaderTerm = "", tokens{}, 0, 0
 	m.sessions = make(map[uint64]*session)
 	m.byRequest = make(map[string]uint64)
+	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
@@ -60,7 +62,7 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 	case *statev1.Command_NewLeader:
 		return m.newLeader(op.NewLeader.GetTerm())
 	case *statev1.Command_CreateSession:
-		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs())
+		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs(), op.CreateSession.GetQuota())
 	case *statev1.Command_CloseSession:
 		return m.endSession(op.CloseSession.GetSession(), Closed, now)
 	case *statev1.Command_ExpireSession:

@@ -24,6 +24,15 @@ func (t nodeTable) register(r *statev1.RegisterNode) Result {
 // NodeAPIAddr returns the API address a member registered, or "".
 func (m *Machine) NodeAPIAddr(id string) string { return m.nodes[id] }
 
+// NodeAPIAddrs returns the API addresses members registered, sorted.
+func (m *Machine) NodeAPIAddrs() []string {
+	out := make([]string, 0, len(m.nodes))
+	for _, id := range sortedKeys(m.nodes) {
+		out = append(out, m.nodes[id])
+	}
+	return out
+}
+
 func (t nodeTable) snapshot(st *statev1.State) {
 	for _, id := range sortedKeys(t) {
 		st.Nodes = append(st.Nodes, &statev1.RegisterNode{Id: id, ApiAddr: t[id]})

@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
 // maxRequestIDLen bounds request ids, which are kept in the state.
@@ -16,6 +17,7 @@ type session struct {
 	id        uint64
 	ttlMs     int64
 	requestID string
+	owner     string // the identity charged for the session (quota.go)
 	bound     [numKinds]binding
 	replies   replies
 }
@@ -30,6 +32,8 @@ type SessionInfo struct {
 	Held []string
 	// Waiting lists the locks the session waits for, sorted.
 	Waiting []string
+	// Owner is the identity the session is charged to; "" when none.
+	Owner string
 }
 
 func validateSession(requestID string, ttlMs int64) error {
@@ -45,7 +49,7 @@ func errNotInitialised() error {
 	return fmt.Errorf("%w: the cluster is not initialised yet; retry", fence.ErrNotLeader)
 }
 
-func (m *Machine) createSession(requestID string, ttlMs int64) Result {
+func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota) Result {
 	if m.issuer == "" {
 		return Result{Err: errNotInitialised()}
 	}
@@ -57,14 +61,23 @@ func (m *Machine) createSession(requestID string, ttlMs int64) Result {
 			return Result{Session: id}
 		}
 	}
+	if err := m.checkSessionQuota(q); err != nil {
+		return Result{Err: err}
+	}
 	m.lastSession++
-	s := &session{id: m.lastSession, ttlMs: ttlMs, requestID: requestID}
+	s := &session{id: m.lastSession, ttlMs: ttlMs, requestID: requestID, owner: q.GetOwner()}
 	m.addSession(s)
 	m.obs.SessionStarted(s.id, ttlMs)
 	return Result{Session: s.id}
 }
 
 func (m *Machine) addSession(s *session) {
+	if u := m.usageOf(s.owner); u != nil {
+		u.sessions++
+		for k := range s.bound {
+			s.bound[k].use = u
+		}
+	}
 	m.sessions[s.id] = s
 	if s.requestID != "" {
 		m.byRequest[s.requestID] = s.id
@@ -76,12 +89,12 @@ func (m *Machine) addSession(s *session) {
 // same command (de-duplicated by requestID), whose request is seq 1.
 // created reports a per-grant session this command made (not a retry's):
 // a request that leaves it with nothing ends it (OneShotUnused).
-func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64) (s *session, _ uint64, created bool, err error) {
+func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64, q *statev1.Quota) (s *session, _ uint64, created bool, err error) {
 	if sid == 0 {
 		if err := validateSession(requestID, ttlMs); err != nil {
 			return nil, 0, false, err
 		}
-		res := m.createSession(requestID, ttlMs)
+		res := m.createSession(requestID, ttlMs, q)
 		if res.Err != nil {
 			return nil, 0, false, res.Err
 		}
@@ -106,6 +119,11 @@ func (m *Machine) endSession(id uint64, reason EndReason, now int64) Result {
 		p.endSession(s, reason, now)
 	}
 	delete(m.sessions, id)
+	if u := m.owners[s.owner]; u != nil {
+		if u.sessions--; u.sessions == 0 {
+			delete(m.owners, s.owner)
+		}
+	}
 	if s.requestID != "" {
 		delete(m.byRequest, s.requestID)
 	}
@@ -137,5 +155,5 @@ func (m *Machine) SessionCount() int { return len(m.sessions) }
 
 func (s *session) info() SessionInfo {
 	b := &s.bound[kindLock]
-	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting)}
+	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
 }

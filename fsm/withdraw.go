@@ -67,14 +67,14 @@ func (t *lockTable) withdraw(s *session, sid, seq, w uint64, name string, now in
 // acquire has not been applied yet, or its session already ended, a
 // session of r's TTL is created for the request id, holding nothing, so
 // that the acquire is refused if it arrives while that session lives; it
-// expires as any other.
+// expires as any other, and counts against the caller's session quota.
 func (t *lockTable) withdrawPerGrant(r *statev1.Release, now int64) Result {
 	m := t.m
 	if r.GetWithdrawSeq() != 1 || r.GetSeq() != 0 {
 		return Result{Err: fmt.Errorf("%w: a release by request id withdraws a per-grant acquire: it needs withdraw_seq 1 and seq 0, not %d and %d",
 			fence.ErrInvalidArgument, r.GetWithdrawSeq(), r.GetSeq())}
 	}
-	res := m.createSession(r.GetRequestId(), r.GetTtlMs())
+	res := m.createSession(r.GetRequestId(), r.GetTtlMs(), r.GetQuota())
 	if res.Err != nil {
 		return res
 	}

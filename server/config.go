@@ -37,6 +37,9 @@ type Config struct {
 	// ProposeTimeout bounds one proposal when the caller sets no deadline.
 	// Default 10s.
 	ProposeTimeout time.Duration
+	// Limits bounds what clients can make the server hold. Start from
+	// DefaultLimits (DefaultConfig does); 0 turns a limit off.
+	Limits Limits
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its
@@ -55,6 +58,7 @@ func DefaultConfig() Config {
 		ExpiryInterval:  25 * time.Millisecond,
 		MaxMessageBytes: 64 << 10,
 		ProposeTimeout:  10 * time.Second,
+		Limits:          DefaultLimits(),
 	}
 }
 
@@ -77,6 +81,7 @@ func (c Config) Validate() error {
 	if c.MaxMessageBytes < 1024 {
 		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))
 	}
+	errs = append(errs, c.Limits.validate()...)
 	if c.ProposeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("propose timeout %v must be positive", c.ProposeTimeout))
 	}

@@ -10,4 +10,10 @@
 // lease runs out. A new leader first applies every earlier entry, records
 // its leadership in the log, then restarts every session's full TTL from its
 // takeover: deadlines move later, never earlier (docs/design.md §3).
+//
+// What a client can make the server hold is bounded (Limits): connection
+// timeouts and caps (limits.go, listener.go), per-source quotas on
+// sessions, grants and waiters enforced by the state machine, and a
+// session creation rate (quota.go), and pages for the read calls that
+// could return the whole state (page.go). docs/design.md §6 lists them.
 package server

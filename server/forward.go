@@ -74,6 +74,9 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 			target, _ := pr.In.Context().Value(leaderURLKey{}).(*url.URL)
 			pr.SetURL(target)
 			pr.Out.Header.Set(headerForwardedBy, s.cfg.Raft.NodeID)
+			if id := identityOf(pr.In.Context()); id != "" {
+				pr.Out.Header.Set(headerSource, id)
+			}
 		},
 		Transport:     transport,
 		FlushInterval: -1,

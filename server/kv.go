@@ -57,13 +57,14 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 	if err := validateRequestID(r.requestID); err != nil {
 		return fsm.KVResult{}, err
 	}
-	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, RequestId: r.requestID}
+	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, RequestId: r.requestID,
+		Limits: &statev1.KVLimits{MaxKeys: s.cfg.Limits.MaxKVKeys, MaxBytes: s.cfg.Limits.MaxKVBytes}}
 	if r.ifVersion != nil {
 		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
 	}
 	res, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_KvWrite{KvWrite: w}})
 	s.metrics.kvWrites.WithLabelValues(kvOutcome(err)).Inc()
-	return res.KV, err
+	return res.KV, s.limitErr(err)
 }
 
 func kvOutcome(err error) string {

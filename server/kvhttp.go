@@ -99,6 +99,9 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 		writeJSONError(w, http.StatusPreconditionFailed, err, map[string]any{"version": strconv.FormatInt(vm.Current, 10)})
 	case errors.Is(err, fence.ErrInvalidArgument):
 		writeJSONError(w, http.StatusBadRequest, err, nil)
+	case errors.Is(err, fence.ErrLimitExceeded):
+		// The kv is at --max-kv-keys or --max-kv-bytes: retrying will not help.
+		writeJSONError(w, http.StatusInsufficientStorage, err, nil)
 	default:
 		writeJSONError(w, http.StatusServiceUnavailable, err, nil)
 	}

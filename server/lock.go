@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"connectrpc.com/connect"
@@ -19,7 +20,7 @@ import (
 // of its queue.
 const cancelWaitTimeout = 10 * time.Second
 
-// Limits of List.
+// Page sizes of List (its limit field).
 const (
 	defaultListLimit = 1000
 	maxListLimit     = 10000
@@ -59,11 +60,16 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
+	if m.Session == 0 {
+		if err := h.s.allowSession(ctx); err != nil {
+			return nil, toConnect(err)
+		}
+	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
-		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId,
+		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx),
 	}}})
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, toConnect(h.s.limitErr(err))
 	}
 	if res.Queued {
 		res, err = h.s.wait(ctx, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
@@ -141,9 +147,9 @@ func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1
 	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs}}})
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx)}}})
 	if err != nil {
-		return nil, toConnect(err)
+		return nil, toConnect(h.s.limitErr(err))
 	}
 	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res.Release)}), nil
 }
@@ -165,61 +171,89 @@ func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.
 	}), nil
 }
 
-// Describe implements LockServiceHandler.
+// Describe implements LockServiceHandler: the lock with a page of its
+// waiters.
 func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv1.DescribeRequest]) (*connect.Response[fencedv1.DescribeResponse], error) {
-	if err := fence.ValidateName(req.Msg.Name); err != nil {
+	m := req.Msg
+	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
+	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	_, pos, err := decodeCursor(m.PageToken, string(rune(cursorWaiter)))
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	offset := 0
+	if pos != "" {
+		if offset, err = strconv.Atoi(pos); err != nil || offset < 0 {
+			return nil, toConnect(fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, m.PageToken))
+		}
+	}
 	var info fsm.LockInfo
-	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(req.Msg.Name) })
-	return connect.NewResponse(&fencedv1.DescribeResponse{Lock: lockProto(info)}), nil
+	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(m.Name) })
+	total := len(info.Waiters)
+	info.Waiters = info.Waiters[min(offset, total):min(offset+size, total)]
+	resp := &fencedv1.DescribeResponse{Lock: lockProto(info)}
+	resp.Lock.WaiterCount = uint32(total)
+	if offset+size < total {
+		resp.NextPageToken = encodeCursor(cursorWaiter, strconv.Itoa(offset+size))
+	}
+	return connect.NewResponse(resp), nil
 }
 
-// List implements LockServiceHandler.
+// List implements LockServiceHandler: a page of the locks whose names
+// start with the prefix.
 func (h *lockService) List(ctx context.Context, req *connect.Request[fencedv1.ListRequest]) (*connect.Response[fencedv1.ListResponse], error) {
 	m := req.Msg
 	if len(m.Prefix) > fence.MaxNameLen {
 		return nil, toConnect(fmt.Errorf("%w: prefix is %d bytes, longer than %d", fence.ErrInvalidArgument, len(m.Prefix), fence.MaxNameLen))
 	}
-	limit := int(m.Limit)
-	switch {
-	case limit < 0 || limit > maxListLimit:
-		return nil, toConnect(fmt.Errorf("%w: limit %d is out of range; want 0 (default %d) to %d", fence.ErrInvalidArgument, limit, defaultListLimit, maxListLimit))
-	case limit == 0:
-		limit = defaultListLimit
+	limit, err := pageSize("limit", m.Limit, defaultListLimit, maxListLimit)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	_, after, err := decodeCursor(m.PageToken, string(rune(cursorLock)))
+	if err != nil {
+		return nil, toConnect(err)
 	}
 	var locks []fsm.LockInfo
-	h.s.sm.read(func(fm *fsm.Machine) { locks = fm.Locks(m.Prefix, limit) })
+	var more bool
+	h.s.sm.read(func(fm *fsm.Machine) { locks, more = fm.LocksAfter(m.Prefix, after, limit) })
 	resp := &fencedv1.ListResponse{}
 	for _, l := range locks {
-		resp.Locks = append(resp.Locks, lockProto(l))
+		resp.Locks = append(resp.Locks, inlineLock(l))
+	}
+	if more {
+		resp.NextPageToken = encodeCursor(cursorLock, locks[len(locks)-1].Name)
 	}
 	return connect.NewResponse(resp), nil
 }
 
-// Status implements LockServiceHandler.
+// Status implements LockServiceHandler: the node's view and a page of the
+// locks, then the sessions.
 func (h *lockService) Status(ctx context.Context, req *connect.Request[fencedv1.StatusRequest]) (*connect.Response[fencedv1.StatusResponse], error) {
-	name := req.Msg.Name
-	if name != "" {
-		if err := fence.ValidateName(name); err != nil {
+	m := req.Msg
+	if m.Name != "" {
+		if err := fence.ValidateName(m.Name); err != nil {
 			return nil, toConnect(err)
 		}
+	}
+	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
+	if err != nil {
+		return nil, toConnect(err)
 	}
 	st := h.s.node.Stats()
 	resp := &fencedv1.StatusResponse{NodeId: st.NodeID, Leader: st.LeaderID, Term: st.Term}
 	h.s.sm.read(func(fm *fsm.Machine) {
 		resp.Issuer, resp.LastToken = fm.Issuer(), uint64(fm.LastToken())
-		for _, si := range fm.Sessions() {
-			resp.Sessions = append(resp.Sessions, &fencedv1.SessionInfo{Session: si.ID, TtlMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting})
-		}
-		locks := fm.Locks("", 0)
-		if name != "" {
-			locks = []fsm.LockInfo{fm.Lock(name)}
-		}
-		for _, l := range locks {
-			resp.Locks = append(resp.Locks, lockProto(l))
-		}
+		err = statusPage(fm, resp, m.Name, m.PageToken, size)
 	})
+	if err != nil {
+		return nil, toConnect(err)
+	}
 	resp.AppliedIndex = h.s.sm.appliedIndex()
 	return connect.NewResponse(resp), nil
 }

@@ -40,6 +40,9 @@ type Server struct {
 	ln      net.Listener
 	http    *http.Server
 
+	limitMetrics *limitMetrics
+	sessionRate  *rateLimiter // session creations per source
+
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
 	// is not a serving leader. Keep-alives and expiries need it.
@@ -87,9 +90,9 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	ln, err := s.listen()
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, err
 	}
 	node, err := raftstore.Open(cfg.Raft, s.sm)
 	if err != nil {
@@ -101,11 +104,11 @@ func Start(cfg Config) (*Server, error) {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	s.http = &http.Server{
-		Handler:           s.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		Protocols:         new(http.Protocols),
-		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		Handler:     s.routes(),
+		Protocols:   new(http.Protocols),
+		BaseContext: func(net.Listener) context.Context { return s.ctx },
 	}
+	cfg.Limits.configureHTTP(s.http)
 	s.http.Protocols.SetHTTP1(true)
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 
@@ -148,7 +151,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
-	return s.forwarding(mux)
+	return s.identify(s.bodyDeadline(s.forwarding(mux)))
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and

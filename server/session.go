@@ -38,9 +38,12 @@ func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request
 	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId}}})
-	if err != nil {
+	if err := h.s.allowSession(ctx); err != nil {
 		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx)}}})
+	if err != nil {
+		return nil, toConnect(h.s.limitErr(err))
 	}
 	var issuer string
 	h.s.sm.read(func(fm *fsm.Machine) { issuer = fm.Issuer() })

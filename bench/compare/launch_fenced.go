@@ -42,6 +42,9 @@ func (c *cluster) startFenced(bin string) error {
 			return err
 		}
 		args := []string{"serve", "--data-dir", data, "--listen", addrs[2*i], "--peer-listen", addrs[2*i+1], "--node-id", fmt.Sprintf("n%d", i+1)}
+		// Every benchmark client comes from this one machine: lift the
+		// per-source limits that would cap the sessions workload.
+		args = append(args, "--max-sessions-per-source", "0", "--max-grants-per-source", "0", "--max-waiters-per-source", "0", "--session-rate", "0", "--max-conns-per-source", "0")
 		if n > 1 {
 			args = append(args, "--initial-cluster", strings.Join(initial, ","))
 		}

@@ -95,6 +95,7 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.StringVar(&eventLog, "test-event-log", "", "test only: append the committed grants, releases and expiries to this file as JSON lines")
 	f.MarkHidden("test-event-log")
 	addFaultFlags(f, &cfg)
+	addLimitFlags(f, &cfg.Limits)
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd

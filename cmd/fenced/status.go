@@ -67,6 +67,9 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 			waiters = append(waiters, fmt.Sprint(wt.Session))
 		}
 		fmt.Fprintf(w, "  %-30s %s", l.Name, holder)
+		if more := int(l.WaiterCount) - len(waiters); more > 0 {
+			waiters = append(waiters, fmt.Sprintf("and %d more", more))
+		}
 		if len(waiters) > 0 {
 			fmt.Fprintf(w, "; waiting: %s", strings.Join(waiters, ", "))
 		}

@@ -20,7 +20,7 @@ import (
 var sentinels = []error{
 	fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrStaleToken,
 	fence.ErrIssuerMismatch, fence.ErrSessionNotFound, fence.ErrNotGranted,
-	fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader,
+	fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader, fence.ErrLimitExceeded,
 	fence.ErrVersionMismatch,
 }
 

@@ -39,7 +39,7 @@ func TestRoundTrip(t *testing.T) {
 	version := &fence.VersionMismatchError{Object: "k", Expected: 4, Current: 6}
 	errs := map[string]error{"stale": stale, "version": version}
 	sentinels := []error{fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrStaleToken, fence.ErrIssuerMismatch,
-		fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader,
+		fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader, fence.ErrLimitExceeded,
 		fence.ErrVersionMismatch}
 	for i, s := range sentinels {
 		errs[fmt.Sprint("sentinel-", i)] = fmt.Errorf("%w: because", s)

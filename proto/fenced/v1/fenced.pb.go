@@ -2324,8 +2324,11 @@ type LockInfo struct {
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// holder is the current grant; unset when the lock is free.
 	Holder *Grant `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
-	// waiters in the order they will be granted.
-	Waiters       []*Waiter `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// waiters in the order they will be granted. List and Status include
+	// at most the first 100; Describe pages through all of them.
+	Waiters []*Waiter `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	// waiter_count is the number of waiters, also those not included.
+	WaiterCount   uint32 `protobuf:"varint,4,opt,name=waiter_count,json=waiterCount,proto3" json:"waiter_count,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2381,9 +2384,20 @@ func (x *LockInfo) GetWaiters() []*Waiter {
 	return nil
 }
 
+func (x *LockInfo) GetWaiterCount() uint32 {
+	if x != nil {
+		return x.WaiterCount
+	}
+	return 0
+}
+
 type DescribeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// page_size caps the waiters returned; 0 means 1000, the most allowed.
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is a previous response's next_page_token: the next waiters.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2425,9 +2439,26 @@ func (x *DescribeRequest) GetName() string {
 	return ""
 }
 
+func (x *DescribeRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *DescribeRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type DescribeResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Lock          *LockInfo              `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Lock  *LockInfo              `protobuf:"bytes,1,opt,name=lock,proto3" json:"lock,omitempty"`
+	// next_page_token is set when more waiters follow; send it as
+	// page_token to get them.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2469,11 +2500,21 @@ func (x *DescribeResponse) GetLock() *LockInfo {
 	return nil
 }
 
+func (x *DescribeResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
+}
+
 type ListRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Prefix string                 `protobuf:"bytes,1,opt,name=prefix,proto3" json:"prefix,omitempty"`
-	// limit caps the result; 0 means 1000.
-	Limit         int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// limit is the page size: 0 means 1000; at most 10000.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// page_token is a previous response's next_page_token: the locks after
+	// that page.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2522,9 +2563,19 @@ func (x *ListRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type ListResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Locks         []*LockInfo            `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Locks []*LockInfo            `protobuf:"bytes,1,rep,name=locks,proto3" json:"locks,omitempty"`
+	// next_page_token is set when more locks follow; send it as page_token
+	// to get them.
+	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2564,6 +2615,13 @@ func (x *ListResponse) GetLocks() []*LockInfo {
 		return x.Locks
 	}
 	return nil
+}
+
+func (x *ListResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 type SessionInfo struct {
@@ -2637,7 +2695,12 @@ func (x *SessionInfo) GetWaiting() []string {
 type StatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name limits locks to this one lock when set.
-	Name          string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// page_size caps the locks plus sessions returned: 0 means 1000, the
+	// most allowed. Locks come first (by name), then sessions (by id).
+	PageSize int32 `protobuf:"varint,2,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
+	// page_token is a previous response's next_page_token.
+	PageToken     string `protobuf:"bytes,3,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2679,16 +2742,33 @@ func (x *StatusRequest) GetName() string {
 	return ""
 }
 
+func (x *StatusRequest) GetPageSize() int32 {
+	if x != nil {
+		return x.PageSize
+	}
+	return 0
+}
+
+func (x *StatusRequest) GetPageToken() string {
+	if x != nil {
+		return x.PageToken
+	}
+	return ""
+}
+
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Issuer        string                 `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
-	LastToken     uint64                 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
-	NodeId        string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Leader        string                 `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
-	Term          uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
-	AppliedIndex  uint64                 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
-	Sessions      []*SessionInfo         `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
-	Locks         []*LockInfo            `protobuf:"bytes,8,rep,name=locks,proto3" json:"locks,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Issuer       string                 `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	LastToken    uint64                 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	NodeId       string                 `protobuf:"bytes,3,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Leader       string                 `protobuf:"bytes,4,opt,name=leader,proto3" json:"leader,omitempty"`
+	Term         uint64                 `protobuf:"varint,5,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex uint64                 `protobuf:"varint,6,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	Sessions     []*SessionInfo         `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Locks        []*LockInfo            `protobuf:"bytes,8,rep,name=locks,proto3" json:"locks,omitempty"`
+	// next_page_token is set when more locks or sessions follow; send it as
+	// page_token to get them.
+	NextPageToken string `protobuf:"bytes,9,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2777,6 +2857,13 @@ func (x *StatusResponse) GetLocks() []*LockInfo {
 		return x.Locks
 	}
 	return nil
+}
+
+func (x *StatusResponse) GetNextPageToken() string {
+	if x != nil {
+		return x.NextPageToken
+	}
+	return ""
 }
 
 var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
@@ -2933,27 +3020,38 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\acurrent\x18\x01 \x01(\bR\acurrent\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x06holder\"\"\n" +
 	"\x06Waiter\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\"u\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\"\x98\x01\n" +
 	"\bLockInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x06holder\x12+\n" +
-	"\awaiters\x18\x03 \x03(\v2\x11.fenced.v1.WaiterR\awaiters\"%\n" +
+	"\awaiters\x18\x03 \x03(\v2\x11.fenced.v1.WaiterR\awaiters\x12!\n" +
+	"\fwaiter_count\x18\x04 \x01(\rR\vwaiterCount\"a\n" +
 	"\x0fDescribeRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\";\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"c\n" +
 	"\x10DescribeResponse\x12'\n" +
-	"\x04lock\x18\x01 \x01(\v2\x13.fenced.v1.LockInfoR\x04lock\";\n" +
+	"\x04lock\x18\x01 \x01(\v2\x13.fenced.v1.LockInfoR\x04lock\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"Z\n" +
 	"\vListRequest\x12\x16\n" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
-	"\x05limit\x18\x02 \x01(\x05R\x05limit\"9\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"a\n" +
 	"\fListResponse\x12)\n" +
-	"\x05locks\x18\x01 \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\"l\n" +
+	"\x05locks\x18\x01 \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n" +
 	"\vSessionInfo\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x12\n" +
 	"\x04held\x18\x03 \x03(\tR\x04held\x12\x18\n" +
-	"\awaiting\x18\x04 \x03(\tR\awaiting\"#\n" +
+	"\awaiting\x18\x04 \x03(\tR\awaiting\"_\n" +
 	"\rStatusRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x02\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
+	"\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb8\x02\n" +
 	"\x0eStatusResponse\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -2963,7 +3061,8 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04term\x18\x05 \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x122\n" +
 	"\bsessions\x18\a \x03(\v2\x16.fenced.v1.SessionInfoR\bsessions\x12)\n" +
-	"\x05locks\x18\b \x03(\v2\x13.fenced.v1.LockInfoR\x05locks*\x8f\x01\n" +
+	"\x05locks\x18\b \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
+	"\x0fnext_page_token\x18\t \x01(\tR\rnextPageToken*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +

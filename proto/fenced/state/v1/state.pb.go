@@ -408,9 +408,12 @@ func (x *NewLeader) GetTerm() uint64 {
 }
 
 type CreateSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs     int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// quota: the creating source and its limits (fields 100+ are the
+	// limits of issue 11, numbered apart from other changes).
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,6 +462,88 @@ func (x *CreateSession) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *CreateSession) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+// Quota is the source of a request that can create a session or take a
+// grant or a place in a queue, and the per-source limits the proposing
+// leader enforces, carried in the command so that every replica decides
+// alike. A limit of 0 is no limit; a command without a quota (from an
+// older leader) is not limited.
+type Quota struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// owner is the identity the session is charged to (the client's source
+	// address until authentication exists).
+	Owner         string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	MaxSessions   uint32 `protobuf:"varint,2,opt,name=max_sessions,json=maxSessions,proto3" json:"max_sessions,omitempty"`
+	MaxHeld       uint32 `protobuf:"varint,3,opt,name=max_held,json=maxHeld,proto3" json:"max_held,omitempty"`
+	MaxWaiting    uint32 `protobuf:"varint,4,opt,name=max_waiting,json=maxWaiting,proto3" json:"max_waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Quota) Reset() {
+	*x = Quota{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Quota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Quota) ProtoMessage() {}
+
+func (x *Quota) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Quota.ProtoReflect.Descriptor instead.
+func (*Quota) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Quota) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *Quota) GetMaxSessions() uint32 {
+	if x != nil {
+		return x.MaxSessions
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxHeld() uint32 {
+	if x != nil {
+		return x.MaxHeld
+	}
+	return 0
+}
+
+func (x *Quota) GetMaxWaiting() uint32 {
+	if x != nil {
+		return x.MaxWaiting
+	}
+	return 0
+}
+
 type CloseSession struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -468,7 +553,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +565,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +578,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CloseSession) GetSession() uint64 {
@@ -516,7 +601,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +613,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +626,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -561,19 +646,22 @@ func (x *ExpireSession) GetTerm() uint64 {
 type Acquire struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session 0 creates a per-grant session of ttl_ms in the same command.
-	Session       uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Wait          bool   `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
-	TtlMs         int64  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Session   uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq       uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Wait      bool   `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs     int64  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// quota charges a per-grant session (session 0) to its source, and
+	// limits the grants and waiters of the session's owner.
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +673,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +686,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -643,6 +731,13 @@ func (x *Acquire) GetRequestId() string {
 	return ""
 }
 
+func (x *Acquire) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
 type Release struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -653,15 +748,18 @@ type Release struct {
 	WithdrawSeq uint64 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
 	// request_id and ttl_ms, with session 0, name the per-grant session of
 	// the acquire to withdraw (see the API's ReleaseRequest).
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs     int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// quota holds the session a per-grant withdrawal may create to the
+	// proposer's limits, like CreateSession's (absent: not limited).
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +771,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +784,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -731,6 +829,13 @@ func (x *Release) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *Release) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
 // CancelWait removes a session from a lock's queue.
 type CancelWait struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -742,7 +847,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -754,7 +859,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -767,7 +872,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -796,14 +901,17 @@ type KVWrite struct {
 	IfVersion    uint64                 `protobuf:"varint,6,opt,name=if_version,json=ifVersion,proto3" json:"if_version,omitempty"`
 	// request_id de-duplicates a retried write: the original result is
 	// returned and nothing is applied again.
-	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// limits bound the whole kv, set by the proposing leader (field 100+:
+	// the limits of issue 11).
+	Limits        *KVLimits `protobuf:"bytes,100,opt,name=limits,proto3" json:"limits,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -815,7 +923,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -828,7 +936,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -880,6 +988,68 @@ func (x *KVWrite) GetRequestId() string {
 	return ""
 }
 
+func (x *KVWrite) GetLimits() *KVLimits {
+	if x != nil {
+		return x.Limits
+	}
+	return nil
+}
+
+// KVLimits bound the fenced kv as a whole: keys (tombstones included) and
+// bytes (keys plus values). 0 is no limit; a write without limits (from an
+// older leader) is not limited.
+type KVLimits struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	MaxKeys       uint64                 `protobuf:"varint,1,opt,name=max_keys,json=maxKeys,proto3" json:"max_keys,omitempty"`
+	MaxBytes      uint64                 `protobuf:"varint,2,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KVLimits) Reset() {
+	*x = KVLimits{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KVLimits) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KVLimits) ProtoMessage() {}
+
+func (x *KVLimits) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
+func (*KVLimits) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *KVLimits) GetMaxKeys() uint64 {
+	if x != nil {
+		return x.MaxKeys
+	}
+	return 0
+}
+
+func (x *KVLimits) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
 // RegisterNode records the API address of a member, so that followers can
 // forward requests to the leader.
 type RegisterNode struct {
@@ -892,7 +1062,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1074,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1087,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -954,7 +1124,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -966,7 +1136,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -979,7 +1149,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *State) GetIssuer() string {
@@ -1057,7 +1227,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1069,7 +1239,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1082,7 +1252,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1128,7 +1298,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1310,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1323,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1192,19 +1362,21 @@ func (x *KVEntry) GetExists() bool {
 }
 
 type Session struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
-	SeqFloor      uint64                 `protobuf:"varint,5,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	TtlMs     int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Replies   []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
+	SeqFloor  uint64                 `protobuf:"varint,5,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`
+	// owner is the identity the session is charged to (Quota.owner).
+	Owner         string `protobuf:"bytes,100,opt,name=owner,proto3" json:"owner,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1216,7 +1388,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1229,7 +1401,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1267,6 +1439,13 @@ func (x *Session) GetSeqFloor() uint64 {
 	return 0
 }
 
+func (x *Session) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
 // Reply is a remembered result of a (session, seq) request.
 type Reply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1282,7 +1461,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1294,7 +1473,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1307,7 +1486,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1365,7 +1544,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1556,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1569,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Lock) GetName() string {
@@ -1438,7 +1617,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1450,7 +1629,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1463,7 +1642,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1509,16 +1688,23 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\vtoken_floor\x18\x02 \x01(\x04R\n" +
 	"tokenFloor\"\x1f\n" +
 	"\tNewLeader\x12\x12\n" +
-	"\x04term\x18\x01 \x01(\x04R\x04term\"E\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\"s\n" +
 	"\rCreateSession\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"(\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\"|\n" +
+	"\x05Quota\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12!\n" +
+	"\fmax_sessions\x18\x02 \x01(\rR\vmaxSessions\x12\x19\n" +
+	"\bmax_held\x18\x03 \x01(\rR\amaxHeld\x12\x1f\n" +
+	"\vmax_waiting\x18\x04 \x01(\rR\n" +
+	"maxWaiting\"(\n" +
 	"\fCloseSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\x93\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\xc1\x01\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1526,7 +1712,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\xa2\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\"\xd0\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1534,11 +1721,12 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
-	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\":\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\":\n" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\xd3\x01\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x02\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -1548,7 +1736,11 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestIdJ\x04\b\a\x10\bR\bunfenced\"9\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x121\n" +
+	"\x06limits\x18d \x01(\v2\x19.fenced.state.v1.KVLimitsR\x06limitsJ\x04\b\a\x10\bR\bunfenced\"B\n" +
+	"\bKVLimits\x12\x19\n" +
+	"\bmax_keys\x18\x01 \x01(\x04R\amaxKeys\x12\x1b\n" +
+	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
@@ -1576,14 +1768,15 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x16\n" +
-	"\x06exists\x18\x05 \x01(\bR\x06exists\"\x9e\x01\n" +
+	"\x06exists\x18\x05 \x01(\bR\x06exists\"\xb4\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x120\n" +
 	"\areplies\x18\x04 \x03(\v2\x16.fenced.state.v1.ReplyR\areplies\x12\x1b\n" +
-	"\tseq_floor\x18\x05 \x01(\x04R\bseqFloor\"\x9a\x01\n" +
+	"\tseq_floor\x18\x05 \x01(\x04R\bseqFloor\x12\x14\n" +
+	"\x05owner\x18d \x01(\tR\x05owner\"\x9a\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\x05R\x04kind\x12\x12\n" +
@@ -1613,53 +1806,59 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
 	(*Init)(nil),          // 2: fenced.state.v1.Init
 	(*NewLeader)(nil),     // 3: fenced.state.v1.NewLeader
 	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
-	(*CloseSession)(nil),  // 5: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil), // 6: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 7: fenced.state.v1.Acquire
-	(*Release)(nil),       // 8: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 9: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 10: fenced.state.v1.KVWrite
-	(*RegisterNode)(nil),  // 11: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 12: fenced.state.v1.State
-	(*KVReply)(nil),       // 13: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 14: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 15: fenced.state.v1.Session
-	(*Reply)(nil),         // 16: fenced.state.v1.Reply
-	(*Lock)(nil),          // 17: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 18: fenced.state.v1.Waiter
+	(*Quota)(nil),         // 5: fenced.state.v1.Quota
+	(*CloseSession)(nil),  // 6: fenced.state.v1.CloseSession
+	(*ExpireSession)(nil), // 7: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 8: fenced.state.v1.Acquire
+	(*Release)(nil),       // 9: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 10: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 11: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 12: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 13: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 14: fenced.state.v1.State
+	(*KVReply)(nil),       // 15: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 16: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 17: fenced.state.v1.Session
+	(*Reply)(nil),         // 18: fenced.state.v1.Reply
+	(*Lock)(nil),          // 19: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 20: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
 	3,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
 	4,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	5,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	6,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	7,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	8,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	9,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	10, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	6,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	7,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	8,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	9,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	10, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	11, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	13, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	15, // 12: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	17, // 13: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	14, // 14: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	11, // 15: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	13, // 16: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	16, // 17: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	18, // 18: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	5,  // 12: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	5,  // 13: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	5,  // 14: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	12, // 15: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	17, // 16: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	19, // 17: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	16, // 18: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	13, // 19: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	15, // 20: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	18, // 21: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	20, // 22: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1686,7 +1885,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

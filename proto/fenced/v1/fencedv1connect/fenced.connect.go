@@ -266,11 +266,12 @@ type LockServiceClient interface {
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
 	// Verify tells whether a token is the current grant of a lock.
 	Verify(context.Context, *connect.Request[v1.VerifyRequest]) (*connect.Response[v1.VerifyResponse], error)
-	// Describe returns one lock: holder, token, waiters.
+	// Describe returns one lock: holder, token, waiters (a page of them).
 	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
-	// List returns locks whose names start with a prefix.
+	// List returns locks whose names start with a prefix, a page at a time.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
-	// Status returns the server's view: issuer, last token, sessions, locks.
+	// Status returns the server's view: issuer, last token, sessions, locks;
+	// the locks and sessions a page at a time.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
 	// Pipeline carries many Acquire, Release and KV Put calls over one
 	// long-lived stream: a client sends calls without waiting for earlier
@@ -396,11 +397,12 @@ type LockServiceHandler interface {
 	Release(context.Context, *connect.Request[v1.ReleaseRequest]) (*connect.Response[v1.ReleaseResponse], error)
 	// Verify tells whether a token is the current grant of a lock.
 	Verify(context.Context, *connect.Request[v1.VerifyRequest]) (*connect.Response[v1.VerifyResponse], error)
-	// Describe returns one lock: holder, token, waiters.
+	// Describe returns one lock: holder, token, waiters (a page of them).
 	Describe(context.Context, *connect.Request[v1.DescribeRequest]) (*connect.Response[v1.DescribeResponse], error)
-	// List returns locks whose names start with a prefix.
+	// List returns locks whose names start with a prefix, a page at a time.
 	List(context.Context, *connect.Request[v1.ListRequest]) (*connect.Response[v1.ListResponse], error)
-	// Status returns the server's view: issuer, last token, sessions, locks.
+	// Status returns the server's view: issuer, last token, sessions, locks;
+	// the locks and sessions a page at a time.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
 	// Pipeline carries many Acquire, Release and KV Put calls over one
 	// long-lived stream: a client sends calls without waiting for earlier

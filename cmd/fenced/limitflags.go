@@ -1,0 +1,26 @@
+package main
+
+import (
+	"github.com/spf13/pflag"
+
+	"github.com/fenced-dev/fenced/server"
+)
+
+// addLimitFlags registers the flags of server.Limits; their defaults are
+// server.DefaultLimits. 0 turns a limit off.
+func addLimitFlags(f *pflag.FlagSet, l *server.Limits) {
+	f.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", l.ReadHeaderTimeout, "close a connection whose request headers take longer than this")
+	f.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "close an API connection (HTTP/1 or HTTP/2) with no request in flight for this long")
+	f.DurationVar(&l.BodyTimeout, "body-timeout", l.BodyTimeout, "cut a unary request whose body takes longer than this to arrive (streams and waits are not cut)")
+	f.DurationVar(&l.PingInterval, "ping-interval", l.PingInterval, "ping an HTTP/2 connection silent for this long (0: never)")
+	f.DurationVar(&l.PingTimeout, "ping-timeout", l.PingTimeout, "close an HTTP/2 connection whose ping is not answered within this")
+	f.IntVar(&l.MaxConns, "max-conns", l.MaxConns, "most open API connections; more are closed at once (0: no cap)")
+	f.IntVar(&l.MaxConnsPerSource, "max-conns-per-source", l.MaxConnsPerSource, "most open API connections from one source address (0: no cap)")
+	f.Uint32Var(&l.MaxSessionsPerSource, "max-sessions-per-source", l.MaxSessionsPerSource, "most live sessions per source, per-grant sessions included (0: no limit)")
+	f.Uint32Var(&l.MaxGrantsPerSource, "max-grants-per-source", l.MaxGrantsPerSource, "most grants held by the sessions of one source (0: no limit)")
+	f.Uint32Var(&l.MaxWaitersPerSource, "max-waiters-per-source", l.MaxWaitersPerSource, "most queued acquires of the sessions of one source (0: no limit)")
+	f.Float64Var(&l.SessionRate, "session-rate", l.SessionRate, "sessions one source may create per second, on average (0: no limit)")
+	f.IntVar(&l.SessionBurst, "session-burst", l.SessionBurst, "sessions one source may create at once, above --session-rate")
+	f.Uint64Var(&l.MaxKVKeys, "max-kv-keys", l.MaxKVKeys, "most keys in the fenced kv, deleted ones included (0: no limit)")
+	f.Uint64Var(&l.MaxKVBytes, "max-kv-bytes", l.MaxKVBytes, "most bytes of keys and values in the fenced kv (0: no limit)")
+}
