@@ -35,6 +35,11 @@ var (
 	// ErrNotLeader reports a server that cannot serve a write because it is
 	// not the leader and could not forward it.
 	ErrNotLeader = errors.New("fence: not the leader")
+	// ErrNotOwner reports a request for a session that did not carry the
+	// session's secret (or carried another): only the session's creator,
+	// who alone was given the secret, may renew or close the session,
+	// release its locks or acquire on its behalf. Nothing was changed.
+	ErrNotOwner = errors.New("fence: not the session's owner")
 )
 
 // StaleTokenError is the error a guard returns when a presented token is

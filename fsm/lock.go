@@ -70,7 +70,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
-	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs())
+	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetSecretHash())
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -123,7 +123,16 @@ func (t *lockTable) release(r *statev1.Release, now int64) Result {
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
+	if err := validateSecretHash(r.GetSecretHash()); err != nil {
+		return Result{Err: err}
+	}
 	s := m.sessions[sid]
+	if s != nil {
+		// A release for a session that does not exist changes nothing.
+		if err := s.checkOwner(r.GetSecretHash()); err != nil {
+			return Result{Err: err}
+		}
+	}
 	if s != nil && seq > 0 {
 		rep, ok, err := s.replies.get(seq, name)
 		if err != nil {

@@ -39,6 +39,7 @@ const (
 	ReasonLockLost        = "lock-lost"
 	ReasonTokenOverflow   = "token-overflow"
 	ReasonNotLeader       = "not-leader"
+	ReasonNotOwner        = "not-owner"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -84,6 +85,7 @@ var kinds = []kind{
 	{fence.ErrSessionNotFound, CodeNotFound, ReasonSessionNotFound, true},
 	{fence.ErrNotGranted, CodeAborted, ReasonNotGranted, false},
 	{fence.ErrNotLeader, CodeUnavailable, ReasonNotLeader, false},
+	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of

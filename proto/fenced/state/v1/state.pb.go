@@ -41,6 +41,7 @@ type Command struct {
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
 	//	*Command_Batch
+	//	*Command_Revoke
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -185,6 +186,15 @@ func (x *Command) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Command) GetRevoke() *Revoke {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Revoke); ok {
+			return x.Revoke
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -240,6 +250,10 @@ type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,12,opt,name=batch,proto3,oneof"`
 }
 
+type Command_Revoke struct {
+	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -261,6 +275,8 @@ func (*Command_KvWrite) isCommand_Op() {}
 func (*Command_RegisterNode) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
+
+func (*Command_Revoke) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -408,9 +424,13 @@ func (x *NewLeader) GetTerm() uint64 {
 }
 
 type CreateSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs     int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// secret_hash is the SHA-256 of the new session's secret (the secret
+	// itself never enters the log). A retry with the same request_id must
+	// carry the same hash.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -459,9 +479,19 @@ func (x *CreateSession) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *CreateSession) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 type CloseSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented; it
+	// must be the session's.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -503,6 +533,68 @@ func (x *CloseSession) GetSession() uint64 {
 	return 0
 }
 
+func (x *CloseSession) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Revoke ends the session holding a lock (an administrator's
+// force-revoke), as if it expired.
+type Revoke struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// token, when not 0, must be the lock's current token.
+	Token         uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revoke) Reset() {
+	*x = Revoke{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revoke) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revoke) ProtoMessage() {}
+
+func (x *Revoke) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
+func (*Revoke) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *Revoke) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Revoke) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // ExpireSession ends a session whose TTL ran out on the proposer's clock.
 type ExpireSession struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -516,7 +608,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +620,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +633,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -561,19 +653,22 @@ func (x *ExpireSession) GetTerm() uint64 {
 type Acquire struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// session 0 creates a per-grant session of ttl_ms in the same command.
-	Session       uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
-	Wait          bool   `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
-	TtlMs         int64  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Session   uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq       uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name      string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Wait      bool   `protobuf:"varint,4,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs     int64  `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented: it
+	// must be the session's (for session 0, it is the per-grant session's).
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +680,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +693,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -643,18 +738,27 @@ func (x *Acquire) GetRequestId() string {
 	return ""
 }
 
+func (x *Acquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 type Release struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +770,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +783,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -703,6 +807,13 @@ func (x *Release) GetName() string {
 	return ""
 }
 
+func (x *Release) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // CancelWait removes a session from a lock's queue.
 type CancelWait struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -714,7 +825,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +837,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +850,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -775,7 +886,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +898,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +911,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -864,7 +975,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +987,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1000,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -926,7 +1037,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1049,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1062,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *State) GetIssuer() string {
@@ -1029,7 +1140,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1152,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1165,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1100,7 +1211,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1223,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1236,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1164,19 +1275,23 @@ func (x *KVEntry) GetExists() bool {
 }
 
 type Session struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	RequestId     string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	Replies       []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
-	SeqFloor      uint64                 `protobuf:"varint,5,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Id        uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	TtlMs     int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string                 `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Replies   []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
+	SeqFloor  uint64                 `protobuf:"varint,5,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`
+	// secret_hash is the SHA-256 of the session's secret; empty for a
+	// session created before sessions had secrets (such a session accepts
+	// no request from the API and expires).
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1303,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1316,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1239,6 +1354,13 @@ func (x *Session) GetSeqFloor() uint64 {
 	return 0
 }
 
+func (x *Session) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // Reply is a remembered result of a (session, seq) request.
 type Reply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1254,7 +1376,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1388,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1401,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1337,7 +1459,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1471,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1484,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Lock) GetName() string {
@@ -1410,7 +1532,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1544,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1557,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1456,7 +1578,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe3\x05\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x96\x06\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1471,7 +1593,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
-	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12\x1e\n" +
+	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x121\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1481,16 +1604,23 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\vtoken_floor\x18\x02 \x01(\x04R\n" +
 	"tokenFloor\"\x1f\n" +
 	"\tNewLeader\x12\x12\n" +
-	"\x04term\x18\x01 \x01(\x04R\x04term\"E\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\"f\n" +
 	"\rCreateSession\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\"(\n" +
+	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"I\n" +
 	"\fCloseSession\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\"=\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"2\n" +
+	"\x06Revoke\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\x93\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\xb4\x01\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1498,11 +1628,15 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04wait\x18\x04 \x01(\bR\x04wait\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"I\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"j\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
-	"\x04name\x18\x03 \x01(\tR\x04name\":\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\":\n" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
@@ -1544,14 +1678,16 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x16\n" +
-	"\x06exists\x18\x05 \x01(\bR\x06exists\"\x9e\x01\n" +
+	"\x06exists\x18\x05 \x01(\bR\x06exists\"\xbf\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x120\n" +
 	"\areplies\x18\x04 \x03(\v2\x16.fenced.state.v1.ReplyR\areplies\x12\x1b\n" +
-	"\tseq_floor\x18\x05 \x01(\x04R\bseqFloor\"\x9a\x01\n" +
+	"\tseq_floor\x18\x05 \x01(\x04R\bseqFloor\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x9a\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\x05R\x04kind\x12\x12\n" +
@@ -1581,7 +1717,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
@@ -1589,45 +1725,47 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*NewLeader)(nil),     // 3: fenced.state.v1.NewLeader
 	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
 	(*CloseSession)(nil),  // 5: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil), // 6: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 7: fenced.state.v1.Acquire
-	(*Release)(nil),       // 8: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 9: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 10: fenced.state.v1.KVWrite
-	(*RegisterNode)(nil),  // 11: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 12: fenced.state.v1.State
-	(*KVReply)(nil),       // 13: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 14: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 15: fenced.state.v1.Session
-	(*Reply)(nil),         // 16: fenced.state.v1.Reply
-	(*Lock)(nil),          // 17: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 18: fenced.state.v1.Waiter
+	(*Revoke)(nil),        // 6: fenced.state.v1.Revoke
+	(*ExpireSession)(nil), // 7: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 8: fenced.state.v1.Acquire
+	(*Release)(nil),       // 9: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 10: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 11: fenced.state.v1.KVWrite
+	(*RegisterNode)(nil),  // 12: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 13: fenced.state.v1.State
+	(*KVReply)(nil),       // 14: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 15: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 16: fenced.state.v1.Session
+	(*Reply)(nil),         // 17: fenced.state.v1.Reply
+	(*Lock)(nil),          // 18: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 19: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
 	3,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
 	4,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
 	5,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	6,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	7,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	8,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	9,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	10, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	7,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	8,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	9,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	10, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	11, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	12, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	15, // 12: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	17, // 13: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	14, // 14: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	11, // 15: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	13, // 16: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	16, // 17: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	18, // 18: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	6,  // 11: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	0,  // 12: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	16, // 13: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	18, // 14: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	15, // 15: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	12, // 16: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	14, // 17: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	17, // 18: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	19, // 19: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1647,6 +1785,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
 		(*Command_Batch)(nil),
+		(*Command_Revoke)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1654,7 +1793,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
