@@ -22,7 +22,7 @@ type session struct {
 	// for a session from before secrets.
 	secretHash []byte
 	bound      [numKinds]binding
-	replies   replies
+	replies    replies
 }
 
 // SessionInfo describes a live session.

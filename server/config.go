@@ -37,6 +37,12 @@ type Config struct {
 	// ProposeTimeout bounds one proposal when the caller sets no deadline.
 	// Default 10s.
 	ProposeTimeout time.Duration
+	// AllowRevoke enables LockService.Revoke, an administrator's
+	// force-revoke of a lock. Off by default: the API has no identities
+	// yet, so while it is on anyone who can reach the API may revoke any
+	// holder. Give every member the same setting (a follower forwards the
+	// call to the leader, which decides).
+	AllowRevoke bool
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its

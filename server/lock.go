@@ -56,8 +56,19 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
+	var secret string
+	var hash []byte
+	var err error
+	if m.Session == 0 {
+		secret, hash, err = newSessionSecret(m.Secret)
+	} else {
+		hash, err = h.s.checkOwner(m.Session, m.Secret, false)
+	}
+	if err != nil {
+		return nil, toConnect(err)
+	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
-		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId,
+		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, SecretHash: hash,
 	}}})
 	if err != nil {
 		return nil, toConnect(err)
@@ -71,6 +82,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
 	if res.Granted {
 		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
+		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -135,7 +147,11 @@ func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name}}})
+	hash, err := h.s.checkOwner(m.Session, m.Secret, true)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, SecretHash: hash}}})
 	if err != nil {
 		return nil, toConnect(err)
 	}
