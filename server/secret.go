@@ -42,20 +42,42 @@ func newSessionSecret(sent string) (string, []byte, error) {
 	return hex.EncodeToString(b[:]), fsm.HashSecret(b[:]), nil
 }
 
+// presented is the secret a request presented: its hash, or why it has
+// none (missing or malformed).
+type presented struct {
+	hash []byte
+	err  error
+}
+
+func present(secret string) presented {
+	h, err := secretHash(secret)
+	return presented{h, err}
+}
+
+// check returns nil when the secret is session sid's; an error wrapping
+// fence.ErrSessionNotFound when there is no such session (whatever the
+// secret); otherwise why the secret is missing, malformed or wrong.
+func (p presented) check(m *fsm.Machine, sid uint64) error {
+	err := m.CheckOwner(sid, p.hash)
+	if p.err != nil && !errors.Is(err, fence.ErrSessionNotFound) {
+		return p.err
+	}
+	return err
+}
+
 // checkOwner refuses a request for session sid whose secret is not the
 // session's, before anything is proposed: the fast path. The state
 // machine checks the same hash again when it applies the command, so a
 // command that raced a change is still judged on the state it applies to.
-// With missingOK, a session that does not exist is let through (closing
-// or releasing for it changes nothing).
+// With missingOK, a session that does not exist is let through when the
+// secret is well formed (closing or releasing for it changes nothing). It
+// returns the hash for the command.
 func (s *Server) checkOwner(sid uint64, secret string, missingOK bool) ([]byte, error) {
-	h, err := secretHash(secret)
-	if err != nil {
-		return nil, err
-	}
-	s.sm.read(func(m *fsm.Machine) { err = m.CheckOwner(sid, h) })
+	p := present(secret)
+	var err error
+	s.sm.read(func(m *fsm.Machine) { err = p.check(m, sid) })
 	if missingOK && errors.Is(err, fence.ErrSessionNotFound) {
-		err = nil
+		err = p.err
 	}
-	return h, err
+	return p.hash, err
 }

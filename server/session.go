@@ -105,16 +105,14 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) (
 // state: nil, or an error wrapping fence.ErrNotOwner,
 // fence.ErrInvalidArgument or fence.ErrSessionNotFound.
 func (s *Server) checkRenewals(reqs []*fencedv1.KeepAliveRequest) []error {
-	errs := make([]error, len(reqs))
-	hashes := make([][]byte, len(reqs))
+	secrets := make([]presented, len(reqs))
 	for i, req := range reqs {
-		hashes[i], errs[i] = secretHash(req.Secret)
+		secrets[i] = present(req.Secret)
 	}
+	errs := make([]error, len(reqs))
 	s.sm.read(func(m *fsm.Machine) {
 		for i, req := range reqs {
-			if errs[i] == nil {
-				errs[i] = m.CheckOwner(req.Session, hashes[i])
-			}
+			errs[i] = secrets[i].check(m, req.Session)
 		}
 	})
 	return errs
