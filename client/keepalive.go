@@ -18,7 +18,10 @@ import (
 // keeper renews every session of a Client over one KeepAlive stream.
 //
 // Each session is renewed ttl/3 after the request that last confirmed it
-// was sent. A renewal carries a nonce; the keeper remembers when it was
+// was sent, and at once on a stream that has not renewed it yet (a new
+// session, or a new stream after a failover): the server pushes the
+// revocation of a session (fenced revoke) to the streams that renewed it,
+// so the holder learns of it at once rather than at its next renewal. A renewal carries a nonce; the keeper remembers when it was
 // queued (before it is sent) and the answer with the same nonce extends
 // the session's validity from that time. A renewal that is not answered
 // within answerTimeout means the stream is stuck (a partition does not
@@ -217,6 +220,11 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 			continue
 		}
 		due := s.renewDue()
+		if !st.subscribed[s.id] {
+			// Not renewed on this stream yet: renew now, which also tells
+			// the server to push the session's revocation to this stream.
+			due = now
+		}
 		if s.kaRetryAt.After(due) {
 			due = s.kaRetryAt
 		}
@@ -227,6 +235,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 		k.nonce++
 		s.kaNonce = k.nonce
 		k.pending[k.nonce] = pendingRenewal{s: s, sent: now, st: st}
+		st.subscribed[s.id] = true
 		st.queue = append(st.queue, &fencedv1.KeepAliveRequest{Session: s.id, Nonce: k.nonce, Secret: s.secret})
 		earliest(now.Add(answerTimeout(s)))
 	}
@@ -388,9 +397,13 @@ type kaStream struct {
 	stream *connect.BidiStreamForClient[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
 	signal chan struct{} // capacity 1: the queue has requests
 	queue  []*fencedv1.KeepAliveRequest
-	done   chan struct{} // closed by fail
-	once   sync.Once
-	err    error // why the stream ended; set before done is closed
+	// subscribed holds the sessions renewed on this stream (guarded by
+	// k.mu): the server pushes their revocation to it. A session is
+	// renewed at once on a stream that has not renewed it yet.
+	subscribed map[uint64]bool
+	done       chan struct{} // closed by fail
+	once       sync.Once
+	err        error // why the stream ended; set before done is closed
 }
 
 // openLocked opens a stream to the current endpoint. It does not block:
@@ -405,13 +418,14 @@ func (k *keeper) openLocked() *kaStream {
 	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
 	st := &kaStream{
-		k:      k,
-		ep:     i,
-		addr:   ep.addr,
-		cancel: cancel,
-		stream: fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
-		signal: make(chan struct{}, 1),
-		done:   make(chan struct{}),
+		k:          k,
+		ep:         i,
+		addr:       ep.addr,
+		cancel:     cancel,
+		stream:     fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
+		signal:     make(chan struct{}, 1),
+		done:       make(chan struct{}),
+		subscribed: make(map[uint64]bool),
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)
