@@ -363,8 +363,8 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 			s.lose(fmt.Errorf("%w: session %d: %w", fence.ErrLockLost, s.id, ErrRevoked), false)
 		case resp.GetNotOwner():
 			// The server does not take this session's secret (a session
-			// from before secrets): it cannot be kept alive.
-			s.lose(fmt.Errorf("%w: session %d: %w: %s", fence.ErrLockLost, s.id, fence.ErrNotOwner, resp.GetError()), true)
+			// from before secrets): it cannot be kept alive, nor closed.
+			s.lose(fmt.Errorf("%w: session %d: %w: the server does not take its secret", fence.ErrLockLost, s.id, fence.ErrNotOwner), false)
 		case resp.GetGone():
 			s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
 		case resp.GetError() != "":
