@@ -220,7 +220,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 			continue
 		}
 		due := s.renewDue()
-		if !st.subscribed[s.id] {
+		if s.kaStream != st {
 			// Not renewed on this stream yet: renew now, which also tells
 			// the server to push the session's revocation to this stream.
 			due = now
@@ -235,7 +235,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 		k.nonce++
 		s.kaNonce = k.nonce
 		k.pending[k.nonce] = pendingRenewal{s: s, sent: now, st: st}
-		st.subscribed[s.id] = true
+		s.kaStream = st
 		st.queue = append(st.queue, &fencedv1.KeepAliveRequest{Session: s.id, Nonce: k.nonce, Secret: s.secret})
 		earliest(now.Add(answerTimeout(s)))
 	}
@@ -397,13 +397,9 @@ type kaStream struct {
 	stream *connect.BidiStreamForClient[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
 	signal chan struct{} // capacity 1: the queue has requests
 	queue  []*fencedv1.KeepAliveRequest
-	// subscribed holds the sessions renewed on this stream (guarded by
-	// k.mu): the server pushes their revocation to it. A session is
-	// renewed at once on a stream that has not renewed it yet.
-	subscribed map[uint64]bool
-	done       chan struct{} // closed by fail
-	once       sync.Once
-	err        error // why the stream ended; set before done is closed
+	done   chan struct{} // closed by fail
+	once   sync.Once
+	err    error // why the stream ended; set before done is closed
 }
 
 // openLocked opens a stream to the current endpoint. It does not block:
@@ -418,14 +414,13 @@ func (k *keeper) openLocked() *kaStream {
 	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
 	st := &kaStream{
-		k:          k,
-		ep:         i,
-		addr:       ep.addr,
-		cancel:     cancel,
-		stream:     fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
-		signal:     make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		subscribed: make(map[uint64]bool),
+		k:      k,
+		ep:     i,
+		addr:   ep.addr,
+		cancel: cancel,
+		stream: fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
+		signal: make(chan struct{}, 1),
+		done:   make(chan struct{}),
 	}
 	var wg sync.WaitGroup
 	wg.Add(2)

@@ -95,6 +95,10 @@ type Session struct {
 	// Guarded by keeper.mu.
 	kaNonce   uint64    // the renewal in flight, 0 if none
 	kaRetryAt time.Time // no renewal before this, after one failed
+	// kaStream is the stream the session was last renewed on: the server
+	// pushes the session's revocation to it. A session is renewed at once
+	// on any other stream.
+	kaStream *kaStream
 }
 
 // A SessionOption configures a session created by NewSession.

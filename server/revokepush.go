@@ -90,20 +90,22 @@ func (p *revokePush) ended(session uint64, revoked bool) {
 	set := p.bySession[session]
 	delete(p.bySession, session)
 	p.mu.Unlock()
-	if !revoked {
-		return
-	}
 	for ps := range set {
 		ps.mu.Lock()
-		if ps.renews != nil {
+		live := ps.renews != nil
+		if live {
 			delete(ps.renews, session)
-			ps.pending = append(ps.pending, &fencedv1.KeepAliveResponse{Session: session, Gone: true, Revoked: true,
-				Error: "the session was revoked by an administrator"})
+			if revoked {
+				ps.pending = append(ps.pending, &fencedv1.KeepAliveResponse{Session: session, Gone: true, Revoked: true,
+					Error: "the session was revoked by an administrator"})
+			}
 		}
 		ps.mu.Unlock()
-		select {
-		case ps.signal <- struct{}{}:
-		default:
+		if live && revoked {
+			select {
+			case ps.signal <- struct{}{}:
+			default:
+			}
 		}
 	}
 }

@@ -66,8 +66,10 @@ const renewVerifyTimeout = 2 * time.Second
 // fails the check and confirms nothing.
 //
 // A renewal without the session's secret renews nothing and is answered
-// with not_owner.
-func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) ([]*fencedv1.KeepAliveResponse, error) {
+// with not_owner. push, when not nil, is subscribed to the revocation of
+// every session renewed, before the leadership check, so a revocation
+// applied while the check runs is pushed after the answer.
+func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, push *pushStream) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, toConnect(fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
@@ -90,6 +92,9 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) (
 		}
 		resp.TtlMs = ttl.Milliseconds()
 		renewed = true
+		if push != nil {
+			push.renewed(req.Session)
+		}
 	}
 	if renewed {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
@@ -181,16 +186,11 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 		mu.Unlock()
 		for len(batch) > 0 {
 			n := min(len(batch), maxRenewalsPerAnswer)
-			resps, err := h.s.renew(ctx, batch[:n])
+			resps, err := h.s.renew(ctx, batch[:n], push)
 			if err != nil {
 				return err
 			}
 			batch = batch[n:]
-			for _, r := range resps {
-				if r.TtlMs > 0 {
-					push.renewed(r.Session)
-				}
-			}
 			if err := sendAnswers(stream, resps); err != nil {
 				return err
 			}
@@ -228,7 +228,7 @@ func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request
 	if _, err := h.s.checkOwner(req.Msg.Session, req.Msg.Secret, true); err != nil {
 		return nil, toConnect(err)
 	}
-	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg})
+	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg}, nil)
 	if err != nil {
 		return nil, err
 	}
