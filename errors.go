@@ -41,6 +41,11 @@ var (
 	// was changed; the message names the limit and the server flag that
 	// sets it. Retry after releasing something, or later.
 	ErrLimitExceeded = errors.New("fence: limit exceeded")
+	// ErrNotOwner reports a request for a session that did not carry the
+	// session's secret (or carried another): only the session's creator,
+	// who alone was given the secret, may renew or close the session,
+	// release its locks or acquire on its behalf. Nothing was changed.
+	ErrNotOwner = errors.New("fence: not the session's owner")
 )
 
 // StaleTokenError is the error a guard returns when a presented token is

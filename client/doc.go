@@ -49,6 +49,19 @@
 // tokens atomically with the write rejects the stale one. Send Token with
 // every protected write.
 //
+// # Ownership
+//
+// A session's id is no secret (Status lists them); its secret is. The SDK
+// generates a random 128-bit secret for every session it creates (and for
+// the session of every TTLLock), sends it with each request of the session
+// and never shows it unless asked (Session.Secret, TTLLock.Secret): the
+// server refuses a renewal, release, close or acquire for a session
+// without its secret, with an error wrapping fence.ErrNotOwner. When an
+// administrator force-revokes a lock (Client.Revoke, fenced revoke), the
+// server ends its holder's session and tells that session's KeepAlive
+// stream at once: the session is lost with ErrRevoked and the Context of
+// every grant of it is cancelled.
+//
 // # Transport
 //
 // A Client keeps one HTTP/2 connection per endpoint it uses for its

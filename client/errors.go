@@ -6,8 +6,9 @@ import "errors"
 // the errors of package fence (fence.ErrInvalidArgument,
 // fence.ErrInvalidToken, fence.ErrSessionNotFound, fence.ErrTokenOverflow,
 // fence.ErrLimitExceeded, fence.ErrIssuerMismatch, fence.ErrNotLeader,
-// *fence.StaleTokenError, *fence.VersionMismatchError) and keep the
-// server's message; check all of them with errors.Is and errors.As.
+// fence.ErrNotOwner, *fence.StaleTokenError, *fence.VersionMismatchError)
+// and keep the server's message; check all of them with errors.Is and
+// errors.As.
 var (
 	// ErrClosed reports a call on a Client that was closed, and is the
 	// reason its sessions were lost.
@@ -24,6 +25,10 @@ var (
 	// ErrNotHeld is the cause of a Mutex's or TTLLock's Context when it holds
 	// no grant: before the first Lock, and after Unlock or Release.
 	ErrNotHeld = errors.New("client: lock not held")
+	// ErrRevoked reports a session an administrator revoked (fenced revoke):
+	// the server ended it and every grant it held. It comes wrapped
+	// together with fence.ErrLockLost.
+	ErrRevoked = errors.New("client: session revoked by an administrator")
 	// ErrNotOwned reports an Unlock or Release of a lock that another
 	// session holds. Nothing was changed on the server.
 	ErrNotOwned = errors.New("client: lock held by another session")

@@ -18,7 +18,10 @@ import (
 // keeper renews every session of a Client over one KeepAlive stream.
 //
 // Each session is renewed ttl/3 after the request that last confirmed it
-// was sent. A renewal carries a nonce; the keeper remembers when it was
+// was sent, and at once on a stream that has not renewed it yet (a new
+// session, or a new stream after a failover): the server pushes the
+// revocation of a session (fenced revoke) to the streams that renewed it,
+// so the holder learns of it at once rather than at its next renewal. A renewal carries a nonce; the keeper remembers when it was
 // queued (before it is sent) and the answer with the same nonce extends
 // the session's validity from that time. A renewal that is not answered
 // within answerTimeout means the stream is stuck (a partition does not
@@ -198,7 +201,7 @@ func (k *keeper) run() {
 var errIdle = errors.New("no sessions to keep alive")
 
 // maxRenewalsPerMessage bounds the renewals sent in one message, keeping it
-// far below the server's message size limit (each is under 30 bytes).
+// far below the server's message size limit (each is under 70 bytes).
 const maxRenewalsPerMessage = 1000
 
 // scheduleLocked queues the renewals that are due on st and returns when
@@ -217,6 +220,11 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 			continue
 		}
 		due := s.renewDue()
+		if s.kaStream != st {
+			// Not renewed on this stream yet: renew now, which also tells
+			// the server to push the session's revocation to this stream.
+			due = now
+		}
 		if s.kaRetryAt.After(due) {
 			due = s.kaRetryAt
 		}
@@ -227,7 +235,8 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 		k.nonce++
 		s.kaNonce = k.nonce
 		k.pending[k.nonce] = pendingRenewal{s: s, sent: now, st: st}
-		st.queue = append(st.queue, &fencedv1.KeepAliveRequest{Session: s.id, Nonce: k.nonce})
+		s.kaStream = st
+		st.queue = append(st.queue, &fencedv1.KeepAliveRequest{Session: s.id, Nonce: k.nonce, Secret: s.secret})
 		earliest(now.Add(answerTimeout(s)))
 	}
 	if len(st.queue) > 0 {
@@ -315,8 +324,16 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 		resp *fencedv1.KeepAliveResponse
 	}
 	outcomes := make([]outcome, 0, len(resps))
+	var revoked []*Session
 	k.mu.Lock()
 	for _, resp := range resps {
+		if resp.GetNonce() == 0 && resp.GetRevoked() {
+			// Pushed by the server: an administrator revoked the session.
+			if s := k.sessions[resp.GetSession()]; s != nil {
+				revoked = append(revoked, s)
+			}
+			continue
+		}
 		p, ok := k.pending[resp.GetNonce()]
 		if !ok || p.st != st || p.s.id != resp.GetSession() {
 			continue
@@ -325,7 +342,7 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 		if p.s.kaNonce == resp.GetNonce() {
 			p.s.kaNonce = 0
 		}
-		if resp.GetError() != "" && !resp.GetGone() {
+		if resp.GetError() != "" && !resp.GetGone() && !resp.GetNotOwner() {
 			p.s.kaRetryAt = now.Add(retryDelay(p.s))
 		} else {
 			k.backoff = 0
@@ -334,11 +351,20 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 	}
 	k.mu.Unlock()
 
-	reschedule := false
+	for _, s := range revoked {
+		s.lose(fmt.Errorf("%w: session %d: %w", fence.ErrLockLost, s.id, ErrRevoked), false)
+	}
+	reschedule := len(revoked) > 0
 	for _, o := range outcomes {
 		s, resp := o.p.s, o.resp
 		reschedule = reschedule || resp.GetGone() || resp.GetError() != ""
 		switch {
+		case resp.GetGone() && resp.GetRevoked():
+			s.lose(fmt.Errorf("%w: session %d: %w", fence.ErrLockLost, s.id, ErrRevoked), false)
+		case resp.GetNotOwner():
+			// The server does not take this session's secret (a session
+			// from before secrets): it cannot be kept alive, nor closed.
+			s.lose(fmt.Errorf("%w: session %d: %w: the server does not take its secret", fence.ErrLockLost, s.id, fence.ErrNotOwner), false)
 		case resp.GetGone():
 			s.lose(fmt.Errorf("%w: session %d: %w: the server reports it expired or closed", fence.ErrLockLost, s.id, fence.ErrSessionNotFound), false)
 		case resp.GetError() != "":

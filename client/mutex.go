@@ -141,6 +141,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
 				Name:    m.name,
 				Session: s.id,
+				Secret:  s.secret,
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
 			})
@@ -245,14 +246,15 @@ func (m *Mutex) releaseAfter(ctx context.Context) {
 
 // release sends one Release, retried with one seq.
 func (m *Mutex) release(ctx context.Context) (fencedv1.ReleaseResult, error) {
-	return releaseLock(ctx, m.s.c, m.name, m.s.id, m.s.nextSeq())
+	return releaseLock(ctx, m.s.c, m.name, m.s.id, m.s.secret, m.s.nextSeq())
 }
 
-// releaseLock releases name held by session with the request seq.
-func releaseLock(ctx context.Context, c *Client, name string, session, seq uint64) (fencedv1.ReleaseResult, error) {
+// releaseLock releases name held by session, whose secret is secret, with
+// the request seq.
+func releaseLock(ctx context.Context, c *Client, name string, session uint64, secret string, seq uint64) (fencedv1.ReleaseResult, error) {
 	var res fencedv1.ReleaseResult
 	err := c.retry(ctx, "release", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.release(ctx, &fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq})
+		r, err := ep.release(ctx, &fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq, Secret: secret})
 		if err == nil {
 			res = r.GetResult()
 		}

@@ -31,7 +31,7 @@ func TestPages_StatusAndLocksFollowEveryPage(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := w; i < n; i += 8 {
-				_, err := api.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("pg/%04d", i), Session: sr.Msg.Session}))
+				_, err := api.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("pg/%04d", i), Session: sr.Msg.Session, Secret: sr.Msg.Secret}))
 				errs <- err
 			}
 		}()

@@ -73,6 +73,7 @@ func (st State) String() string {
 type Session struct {
 	c             *Client
 	id            uint64
+	secret        string // proves ownership of the session to the server
 	ttl           time.Duration
 	margin        time.Duration
 	jeopardyAfter time.Duration // after confirmed, without a newer confirmation
@@ -94,6 +95,10 @@ type Session struct {
 	// Guarded by keeper.mu.
 	kaNonce   uint64    // the renewal in flight, 0 if none
 	kaRetryAt time.Time // no renewal before this, after one failed
+	// kaStream is the stream the session was last renewed on: the server
+	// pushes the session's revocation to it. A session is renewed at once
+	// on any other stream.
+	kaStream *kaStream
 }
 
 // A SessionOption configures a session created by NewSession.
@@ -171,7 +176,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		return nil, err
 	}
 	for {
-		reqID := newRequestID()
+		reqID, secret := newRequestID(), newSecret()
 		sent := c.clock.Now()
 		vctx, cancel := c.until(ctx, sent.Add(o.ttl-margin), errTooLate)
 		var resp *fencedv1.CreateSessionResponse
@@ -179,6 +184,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 			r, err := ep.sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{
 				TtlMs:     o.ttl.Milliseconds(),
 				RequestId: reqID,
+				Secret:    secret,
 			}))
 			if err == nil {
 				resp = r.Msg
@@ -202,6 +208,7 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 		s := &Session{
 			c:             c,
 			id:            resp.GetSession(),
+			secret:        secret,
 			ttl:           ttl,
 			margin:        margin,
 			jeopardyAfter: jeopardyAfter(ttl, margin),
@@ -236,7 +243,16 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 var errTooLate = errors.New("client: the reply came after its validity ran out")
 
 // newRequestID returns a random id for the server's de-duplication.
-func newRequestID() string {
+func newRequestID() string { return randomHex() }
+
+// newSecret returns a new session secret: 128 bits from crypto/rand, as
+// 32 hexadecimal digits. The SDK makes its own so that a retried creation
+// (same request id) carries the same secret; the server keeps only its
+// hash.
+func newSecret() string { return randomHex() }
+
+// randomHex returns 16 random bytes as hexadecimal.
+func randomHex() string {
 	var b [16]byte
 	rand.Read(b[:])
 	return hex.EncodeToString(b[:])
@@ -244,6 +260,13 @@ func newRequestID() string {
 
 // ID returns the session's id on the server.
 func (s *Session) ID() uint64 { return s.id }
+
+// Secret returns the session's secret: whoever presents it with the
+// session's id may renew or close the session, release its locks and
+// acquire on its behalf. The SDK sends it with every request of the
+// session; treat it like a password (the CLI hands it only to the command
+// it runs). The server never returns it again.
+func (s *Session) Secret() string { return s.secret }
 
 // TTL returns the session's TTL as the server applies it.
 func (s *Session) TTL() time.Duration { return s.ttl }
@@ -329,16 +352,16 @@ func (s *Session) Close(ctx context.Context) error {
 	}
 	cctx, cancel := s.c.until(ctx, time.Time{}, nil)
 	defer cancel()
-	if err := s.c.closeRemote(cctx, s.id); err != nil && !errors.Is(err, fence.ErrSessionNotFound) {
+	if err := s.c.closeRemote(cctx, s.id, s.secret); err != nil && !errors.Is(err, fence.ErrSessionNotFound) {
 		return fmt.Errorf("client: close session %d: %w; the server releases its locks when its TTL runs out", s.id, err)
 	}
 	return nil
 }
 
-// closeRemote asks the server to close session id.
-func (c *Client) closeRemote(ctx context.Context, id uint64) error {
+// closeRemote asks the server to close session id, whose secret is secret.
+func (c *Client) closeRemote(ctx context.Context, id uint64, secret string) error {
 	return c.retry(ctx, "close session", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		_, err := ep.sessions.CloseSession(ctx, connect.NewRequest(&fencedv1.CloseSessionRequest{Session: id}))
+		_, err := ep.sessions.CloseSession(ctx, connect.NewRequest(&fencedv1.CloseSessionRequest{Session: id, Secret: secret}))
 		return err
 	})
 }
@@ -486,7 +509,7 @@ func (s *Session) lose(err error, closeRemote bool) {
 		s.c.goRun(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), s.c.requestTimeout)
 			defer cancel()
-			if err := s.c.closeRemote(ctx, s.id); err != nil && !errors.Is(err, fence.ErrSessionNotFound) {
+			if err := s.c.closeRemote(ctx, s.id, s.secret); err != nil && !errors.Is(err, fence.ErrSessionNotFound) {
 				s.c.log.Info("fenced: could not close a lost session; the server expires it", "session", s.id, "err", err)
 			}
 		})

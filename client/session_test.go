@@ -270,7 +270,7 @@ func TestSession_Gone(t *testing.T) {
 		t.Fatalf("Lock: %v", err)
 	}
 	// Someone else closes the session on the server.
-	if _, err := sessionAPI(srv.Addr()).CloseSession(testCtx(t), connect.NewRequest(&fencedv1.CloseSessionRequest{Session: s.ID()})); err != nil {
+	if _, err := sessionAPI(srv.Addr()).CloseSession(testCtx(t), connect.NewRequest(&fencedv1.CloseSessionRequest{Session: s.ID(), Secret: s.Secret()})); err != nil {
 		t.Fatalf("CloseSession: %v", err)
 	}
 	within(t, "Done", s.Done())

@@ -23,6 +23,7 @@ import (
 type TTLLock struct {
 	c          *Client
 	grant      fence.Grant
+	secret     string // the secret of the lock's session
 	validUntil time.Time
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
@@ -68,7 +69,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	if err := c.closed(); err != nil {
 		return nil, fmt.Errorf("client: acquire %q: %w", name, err)
 	}
-	reqID := newRequestID()
+	reqID, secret := newRequestID(), newSecret()
 	sent := c.clock.Now()
 	validUntil := sent.Add(ttl - defaultMargin(ttl))
 	vctx, cancel := c.until(ctx, validUntil, errTooLate)
@@ -80,6 +81,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			Name:      name,
 			TtlMs:     ttl.Milliseconds(),
 			RequestId: reqID,
+			Secret:    secret,
 		})
 		if !errors.Is(err, errNotSent) {
 			sends++
@@ -91,7 +93,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 	// retries stop when a grant would have run out anyway.
 	withdraw := func() {
 		if sends > 0 {
-			c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: name, RequestId: reqID, TtlMs: ttl.Milliseconds(), WithdrawSeq: 1}, context.Background(), sent.Add(ttl))
+			c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: name, RequestId: reqID, TtlMs: ttl.Milliseconds(), WithdrawSeq: 1, Secret: secret}, context.Background(), sent.Add(ttl))
 		}
 	}
 	switch {
@@ -115,7 +117,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 		}
 		return nil, fmt.Errorf("client: acquire %q: %w: held by session %d", name, fence.ErrNotGranted, resp.GetHolder())
 	}
-	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), validUntil: validUntil}
+	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), secret: secret, validUntil: validUntil}
 	if !c.clock.Now().Before(validUntil) {
 		rctx, cancel := c.cleanup(ctx)
 		defer cancel()
@@ -151,6 +153,11 @@ func (l *TTLLock) Token() fence.Token { return l.grant.Token }
 // created for this grant alone.
 func (l *TTLLock) Grant() fence.Grant { return l.grant }
 
+// Secret returns the secret of the lock's session: with it and the
+// grant's Session, the lock can be released by another process (fenced
+// release --session ID --secret S). Treat it like a password.
+func (l *TTLLock) Secret() string { return l.secret }
+
 // ValidUntil returns the monotonic time at which the client stops trusting
 // the lock.
 func (l *TTLLock) ValidUntil() time.Time { return l.validUntil }
@@ -184,7 +191,7 @@ func (l *TTLLock) Release(ctx context.Context) error {
 	cctx, cancel := l.c.until(ctx, time.Time{}, nil)
 	defer cancel()
 	// The server used seq 1 of the lock's session for the acquire.
-	res, err := releaseLock(cctx, l.c, l.grant.Name, l.grant.Session, 2)
+	res, err := releaseLock(cctx, l.c, l.grant.Name, l.grant.Session, l.secret, 2)
 	switch {
 	case errors.Is(err, fence.ErrSessionNotFound):
 		return nil

@@ -64,5 +64,5 @@ func (m *Mutex) withdraw(ctx context.Context, seq uint64, sent bool) {
 	if !sent {
 		return
 	}
-	m.s.c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: m.name, Session: m.s.id, WithdrawSeq: seq}, m.s.ctx, time.Time{})
+	m.s.c.withdraw(ctx, &fencedv1.ReleaseRequest{Name: m.name, Session: m.s.id, WithdrawSeq: seq, Secret: m.s.secret}, m.s.ctx, time.Time{})
 }

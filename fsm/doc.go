@@ -24,7 +24,9 @@
 //     (session.bound[kind].hold, .wait); closing or expiring the session
 //     calls every primitive's endSession, which releases them in name order
 //     (binding.end). Machine.requestSession resolves a request's session,
-//     creating a per-grant one for session 0.
+//     creating a per-grant one for session 0, and checks the hash of the
+//     secret the request presented (secret.go): only a session's creator
+//     knows its secret, and the state keeps only its SHA-256.
 //   - token issue (tokens.go): one counter for the whole cluster. Check
 //     tokens.exhausted (the error is tokens.overflow) before changing
 //     anything, then take tokens.next for every grant.
@@ -55,7 +57,7 @@
 //
 //  1. proto/fenced/state/v1/state.proto: its commands (new numbers in the
 //     Command oneof; a request that may wait carries session, seq, wait,
-//     ttl_ms, request_id and quota like Acquire) and its snapshot section (a new
+//     ttl_ms, request_id, quota and secret_hash like Acquire) and its snapshot section (a new
 //     repeated field of State). Never reuse a number, including the
 //     reserved ones. Run proto/generate.sh.
 //  2. fsm/semaphore.go: its kind in binding.go (before numKinds), a table

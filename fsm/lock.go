@@ -68,7 +68,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
-	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetQuota())
+	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetQuota(), a.GetSecretHash())
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -133,10 +133,19 @@ func (t *lockTable) release(r *statev1.Release, now int64) Result {
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
+	if err := validateSecretHash(r.GetSecretHash()); err != nil {
+		return Result{Err: err}
+	}
 	if sid == 0 && r.GetRequestId() != "" {
 		return t.withdrawPerGrant(r, now)
 	}
 	s := m.sessions[sid]
+	if s != nil {
+		// A release for a session that does not exist changes nothing.
+		if err := s.checkOwner(r.GetSecretHash()); err != nil {
+			return Result{Err: err}
+		}
+	}
 	if s != nil && seq > 0 {
 		rep, ok, err := s.replies.get(seq, name)
 		if err != nil {

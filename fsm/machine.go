@@ -62,9 +62,11 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 	case *statev1.Command_NewLeader:
 		return m.newLeader(op.NewLeader.GetTerm())
 	case *statev1.Command_CreateSession:
-		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs(), op.CreateSession.GetQuota())
+		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs(), op.CreateSession.GetQuota(), op.CreateSession.GetSecretHash())
 	case *statev1.Command_CloseSession:
-		return m.endSession(op.CloseSession.GetSession(), Closed, now)
+		return m.closeSession(op.CloseSession, now)
+	case *statev1.Command_Revoke:
+		return m.locks.revoke(op.Revoke, now)
 	case *statev1.Command_ExpireSession:
 		return m.expireSession(op.ExpireSession, now)
 	case *statev1.Command_Acquire:

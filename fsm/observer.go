@@ -16,6 +16,9 @@ const (
 	OneShotUnused
 	// Unlocked means the holder released the lock (Released events only).
 	Unlocked
+	// Revoked means an administrator revoked the session (a force-revoke
+	// of a lock it held).
+	Revoked
 )
 
 // String names the reason.
@@ -29,6 +32,8 @@ func (r EndReason) String() string {
 		return "unused"
 	case Unlocked:
 		return "released"
+	case Revoked:
+		return "revoked"
 	}
 	return "unknown"
 }

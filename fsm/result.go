@@ -39,7 +39,8 @@ type Result struct {
 	Session uint64
 	// Granted reports an acquire that holds the lock; Grant is the grant.
 	Granted bool
-	// Grant is set when Granted.
+	// Grant is set when Granted, and for a Revoke that ended a session
+	// (Ended) it is the grant revoked.
 	Grant fence.Grant
 	// Queued reports an acquire that waits in the lock's queue.
 	Queued bool
@@ -47,7 +48,8 @@ type Result struct {
 	Holder uint64
 	// Release is the outcome of a Release command.
 	Release ReleaseResult
-	// Ended reports that a CloseSession or ExpireSession ended a live session.
+	// Ended reports that a CloseSession, ExpireSession or Revoke ended a
+	// live session.
 	Ended bool
 	// KV is the outcome of a kv write.
 	KV KVResult

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 
@@ -18,8 +19,11 @@ type session struct {
 	ttlMs     int64
 	requestID string
 	owner     string // the identity charged for the session (quota.go)
-	bound     [numKinds]binding
-	replies   replies
+	// secretHash is the SHA-256 of the session's secret (secret.go); nil
+	// for a session from before secrets.
+	secretHash []byte
+	bound      [numKinds]binding
+	replies    replies
 }
 
 // SessionInfo describes a live session.
@@ -49,15 +53,22 @@ func errNotInitialised() error {
 	return fmt.Errorf("%w: the cluster is not initialised yet; retry", fence.ErrNotLeader)
 }
 
-func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota) Result {
+// createSession creates a session charged to q's owner (within its
+// quota) whose secret hashes to secretHash, or, for a retry of requestID,
+// returns the session it created, provided the retry carries the same
+// hash: a request id is no proof of ownership.
+func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota, secretHash []byte) Result {
 	if m.issuer == "" {
 		return Result{Err: errNotInitialised()}
 	}
-	if err := validateSession(requestID, ttlMs); err != nil {
+	if err := errors.Join(validateSession(requestID, ttlMs), validateSecretHash(secretHash)); err != nil {
 		return Result{Err: err}
 	}
 	if requestID != "" {
 		if id, ok := m.byRequest[requestID]; ok {
+			if err := m.sessions[id].checkOwner(secretHash); err != nil {
+				return Result{Err: fmt.Errorf("request id %q already created session %d, with another secret; a retry must carry the secret of its first attempt: %w", requestID, id, err)}
+			}
 			return Result{Session: id}
 		}
 	}
@@ -66,6 +77,9 @@ func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota)
 	}
 	m.lastSession++
 	s := &session{id: m.lastSession, ttlMs: ttlMs, requestID: requestID, owner: q.GetOwner()}
+	if len(secretHash) > 0 {
+		s.secretHash = append([]byte(nil), secretHash...)
+	}
 	m.addSession(s)
 	m.obs.SessionStarted(s.id, ttlMs)
 	return Result{Session: s.id}
@@ -85,16 +99,20 @@ func (m *Machine) addSession(s *session) {
 }
 
 // requestSession resolves the session of a request that may take a grant:
-// session sid, or for sid 0 a per-grant session of ttlMs created in the
-// same command (de-duplicated by requestID), whose request is seq 1.
-// created reports a per-grant session this command made (not a retry's):
-// a request that leaves it with nothing ends it (OneShotUnused).
-func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64, q *statev1.Quota) (s *session, _ uint64, created bool, err error) {
+// session sid, whose secret must hash to secretHash, or for sid 0 a
+// per-grant session of ttlMs and that secret, charged to q's owner,
+// created in the same command (de-duplicated by requestID), whose request
+// is seq 1. created reports a per-grant session this command made (not a
+// retry's): a request that leaves it with nothing ends it (OneShotUnused).
+func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64, q *statev1.Quota, secretHash []byte) (s *session, _ uint64, created bool, err error) {
+	if err := validateSecretHash(secretHash); err != nil {
+		return nil, 0, false, err
+	}
 	if sid == 0 {
 		if err := validateSession(requestID, ttlMs); err != nil {
 			return nil, 0, false, err
 		}
-		res := m.createSession(requestID, ttlMs, q)
+		res := m.createSession(requestID, ttlMs, q, secretHash)
 		if res.Err != nil {
 			return nil, 0, false, res.Err
 		}
@@ -103,9 +121,26 @@ func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64,
 	}
 	s = m.sessions[sid]
 	if s == nil {
-		return nil, 0, false, fmt.Errorf("%w: session %d does not exist (expired, closed or never created); create a new session", fence.ErrSessionNotFound, sid)
+		return nil, 0, false, errSessionNotFound(sid)
+	}
+	if err := s.checkOwner(secretHash); err != nil {
+		return nil, 0, false, err
 	}
 	return s, seq, created, nil
+}
+
+// closeSession ends session id for its owner, who proves it with the hash
+// of its secret. Closing a session that does not exist changes nothing.
+func (m *Machine) closeSession(c *statev1.CloseSession, now int64) Result {
+	if err := validateSecretHash(c.GetSecretHash()); err != nil {
+		return Result{Err: err}
+	}
+	if s := m.sessions[c.GetSession()]; s != nil {
+		if err := s.checkOwner(c.GetSecretHash()); err != nil {
+			return Result{Err: err}
+		}
+	}
+	return m.endSession(c.GetSession(), Closed, now)
 }
 
 // endSession removes a session: every primitive releases what it holds

@@ -28,7 +28,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
 		s := m.sessions[id]
-		ps := &statev1.Session{Id: s.id, TtlMs: s.ttlMs, RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner}
+		ps := &statev1.Session{Id: s.id, TtlMs: s.ttlMs, RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner, SecretHash: s.secretHash}
 		for _, r := range s.replies.list {
 			ps.Replies = append(ps.Replies, &statev1.Reply{
 				Seq: r.seq, Kind: int32(r.kind), Name: r.name, Token: uint64(r.token), Holder: r.holder, IssuedAtUnixMs: r.issuedAt,
@@ -64,6 +64,12 @@ func (m *Machine) restore(st *statev1.State) error {
 	m.leaderTerm = st.GetLeaderTerm()
 	for _, ps := range st.GetSessions() {
 		s := &session{id: ps.GetId(), ttlMs: ps.GetTtlMs(), requestID: ps.GetRequestId(), owner: ps.GetOwner()}
+		if h := ps.GetSecretHash(); len(h) > 0 {
+			if err := validateSecretHash(h); err != nil {
+				return fmt.Errorf("session %d: %w", s.id, err)
+			}
+			s.secretHash = h
+		}
 		s.replies.floor = ps.GetSeqFloor()
 		for _, r := range ps.GetReplies() {
 			s.replies.list = append(s.replies.list, reply{

@@ -74,7 +74,7 @@ func (t *lockTable) withdrawPerGrant(r *statev1.Release, now int64) Result {
 		return Result{Err: fmt.Errorf("%w: a release by request id withdraws a per-grant acquire: it needs withdraw_seq 1 and seq 0, not %d and %d",
 			fence.ErrInvalidArgument, r.GetWithdrawSeq(), r.GetSeq())}
 	}
-	res := m.createSession(r.GetRequestId(), r.GetTtlMs(), r.GetQuota())
+	res := m.createSession(r.GetRequestId(), r.GetTtlMs(), r.GetQuota(), r.GetSecretHash())
 	if res.Err != nil {
 		return res
 	}

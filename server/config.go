@@ -40,6 +40,12 @@ type Config struct {
 	// Limits bounds what clients can make the server hold. Start from
 	// DefaultLimits (DefaultConfig does); 0 turns a limit off.
 	Limits Limits
+	// AllowRevoke enables LockService.Revoke, an administrator's
+	// force-revoke of a lock. Off by default: the API has no identities
+	// yet, so while it is on anyone who can reach the API may revoke any
+	// holder. Give every member the same setting (a follower forwards the
+	// call to the leader, which decides).
+	AllowRevoke bool
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its

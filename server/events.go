@@ -15,6 +15,7 @@ import (
 type events struct {
 	waits   *waits
 	expiry  *sessionExpiry
+	revokes *revokePush
 	metrics *metrics
 	log     *slog.Logger
 	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
@@ -46,6 +47,7 @@ func (e *events) SessionStarted(session uint64, ttlMs int64) {
 
 func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
 	e.expiry.end(session)
+	e.revokes.ended(session, reason == fsm.Revoked)
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.debug("expiry", slog.Uint64("session", session))

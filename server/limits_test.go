@@ -127,15 +127,16 @@ func TestLimits_IdleH2CConnectionClosedButStreamsAndWaitsAreNot(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		secrets.Store(r.Msg.Session, r.Msg.Secret)
 		ids = append(ids, r.Msg.Session)
 	}
-	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "idle", Session: ids[0]})); err != nil {
+	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "idle", Session: ids[0], Secret: secretOf(ids[0])})); err != nil {
 		t.Fatal(err)
 	}
 	c := <-conns
 	// A waiting acquire outlives the idle and body timeouts several times.
 	start := time.Now()
-	r, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "idle", Session: ids[1], WaitMs: 1500}))
+	r, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "idle", Session: ids[1], Secret: secretOf(ids[1]), WaitMs: 1500}))
 	if err != nil || r.Msg.Granted || time.Since(start) < 1400*time.Millisecond {
 		t.Fatalf("waiting acquire: %v, %+v after %v; want not granted after its 1.5s wait", err, r, time.Since(start))
 	}
@@ -338,10 +339,11 @@ func TestLimits_QuotasPerSource(t *testing.T) {
 		if err != nil {
 			return 0, err
 		}
+		secrets.Store(r.Msg.Session, r.Msg.Secret)
 		return r.Msg.Session, nil
 	}
 	acq := func(s uint64, name string, waitMs int64) error {
-		_, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: s, WaitMs: waitMs, TtlMs: 10000}))
+		_, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: s, Secret: secretOf(s), WaitMs: waitMs, TtlMs: 10000}))
 		return err
 	}
 	s1, _ := create()

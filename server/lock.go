@@ -60,13 +60,22 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
+	var secret string
+	var hash []byte
+	var err error
 	if m.Session == 0 {
 		if err := h.s.allowSession(ctx); err != nil {
 			return nil, toConnect(err)
 		}
+		secret, hash, err = newSessionSecret(m.Secret)
+	} else {
+		hash, err = h.s.checkOwner(m.Session, m.Secret, false)
+	}
+	if err != nil {
+		return nil, toConnect(err)
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
-		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx),
+		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
 	}}})
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
@@ -80,6 +89,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
 	if res.Granted {
 		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
+		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
 }
@@ -147,7 +157,12 @@ func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1
 	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name, WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx)}}})
+	hash, err := h.s.checkOwner(m.Session, m.Secret, true)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
+		WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx), SecretHash: hash}}})
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
 	}

@@ -25,7 +25,7 @@ func TestPages_StatusListDescribeWalkEverything(t *testing.T) {
 	for range 5 {
 		s := a.session(t, 10000)
 		waiters = append(waiters, s)
-		go a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "p/00", Session: s, WaitMs: 5000}))
+		go a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "p/00", Session: s, Secret: secretOf(s), WaitMs: 5000}))
 	}
 	waitFor(t, "5 waiters on p/00", func() bool { return len(a.describe(t, "p/00").Waiters) == 5 })
 

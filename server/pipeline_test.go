@@ -48,7 +48,7 @@ func (p *pipe) results(n int) map[uint64]*fencedv1.PipelineResult {
 }
 
 func acquireCall(id uint64, name string, session, seq uint64, waitMs int64) *fencedv1.PipelineCall {
-	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: name, Session: session, Seq: seq, WaitMs: waitMs}}}
+	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: name, Session: session, Secret: secretOf(session), Seq: seq, WaitMs: waitMs}}}
 }
 
 // Calls sent together are answered each by id, with the results and
@@ -83,7 +83,7 @@ func TestPipeline_AnswersEachCallAsItsUnaryCall(t *testing.T) {
 		t.Fatalf("retried acquire: %v, want the original grant", r)
 	}
 	// Release through the pipeline.
-	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{{Id: 7, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: "a", Session: s1, Seq: 3}}}}})
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{{Id: 7, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: "a", Session: s1, Secret: secretOf(s1), Seq: 3}}}}})
 	if r := p.results(1)[7]; r.GetRelease().GetResult() != fencedv1.ReleaseResult_RELEASE_RESULT_RELEASED {
 		t.Fatalf("release: %v", r)
 	}
@@ -138,7 +138,7 @@ func TestKeepAlive_ManyRenewalsInOneMessage(t *testing.T) {
 	want := map[uint64]uint64{} // nonce -> session
 	for i := range 50 {
 		s := a.session(t, 5000)
-		reqs = append(reqs, &fencedv1.KeepAliveRequest{Session: s, Nonce: uint64(100 + i)})
+		reqs = append(reqs, &fencedv1.KeepAliveRequest{Session: s, Secret: secretOf(s), Nonce: uint64(100 + i)})
 		want[uint64(100+i)] = s
 	}
 	reqs = append(reqs, &fencedv1.KeepAliveRequest{Session: 424242, Nonce: 7}) // unknown
@@ -206,7 +206,7 @@ func TestPipeline_WithdrawOvertakingItsAcquire(t *testing.T) {
 		name := "w" + strconv.FormatUint(i, 10)
 		seq := 2*i + 1
 		p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
-			{Id: 2*i + 2, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: name, Session: s, WithdrawSeq: seq}}},
+			{Id: 2*i + 2, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: name, Session: s, WithdrawSeq: seq, Secret: secretOf(s)}}},
 			acquireCall(2*i+1, name, s, seq, 0),
 		}})
 		p.results(2)

@@ -35,6 +35,7 @@ type Server struct {
 	sm      *stateMachine
 	node    *raftstore.Node
 	expiry  *sessionExpiry
+	revokes *revokePush
 	waits   *waits
 	metrics *metrics
 	ln      net.Listener
@@ -68,7 +69,7 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), revokes: newRevokePush(), done: make(chan struct{})}
 	s.faults.warn(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
@@ -78,7 +79,7 @@ func Start(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()) }
-	obs = events{waits: s.waits, expiry: s.expiry, metrics: s.metrics, log: log}
+	obs = events{waits: s.waits, expiry: s.expiry, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -36,8 +37,8 @@ type api struct {
 	addr     string
 }
 
-func newAPI(t *testing.T) *api {
-	srv := testserver.Start(t)
+func newAPI(t *testing.T, opts ...testserver.Option) *api {
+	srv := testserver.Start(t, opts...)
 	ct := &countingTransport{}
 	ct.h2c.Protocols = new(http.Protocols)
 	ct.h2c.Protocols.SetUnencryptedHTTP2(true)
@@ -51,18 +52,35 @@ func newAPI(t *testing.T) *api {
 	}
 }
 
+// secrets holds the secret of every session the tests created, by
+// session id.
+var secrets sync.Map
+
+// secretOf returns the secret of a session created by a.session ("" for
+// any other id).
+func secretOf(session uint64) string {
+	v, _ := secrets.Load(session)
+	s, _ := v.(string)
+	return s
+}
+
+// session creates a session (the server generates its secret) and
+// remembers its secret for secretOf. Each test starts its own server, so
+// ids repeat across tests: tests run one at a time (none is parallel), and
+// each overwrites the secrets of the ids it creates.
 func (a *api) session(t *testing.T, ttlMs int64) uint64 {
 	t.Helper()
 	resp, err := a.sessions.CreateSession(context.Background(), connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: ttlMs}))
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
+	secrets.Store(resp.Msg.Session, resp.Msg.Secret)
 	return resp.Msg.Session
 }
 
 func (a *api) acquire(t *testing.T, name string, session, seq uint64, waitMs int64) (*fencedv1.AcquireResponse, error) {
 	t.Helper()
-	resp, err := a.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: session, Seq: seq, WaitMs: waitMs}))
+	resp, err := a.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: session, Secret: secretOf(session), Seq: seq, WaitMs: waitMs}))
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +139,7 @@ func TestAcquire_WaitersGrantedFIFOWithoutPolling(t *testing.T) {
 	}
 
 	release := func(session, seq uint64) {
-		resp, err := a.locks.Release(context.Background(), connect.NewRequest(&fencedv1.ReleaseRequest{Name: "q", Session: session, Seq: seq}))
+		resp, err := a.locks.Release(context.Background(), connect.NewRequest(&fencedv1.ReleaseRequest{Name: "q", Session: session, Secret: secretOf(session), Seq: seq}))
 		if err != nil || resp.Msg.Result != fencedv1.ReleaseResult_RELEASE_RESULT_RELEASED {
 			t.Fatalf("release by %d: %v %v", session, resp, err)
 		}
@@ -171,7 +189,7 @@ func TestAcquire_WaiterWhoseSessionExpiresIsNeverGranted(t *testing.T) {
 	if connect.CodeOf(err) != connect.CodeNotFound {
 		t.Fatalf("waiting acquire of an expired session: %v, want NotFound", err)
 	}
-	a.locks.Release(context.Background(), connect.NewRequest(&fencedv1.ReleaseRequest{Name: "x", Session: holder, Seq: 2}))
+	a.locks.Release(context.Background(), connect.NewRequest(&fencedv1.ReleaseRequest{Name: "x", Session: holder, Secret: secretOf(holder), Seq: 2}))
 	resp := <-liveResp
 	if resp == nil || !resp.Granted || resp.Grant.Session != live {
 		t.Fatalf("after release: %v, want the grant to the live waiter %d", resp, live)
@@ -187,7 +205,7 @@ func TestKeepAlive_RenewsSessionAndItsGrants(t *testing.T) {
 	a.acquire(t, "l", s, 2, 0)
 	stream := a.sessions.KeepAlive(context.Background())
 	for i := 0; i < 12; i++ { // 1.2s, three TTLs
-		if err := stream.Send(&fencedv1.KeepAliveRequest{Session: s, Nonce: uint64(i)}); err != nil {
+		if err := stream.Send(&fencedv1.KeepAliveRequest{Session: s, Secret: secretOf(s), Nonce: uint64(i)}); err != nil {
 			t.Fatalf("send keep-alive: %v", err)
 		}
 		resp, err := stream.Receive()
@@ -204,7 +222,7 @@ func TestKeepAlive_RenewsSessionAndItsGrants(t *testing.T) {
 		}
 	}
 	waitFor(t, "expiry", func() bool { return a.describe(t, "k").Holder == nil && a.describe(t, "l").Holder == nil })
-	resp, err := a.sessions.KeepAliveOnce(context.Background(), connect.NewRequest(&fencedv1.KeepAliveRequest{Session: s}))
+	resp, err := a.sessions.KeepAliveOnce(context.Background(), connect.NewRequest(&fencedv1.KeepAliveRequest{Session: s, Secret: secretOf(s)}))
 	if err != nil || !resp.Msg.Gone {
 		t.Fatalf("keep-alive of an expired session: %v %v, want gone", resp, err)
 	}
@@ -232,11 +250,11 @@ func TestAPI_BadInputChangesNothing(t *testing.T) {
 		msg  string
 	}{
 		{"long name", func() error {
-			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: strings.Repeat("n", 513), Session: s, Seq: 2}))
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: strings.Repeat("n", 513), Session: s, Secret: secretOf(s), Seq: 2}))
 			return err
 		}, connect.CodeInvalidArgument, "longer than 512"},
 		{"control character", func() error {
-			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a\nb", Session: s, Seq: 2}))
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a\nb", Session: s, Secret: secretOf(s), Seq: 2}))
 			return err
 		}, connect.CodeInvalidArgument, "control character"},
 		{"ttl too short", func() error {
@@ -252,11 +270,11 @@ func TestAPI_BadInputChangesNothing(t *testing.T) {
 			return err
 		}, connect.CodeInvalidArgument, "give a session, or a ttl_ms"},
 		{"wait too long", func() error {
-			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", Session: s, Seq: 2, WaitMs: 90000000}))
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", Session: s, Secret: secretOf(s), Seq: 2, WaitMs: 90000000}))
 			return err
 		}, connect.CodeInvalidArgument, "wait must be between"},
 		{"negative wait", func() error {
-			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", Session: s, Seq: 2, WaitMs: -1}))
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", Session: s, Secret: secretOf(s), Seq: 2, WaitMs: -1}))
 			return err
 		}, connect.CodeInvalidArgument, "wait must be between"},
 		{"unknown session", func() error {
@@ -272,7 +290,7 @@ func TestAPI_BadInputChangesNothing(t *testing.T) {
 			return err
 		}, connect.CodeInvalidArgument, "out of range"},
 		{"oversize message", func() error {
-			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: strings.Repeat("n", 100<<10), Session: s, Seq: 2}))
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: strings.Repeat("n", 100<<10), Session: s, Secret: secretOf(s), Seq: 2}))
 			return err
 		}, connect.CodeResourceExhausted, "larger than configured max"},
 		{"list limit", func() error {

@@ -35,19 +35,20 @@ func validateRequestID(id string) error {
 // CreateSession implements SessionServiceHandler.
 func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request[fencedv1.CreateSessionRequest]) (*connect.Response[fencedv1.CreateSessionResponse], error) {
 	m := req.Msg
-	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId)); err != nil {
+	secret, hash, secretErr := newSessionSecret(m.Secret)
+	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId), secretErr); err != nil {
 		return nil, toConnect(err)
 	}
 	if err := h.s.allowSession(ctx); err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx)}}})
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash}}})
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
 	}
 	var issuer string
 	h.s.sm.read(func(fm *fsm.Machine) { issuer = fm.Issuer() })
-	return connect.NewResponse(&fencedv1.CreateSessionResponse{Session: res.Session, TtlMs: m.TtlMs, Issuer: issuer}), nil
+	return connect.NewResponse(&fencedv1.CreateSessionResponse{Session: res.Session, TtlMs: m.TtlMs, Issuer: issuer, Secret: secret}), nil
 }
 
 // renewVerifyTimeout bounds the quorum check behind a renewal.
@@ -66,15 +67,25 @@ const renewVerifyTimeout = 2 * time.Second
 //
 // A deposed leader that has not noticed yet (it was paused, or cut off)
 // fails the check and confirms nothing.
-func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) ([]*fencedv1.KeepAliveResponse, error) {
+//
+// A renewal without the session's secret renews nothing and is answered
+// with not_owner. push, when not nil, is subscribed to the revocation of
+// every session renewed, before the leadership check, so a revocation
+// applied while the check runs is pushed after the answer.
+func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, push *pushStream) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, toConnect(fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
+	owner := s.checkRenewals(reqs)
 	resps := make([]*fencedv1.KeepAliveResponse, len(reqs))
 	renewed := false
 	for i, req := range reqs {
 		resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
 		resps[i] = resp
+		if errors.Is(owner[i], fence.ErrNotOwner) || errors.Is(owner[i], fence.ErrInvalidArgument) {
+			resp.NotOwner, resp.Error = true, owner[i].Error()
+			continue
+		}
 		ttl, ok := s.expiry.renew(req.Session)
 		if !ok {
 			s.metrics.staleSession.Inc()
@@ -84,6 +95,9 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) (
 		}
 		resp.TtlMs = ttl.Milliseconds()
 		renewed = true
+		if push != nil {
+			push.renewed(req.Session)
+		}
 	}
 	if renewed {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
@@ -95,14 +109,35 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest) (
 	return resps, nil
 }
 
+// checkRenewals checks the secret of every renewal, under one read of the
+// state: nil, or an error wrapping fence.ErrNotOwner,
+// fence.ErrInvalidArgument or fence.ErrSessionNotFound.
+func (s *Server) checkRenewals(reqs []*fencedv1.KeepAliveRequest) []error {
+	secrets := make([]presented, len(reqs))
+	for i, req := range reqs {
+		secrets[i] = present(req.Secret)
+	}
+	errs := make([]error, len(reqs))
+	s.sm.read(func(m *fsm.Machine) {
+		for i, req := range reqs {
+			errs[i] = secrets[i].check(m, req.Session)
+		}
+	})
+	return errs
+}
+
 // KeepAlive implements SessionServiceHandler. One goroutine receives the
 // renewals; this one renews all those received so far (one leadership
 // check for all of them) and answers them in one message, while the next
 // ones queue. The stream ends with Unavailable when this node stops being
-// the leader, so the client moves to another endpoint.
+// the leader, so the client moves to another endpoint. When a session this
+// stream renewed is revoked, the stream is told at once, with an answer of
+// nonce 0 (revokePush).
 func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	push := h.s.revokes.stream()
+	defer push.done()
 	var (
 		mu      sync.Mutex
 		queued  []*fencedv1.KeepAliveRequest
@@ -141,8 +176,12 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 	for {
 		select {
 		case <-ready:
+		case <-push.signal:
 		case <-ctx.Done():
 			return nil
+		}
+		if err := sendAnswers(stream, push.take()); err != nil {
+			return err
 		}
 		mu.Lock()
 		batch, done, err := queued, ended, recvErr
@@ -150,14 +189,12 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 		mu.Unlock()
 		for len(batch) > 0 {
 			n := min(len(batch), maxRenewalsPerAnswer)
-			resps, err := h.s.renew(ctx, batch[:n])
+			resps, err := h.s.renew(ctx, batch[:n], push)
 			if err != nil {
 				return err
 			}
 			batch = batch[n:]
-			out := resps[0]
-			out.More = resps[1:]
-			if err := stream.Send(out); err != nil {
+			if err := sendAnswers(stream, resps); err != nil {
 				return err
 			}
 		}
@@ -165,6 +202,21 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 			return err
 		}
 	}
+}
+
+// sendAnswers sends answers in messages of up to maxRenewalsPerAnswer, the
+// first of each carrying the others in its "more".
+func sendAnswers(stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse], resps []*fencedv1.KeepAliveResponse) error {
+	for len(resps) > 0 {
+		n := min(len(resps), maxRenewalsPerAnswer)
+		out := resps[0]
+		out.More = resps[1:n]
+		resps = resps[n:]
+		if err := stream.Send(out); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // maxRenewalsPerAnswer bounds the answers packed into one message, to keep
@@ -176,7 +228,10 @@ func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request
 	if len(req.Msg.More) > 0 {
 		return nil, toConnect(fmt.Errorf("%w: KeepAliveOnce renews one session; send more on the KeepAlive stream", fence.ErrInvalidArgument))
 	}
-	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg})
+	if _, err := h.s.checkOwner(req.Msg.Session, req.Msg.Secret, true); err != nil {
+		return nil, toConnect(err)
+	}
+	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -185,7 +240,11 @@ func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request
 
 // CloseSession implements SessionServiceHandler.
 func (h *sessionService) CloseSession(ctx context.Context, req *connect.Request[fencedv1.CloseSessionRequest]) (*connect.Response[fencedv1.CloseSessionResponse], error) {
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: req.Msg.Session}}})
+	hash, err := h.s.checkOwner(req.Msg.Session, req.Msg.Secret, true)
+	if err != nil {
+		return nil, toConnect(err)
+	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: req.Msg.Session, SecretHash: hash}}})
 	if err != nil {
 		return nil, toConnect(err)
 	}

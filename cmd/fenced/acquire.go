@@ -18,8 +18,9 @@ func newAcquireCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "acquire NAME",
 		Short: "Take a lock with a TTL of its own and print the grant",
-		Long: `Take a lock and print the grant: name, token, issuer, session, TTL.
-The grant lives until its TTL runs out or "fenced release NAME --session ID";
+		Long: `Take a lock and print the grant: name, token, issuer, session, TTL, and
+with --json the session's secret. The grant lives until its TTL runs out or
+"fenced release NAME --session ID --secret S", which needs that secret;
 nothing keeps it alive after this command exits.
 
 With --wait 0 (the default) the lock is tried once. With --wait D the call
@@ -39,7 +40,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			}
 			ctx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
-			g, err := acquire(ctx, c, name, ttl, wait)
+			g, secret, err := acquire(ctx, c, name, ttl, wait)
 			if errors.Is(err, fence.ErrNotGranted) {
 				c.Close()
 				return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
@@ -50,7 +51,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			}
 			// No Close: closing the client would close a waiting session and
 			// release the grant. The grant lives on until its TTL.
-			return printGrant(cmd.OutOrStdout(), cf.json, g)
+			return printGrant(cmd.OutOrStdout(), cf.json, g, secret)
 		},
 	}
 	cf.register(cmd)
@@ -60,18 +61,19 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 }
 
 // acquire takes name once (wait 0) with a per-grant lease, or waits for it
-// on a session kept alive while waiting.
-func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (fence.Grant, error) {
+// on a session kept alive while waiting. It returns the grant and the
+// secret of its session.
+func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (fence.Grant, string, error) {
 	if wait == 0 {
 		l, err := c.Acquire(ctx, name, ttl)
 		if err != nil {
-			return fence.Grant{}, err
+			return fence.Grant{}, "", err
 		}
-		return l.Grant(), nil
+		return l.Grant(), l.Secret(), nil
 	}
 	s, err := c.NewSession(ctx, client.WithTTL(ttl))
 	if err != nil {
-		return fence.Grant{}, err
+		return fence.Grant{}, "", err
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -79,11 +81,11 @@ func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.
 	if err := m.Lock(wctx); err != nil {
 		s.Close(context.Background())
 		if wctx.Err() != nil && ctx.Err() == nil {
-			return fence.Grant{}, fmt.Errorf("%w: %v", fence.ErrNotGranted, err)
+			return fence.Grant{}, "", fmt.Errorf("%w: %v", fence.ErrNotGranted, err)
 		}
-		return fence.Grant{}, err
+		return fence.Grant{}, "", err
 	}
-	return m.Grant(), nil
+	return m.Grant(), s.Secret(), nil
 }
 
 // exactArgs is cobra.ExactArgs with a usage exit code.

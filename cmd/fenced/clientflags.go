@@ -92,21 +92,24 @@ func classify(err error) error {
 	return err
 }
 
-// grantJSON is the JSON form of a grant printed by acquire.
+// grantJSON is the JSON form of a grant printed by acquire and revoke.
+// Secret, the secret of the grant's session, is printed by acquire only.
 type grantJSON struct {
 	Name    string `json:"name"`
 	Token   string `json:"token"`
 	Issuer  string `json:"issuer"`
 	Session string `json:"session"`
 	TTLMs   int64  `json:"ttl_ms"`
+	Secret  string `json:"secret,omitempty"`
 }
 
-// printGrant prints g as one JSON object or one line of text.
-func printGrant(w io.Writer, asJSON bool, g fence.Grant) error {
+// printGrant prints g as one JSON object, with the session's secret when
+// given, or one line of text without it.
+func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(grantJSON{
 			Name: g.Name, Token: g.Token.String(), Issuer: g.Issuer,
-			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(),
+			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(), Secret: secret,
 		})
 	}
 	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", g.Name, g.Token, g.Issuer, g.Session, g.TTL)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,8 +24,10 @@ func newLockCommand() *cobra.Command {
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
 		Short: "Run CMD while holding a lock",
 		Long: `Take the lock (waiting up to --wait), keep it alive, and run CMD with
-FENCED_TOKEN, FENCED_LOCK and FENCED_ISSUER in its environment. When CMD
-exits the lock is released and fenced exits with CMD's status.
+FENCED_TOKEN, FENCED_LOCK and FENCED_ISSUER in its environment, and
+FENCED_SESSION and FENCED_SESSION_SECRET, the session holding the lock and
+its secret (with which CMD may release it early: "fenced release NAME").
+When CMD exits the lock is released and fenced exits with CMD's status.
 
 When the lock can no longer be trusted (renewals unconfirmed until the
 session's local validity ran out, which, with clocks running at about
@@ -109,6 +112,8 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		"FENCED_TOKEN="+g.Token.String(),
 		"FENCED_LOCK="+g.Name,
 		"FENCED_ISSUER="+g.Issuer,
+		"FENCED_SESSION="+strconv.FormatUint(s.ID(), 10),
+		"FENCED_SESSION_SECRET="+s.Secret(),
 	)
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {

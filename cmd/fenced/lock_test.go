@@ -92,13 +92,13 @@ func TestStaleWriter_PausedHolderRejected(t *testing.T) {
 // fenced lock passes the grant to CMD and exits with CMD's status.
 func TestLock_PassesGrantAndExitStatus(t *testing.T) {
 	srv := proctest.StartServer(t)
-	out, errOut, code := runFenced(t, "lock", "job", "--endpoints", srv.Addr, "--", "sh", "-c", `echo "$FENCED_LOCK $FENCED_TOKEN $FENCED_ISSUER"; exit 7`)
+	out, errOut, code := runFenced(t, "lock", "job", "--endpoints", srv.Addr, "--", "sh", "-c", `echo "$FENCED_LOCK $FENCED_TOKEN $FENCED_ISSUER $FENCED_SESSION $FENCED_SESSION_SECRET"; exit 7`)
 	if code != 7 {
 		t.Fatalf("exit code %d, want CMD's 7; stderr %s", code, errOut)
 	}
 	fields := strings.Fields(out)
-	if len(fields) != 3 || fields[0] != "job" || fields[2] == "" {
-		t.Fatalf("CMD saw %q, want FENCED_LOCK, FENCED_TOKEN and FENCED_ISSUER", out)
+	if len(fields) != 5 || fields[0] != "job" || fields[2] == "" || fields[3] == "" || len(fields[4]) != 32 {
+		t.Fatalf("CMD saw %q, want FENCED_LOCK, FENCED_TOKEN, FENCED_ISSUER, FENCED_SESSION and FENCED_SESSION_SECRET", out)
 	}
 	if _, err := fence.ParseToken(fields[1]); err != nil {
 		t.Fatalf("FENCED_TOKEN=%q: %v", fields[1], err)
@@ -157,7 +157,7 @@ func TestAcquireRelease_CLI(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &g) != nil {
 		t.Fatalf("acquire --json: exit %d, %q", code, out)
 	}
-	for _, key := range []string{"name", "token", "issuer", "session", "ttl_ms"} {
+	for _, key := range []string{"name", "token", "issuer", "session", "ttl_ms", "secret"} {
 		if _, ok := g[key]; !ok {
 			t.Errorf("acquire --json has no %q: %s", key, out)
 		}
@@ -165,7 +165,7 @@ func TestAcquireRelease_CLI(t *testing.T) {
 	if _, ok := g["token"].(string); !ok {
 		t.Errorf("token is %T, want a decimal string", g["token"])
 	}
-	session := g["session"].(string)
+	session, secret := g["session"].(string), g["secret"].(string)
 
 	if _, _, code := runFenced(t, "acquire", "r", "--wait", "300ms", ep); code != 3 {
 		t.Errorf("acquire of a held lock: exit %d, want 3", code)
@@ -176,14 +176,28 @@ func TestAcquireRelease_CLI(t *testing.T) {
 	if _, _, code := runFenced(t, "acquire", ep); code != 2 {
 		t.Errorf("acquire without a name: exit %d, want 2", code)
 	}
+	// The session id alone, or with a wrong secret, releases nothing.
+	for _, bad := range [][]string{{}, {"--secret", "00112233445566778899aabbccddeeff"}} {
+		_, errOut, code := runFenced(t, append([]string{"release", "r", "--session", session, ep}, bad...)...)
+		if code == 0 {
+			t.Errorf("release %v: exit 0, want a refusal", bad)
+		}
+		if len(bad) > 0 && !strings.Contains(errOut, "secret") {
+			t.Errorf("release %v: stderr %q does not say the secret is wrong", bad, errOut)
+		}
+	}
+	// protojson may put spaces between keys and values.
+	if out, _, _ := runFenced(t, "status", "r", "--json", ep); !strings.Contains(strings.Join(strings.Fields(out), ""), `"token":"`+g["token"].(string)+`"`) {
+		t.Fatalf("after refused releases the lock is not held with token %s: %s", g["token"], out)
+	}
 	for _, want := range []string{"released", "already_released"} {
-		out, _, code := runFenced(t, "release", "r", "--session", session, ep)
+		out, _, code := runFenced(t, "release", "r", "--session", session, "--secret", secret, ep)
 		if code != 0 || strings.TrimSpace(out) != want {
 			t.Errorf("release: exit %d %q, want %q", code, out, want)
 		}
 	}
 	runFenced(t, "acquire", "r", ep)
-	out, _, code = runFenced(t, "release", "r", "--session", session, "--json", ep)
+	out, _, code = runFenced(t, "release", "r", "--session", session, "--secret", secret, "--json", ep)
 	if code != 1 || strings.TrimSpace(out) != `{"result":"not_owned"}` {
 		t.Errorf("release of another's lock: exit %d %q, want 1 and not_owned", code, out)
 	}
@@ -228,5 +242,55 @@ func TestKV_CLI(t *testing.T) {
 	}
 	if _, _, code := runFenced(t, "kv", "get", "orders", ep); code != 3 {
 		t.Fatalf("get after del: exit %d, want 3", code)
+	}
+}
+
+// fenced revoke is refused by a server without --allow-revoke. With it, the
+// holder (a fenced lock) learns at once that its lock is lost, and the
+// next grant has a higher token.
+func TestRevoke_CLI(t *testing.T) {
+	off := proctest.StartServer(t)
+	if _, errOut, code := runFenced(t, "acquire", "x", "--endpoints", off.Addr); code != 0 {
+		t.Fatalf("acquire: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := runFenced(t, "revoke", "x", "--reason", "test", "--endpoints", off.Addr); code != 1 || !strings.Contains(errOut, "--allow-revoke") {
+		t.Fatalf("revoke on a server without --allow-revoke: exit %d %q, want 1 and how to enable it", code, errOut)
+	}
+
+	srv := proctest.StartServer(t, "--allow-revoke")
+	ep := "--endpoints=" + srv.Addr
+	if _, _, code := runFenced(t, "revoke", "free", "--reason", "test", ep); code != 3 {
+		t.Errorf("revoke of a free lock: exit %d, want 3", code)
+	}
+	if _, _, code := runFenced(t, "revoke", "free", ep); code != 2 {
+		t.Errorf("revoke without a reason: exit %d, want 2", code)
+	}
+	holder := startFenced(t, nil, "lock", "rv", "--ttl", "30s", "--grace", "1s", ep, "--", "sh", "-c", `echo "$FENCED_TOKEN"; sleep 60`)
+	var first fence.Token
+	eventually(t, "the lock is held", 20*time.Second, func() bool {
+		tok, err := fence.ParseToken(strings.TrimSpace(holder.stdout.String()))
+		first = tok
+		return err == nil
+	})
+	out, errOut, code := runFenced(t, "revoke", "rv", "--reason", "stuck", "--json", ep)
+	var g map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &g) != nil || g["token"] != first.String() {
+		t.Fatalf("revoke: exit %d %q %s, want the grant with token %d", code, out, errOut, first)
+	}
+	revoked := time.Now()
+	// The holder's session has a 30s TTL: only the push makes it stop this soon.
+	if code := holder.wait(t, 3*time.Second); code != 4 {
+		t.Fatalf("holder exit %d, want 4 (lock lost)\nstderr: %s", code, holder.stderr.String())
+	}
+	t.Logf("the holder stopped %v after the revoke", time.Since(revoked).Round(time.Millisecond))
+	if msg := holder.stderr.String(); !strings.Contains(msg, "revoked") {
+		t.Errorf("holder's stderr %q does not say the lock was revoked", msg)
+	}
+	out, _, code = runFenced(t, "acquire", "rv", "--json", ep)
+	if code != 0 || json.Unmarshal([]byte(out), &g) != nil {
+		t.Fatalf("acquire after the revoke: exit %d %q", code, out)
+	}
+	if next, err := fence.ParseToken(g["token"].(string)); err != nil || next <= first {
+		t.Fatalf("next token %v, want above %d", g["token"], first)
 	}
 }

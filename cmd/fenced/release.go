@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/spf13/cobra"
@@ -13,22 +14,29 @@ import (
 
 func newReleaseCommand() *cobra.Command {
 	var cf clientFlags
-	var session string
+	var session, secret string
 	cmd := &cobra.Command{
-		Use:   "release NAME --session ID",
+		Use:   "release NAME --session ID --secret S",
 		Short: "Release a lock held by a session",
 		Long: `Release a lock held by a session and print the result: released,
 already_released (the lock was free) or not_owned (another session holds it;
-nothing changed). Exit status 0, except 1 for not_owned.`,
+nothing changed). The session's secret ("secret" in the output of
+"fenced acquire --json"; FENCED_SESSION_SECRET in a "fenced lock" command)
+proves the release comes from the session's owner: without it the server
+refuses the release and nothing changes. Exit status 0, except 1 for
+not_owned and for a refused release.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, err := strconv.ParseUint(session, 10, 64)
 			if err != nil || id == 0 {
 				return usageError("--session %q: want the session id printed by acquire (a positive integer)", session)
 			}
+			if secret == "" {
+				return usageError("--secret is empty: want the session's secret printed by \"fenced acquire --json\" (or set FENCED_SESSION_SECRET)")
+			}
 			var res client.ReleaseResult
 			err = cf.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
-				res, err = c.Release(ctx, args[0], id)
+				res, err = c.Release(ctx, args[0], id, secret)
 				return err
 			})
 			if err != nil {
@@ -46,7 +54,7 @@ nothing changed). Exit status 0, except 1 for not_owned.`,
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().StringVar(&session, "session", "", "the session holding the lock (required)")
-	cmd.MarkFlagRequired("session")
+	cmd.Flags().StringVar(&session, "session", os.Getenv("FENCED_SESSION"), "the session holding the lock (env FENCED_SESSION; required)")
+	cmd.Flags().StringVar(&secret, "secret", os.Getenv("FENCED_SESSION_SECRET"), "the session's secret (env FENCED_SESSION_SECRET; required)")
 	return cmd
 }

@@ -81,6 +81,7 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.Uint64Var(&tokenFloor, "token-floor", 0, "issue only tokens above N (for a fresh cluster replacing another; only ever raises the counter)")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
+	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "enable \"fenced revoke\" (force-revoke of a lock's holder); there are no administrator identities yet, so while on, anyone who can reach the API may revoke")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "API address other members forward requests to (default: the --listen address)")
 	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing from the leader for this long starts an election")
 	f.DurationVar(&cfg.Raft.ElectionTimeout, "election-timeout", cfg.Raft.ElectionTimeout, "Raft election timeout")

@@ -64,6 +64,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			var session, seq uint64
+			var secret string
 			name := fmt.Sprintf("lock-%d", c%3)
 			for ctx.Err() == nil {
 				if session == 0 {
@@ -74,11 +75,11 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 						time.Sleep(20 * time.Millisecond)
 						continue
 					}
-					session = resp.Msg.Session
+					session, secret = resp.Msg.Session, resp.Msg.Secret
 				}
 				seq++
 				rctx, rcancel := context.WithTimeout(ctx, time.Second)
-				resp, err := locks.Acquire(rctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: session, Seq: seq, WaitMs: 200}))
+				resp, err := locks.Acquire(rctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: session, Secret: secret, Seq: seq, WaitMs: 200}))
 				rcancel()
 				if err != nil {
 					if connect.CodeOf(err) == connect.CodeNotFound {
@@ -93,7 +94,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 				log.add(resp.Msg.Grant)
 				seq++
 				rctx, rcancel = context.WithTimeout(ctx, time.Second)
-				locks.Release(rctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Seq: seq}))
+				locks.Release(rctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Secret: secret, Seq: seq}))
 				rcancel()
 			}
 		}()

@@ -30,7 +30,7 @@ func TestServe_SessionsRestoredFromSnapshotExpire(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
-	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a", Session: held.Msg.Session, Seq: 1})); err != nil {
+	if _, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a", Session: held.Msg.Session, Secret: held.Msg.Secret, Seq: 1})); err != nil {
 		t.Fatalf("Acquire: %v", err)
 	}
 	acquired := time.Now()
@@ -55,7 +55,7 @@ func TestServe_SessionsRestoredFromSnapshotExpire(t *testing.T) {
 	}
 	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	resp, err := locks.Acquire(wctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a", Session: waiter.Msg.Session, Seq: 1, WaitMs: 15000}))
+	resp, err := locks.Acquire(wctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "a", Session: waiter.Msg.Session, Secret: waiter.Msg.Secret, Seq: 1, WaitMs: 15000}))
 	if err != nil {
 		t.Fatalf("Acquire after restart: %v (the restored session never expired)\n%s", err, srv.Log())
 	}

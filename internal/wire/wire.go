@@ -40,6 +40,7 @@ const (
 	ReasonTokenOverflow   = "token-overflow"
 	ReasonNotLeader       = "not-leader"
 	ReasonLimitExceeded   = "limit-exceeded"
+	ReasonNotOwner        = "not-owner"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -86,6 +87,7 @@ var kinds = []kind{
 	{fence.ErrNotGranted, CodeAborted, ReasonNotGranted, false},
 	{fence.ErrNotLeader, CodeUnavailable, ReasonNotLeader, false},
 	{fence.ErrLimitExceeded, CodeResourceExhausted, ReasonLimitExceeded, false},
+	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of

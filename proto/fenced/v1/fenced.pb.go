@@ -1525,8 +1525,14 @@ type CreateSessionRequest struct {
 	// ttl_ms is the session's TTL in milliseconds, 100 to 86400000.
 	TtlMs int64 `protobuf:"varint,1,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// request_id makes a retried create return the same session; any string
-	// up to 64 bytes, unique per intended session. Optional.
-	RequestId     string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// up to 64 bytes, unique per intended session. Optional. A retry must
+	// carry the secret of its first attempt.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// secret is the new session's secret, 32 hexadecimal digits from a
+	// cryptographic random source (the SDK sends one). When empty, the
+	// server generates one; such a create cannot be retried with its
+	// request_id, since the retry would bring another secret.
+	Secret        string `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1575,11 +1581,21 @@ func (x *CreateSessionRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *CreateSessionRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type CreateSessionResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	Issuer        string                 `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	TtlMs   int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Issuer  string                 `protobuf:"bytes,3,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// secret is the session's secret (the one sent, or the one the server
+	// generated). It is returned only here: keep it.
+	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1635,9 +1651,18 @@ func (x *CreateSessionResponse) GetIssuer() string {
 	return ""
 }
 
+func (x *CreateSessionResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type KeepAliveRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// secret is the session's secret.
+	Secret string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	// nonce is echoed in the response so a client can match it to its send time.
 	Nonce uint64 `protobuf:"varint,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	// more renews further sessions in the same message; each is answered as
@@ -1684,6 +1709,13 @@ func (x *KeepAliveRequest) GetSession() uint64 {
 	return 0
 }
 
+func (x *KeepAliveRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 func (x *KeepAliveRequest) GetNonce() uint64 {
 	if x != nil {
 		return x.Nonce
@@ -1710,7 +1742,15 @@ type KeepAliveResponse struct {
 	// error says why a renewal failed when it did (for example, "not the leader").
 	Error string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
 	// more answers further renewals in the same message.
-	More          []*KeepAliveResponse `protobuf:"bytes,6,rep,name=more,proto3" json:"more,omitempty"`
+	More []*KeepAliveResponse `protobuf:"bytes,6,rep,name=more,proto3" json:"more,omitempty"`
+	// not_owner is true when the request did not carry the session's secret;
+	// nothing was renewed.
+	NotOwner bool `protobuf:"varint,7,opt,name=not_owner,json=notOwner,proto3" json:"not_owner,omitempty"`
+	// revoked is true when an administrator revoked the session (gone is
+	// true too). The server pushes such an answer, with nonce 0, on every
+	// KeepAlive stream that renewed the session, as soon as the revocation
+	// is applied.
+	Revoked       bool `protobuf:"varint,8,opt,name=revoked,proto3" json:"revoked,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1787,9 +1827,25 @@ func (x *KeepAliveResponse) GetMore() []*KeepAliveResponse {
 	return nil
 }
 
+func (x *KeepAliveResponse) GetNotOwner() bool {
+	if x != nil {
+		return x.NotOwner
+	}
+	return false
+}
+
+func (x *KeepAliveResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
 type CloseSessionRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// secret is the session's secret.
+	Secret        string `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1829,6 +1885,13 @@ func (x *CloseSessionRequest) GetSession() uint64 {
 		return x.Session
 	}
 	return 0
+}
+
+func (x *CloseSessionRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
 }
 
 type CloseSessionResponse struct {
@@ -1891,7 +1954,11 @@ type AcquireRequest struct {
 	// ttl_ms is the TTL of the per-grant session when session is 0.
 	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// request_id de-duplicates the per-grant session's creation when session is 0.
-	RequestId     string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// secret is the session's secret. When session is 0 it is the secret of
+	// the per-grant session (generated by the server when empty, as for
+	// CreateSession).
+	Secret        string `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1968,13 +2035,23 @@ func (x *AcquireRequest) GetRequestId() string {
 	return ""
 }
 
+func (x *AcquireRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type AcquireResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
 	// grant is set when granted.
 	Grant *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
 	// holder is the session holding the lock when not granted.
-	Holder        uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	Holder uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
+	// secret is the per-grant session's secret when the request's session
+	// was 0 and the lock was granted; release the grant with it.
+	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2030,6 +2107,13 @@ func (x *AcquireResponse) GetHolder() uint64 {
 	return 0
 }
 
+func (x *AcquireResponse) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
 type ReleaseRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2047,8 +2131,10 @@ type ReleaseRequest struct {
 	// (that acquire's seq in its session) and ttl_ms the acquire's ttl_ms.
 	// If the acquire has not arrived yet, a session of ttl_ms is created for
 	// it so that it is refused when it does.
-	RequestId     string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
-	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId string `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs     int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// secret is the session's secret.
+	Secret        string `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2125,6 +2211,132 @@ func (x *ReleaseRequest) GetTtlMs() int64 {
 	return 0
 }
 
+func (x *ReleaseRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+type RevokeRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the lock whose holder is revoked.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// token, when not 0, revokes only the grant with this token: if the lock
+	// has another holder by then, nothing changes.
+	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	// reason is written to the server's log with the revocation.
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeRequest) Reset() {
+	*x = RevokeRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeRequest) ProtoMessage() {}
+
+func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
+func (*RevokeRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RevokeRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RevokeRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RevokeRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type RevokeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// revoked is false when the lock was free (or held under another token
+	// than the one given); nothing changed.
+	Revoked bool `protobuf:"varint,1,opt,name=revoked,proto3" json:"revoked,omitempty"`
+	// grant is the grant that was revoked.
+	Grant         *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevokeResponse) Reset() {
+	*x = RevokeResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevokeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevokeResponse) ProtoMessage() {}
+
+func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
+func (*RevokeResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RevokeResponse) GetRevoked() bool {
+	if x != nil {
+		return x.Revoked
+	}
+	return false
+}
+
+func (x *RevokeResponse) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
+}
+
 type ReleaseResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Result        ReleaseResult          `protobuf:"varint,1,opt,name=result,proto3,enum=fenced.v1.ReleaseResult" json:"result,omitempty"`
@@ -2134,7 +2346,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2358,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2371,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ReleaseResponse) GetResult() ReleaseResult {
@@ -2179,7 +2391,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2191,7 +2403,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2204,7 +2416,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *VerifyRequest) GetName() string {
@@ -2233,7 +2445,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2245,7 +2457,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2258,7 +2470,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *VerifyResponse) GetCurrent() bool {
@@ -2284,7 +2496,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2296,7 +2508,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2309,7 +2521,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2335,7 +2547,7 @@ type LockInfo struct {
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2347,7 +2559,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2360,7 +2572,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *LockInfo) GetName() string {
@@ -2404,7 +2616,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2416,7 +2628,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2429,7 +2641,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -2465,7 +2677,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2477,7 +2689,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2490,7 +2702,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DescribeResponse) GetLock() *LockInfo {
@@ -2521,7 +2733,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2533,7 +2745,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2546,7 +2758,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{39}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2582,7 +2794,7 @@ type ListResponse struct {
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2594,7 +2806,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2607,7 +2819,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{40}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -2636,7 +2848,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2648,7 +2860,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2661,7 +2873,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{41}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *SessionInfo) GetSession() uint64 {
@@ -2707,7 +2919,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +2931,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +2944,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{42}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -2775,7 +2987,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2999,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +3012,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{43}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -2967,30 +3179,36 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asession\x18\x04 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"L\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"d\n" +
 	"\x14CreateSessionRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x02 \x01(\tR\trequestId\"`\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\"x\n" +
 	"\x15CreateSessionResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x16\n" +
-	"\x06issuer\x18\x03 \x01(\tR\x06issuer\"s\n" +
+	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"\x8b\x01\n" +
 	"\x10KeepAliveRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\x12/\n" +
-	"\x04more\x18\x03 \x03(\v2\x1b.fenced.v1.KeepAliveRequestR\x04more\"\xb6\x01\n" +
+	"\x04more\x18\x03 \x03(\v2\x1b.fenced.v1.KeepAliveRequestR\x04more\"\xed\x01\n" +
 	"\x11KeepAliveResponse\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
 	"\x05nonce\x18\x02 \x01(\x04R\x05nonce\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\x03R\x05ttlMs\x12\x12\n" +
 	"\x04gone\x18\x04 \x01(\bR\x04gone\x12\x14\n" +
 	"\x05error\x18\x05 \x01(\tR\x05error\x120\n" +
-	"\x04more\x18\x06 \x03(\v2\x1c.fenced.v1.KeepAliveResponseR\x04more\"/\n" +
+	"\x04more\x18\x06 \x03(\v2\x1c.fenced.v1.KeepAliveResponseR\x04more\x12\x1b\n" +
+	"\tnot_owner\x18\a \x01(\bR\bnotOwner\x12\x18\n" +
+	"\arevoked\x18\b \x01(\bR\arevoked\"G\n" +
 	"\x13CloseSessionRequest\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\".\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\".\n" +
 	"\x14CloseSessionResponse\x12\x16\n" +
-	"\x06closed\x18\x01 \x01(\bR\x06closed\"\x9f\x01\n" +
+	"\x06closed\x18\x01 \x01(\bR\x06closed\"\xb7\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
@@ -2998,11 +3216,13 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\await_ms\x18\x04 \x01(\x03R\x06waitMs\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"k\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06secret\x18\a \x01(\tR\x06secret\"\x83\x01\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12&\n" +
 	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\x12\x16\n" +
-	"\x06holder\x18\x03 \x01(\x04R\x06holder\"\xa9\x01\n" +
+	"\x06holder\x18\x03 \x01(\x04R\x06holder\x12\x16\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\"\xc1\x01\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
@@ -3010,7 +3230,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
-	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\"C\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x16\n" +
+	"\x06secret\x18\a \x01(\tR\x06secret\"Q\n" +
+	"\rRevokeRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"R\n" +
+	"\x0eRevokeResponse\x12\x18\n" +
+	"\arevoked\x18\x01 \x01(\bR\arevoked\x12&\n" +
+	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"C\n" +
 	"\x0fReleaseResponse\x120\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\"9\n" +
 	"\rVerifyRequest\x12\x12\n" +
@@ -3072,14 +3300,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\rCreateSession\x12\x1f.fenced.v1.CreateSessionRequest\x1a .fenced.v1.CreateSessionResponse\x12J\n" +
 	"\tKeepAlive\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse(\x010\x01\x12J\n" +
 	"\rKeepAliveOnce\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse\x12O\n" +
-	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\xd6\x03\n" +
+	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\x95\x04\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.fenced.v1.AcquireRequest\x1a\x1a.fenced.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.fenced.v1.ReleaseRequest\x1a\x1a.fenced.v1.ReleaseResponse\x12=\n" +
 	"\x06Verify\x12\x18.fenced.v1.VerifyRequest\x1a\x19.fenced.v1.VerifyResponse\x12C\n" +
 	"\bDescribe\x12\x1a.fenced.v1.DescribeRequest\x1a\x1b.fenced.v1.DescribeResponse\x127\n" +
 	"\x04List\x12\x16.fenced.v1.ListRequest\x1a\x17.fenced.v1.ListResponse\x12=\n" +
-	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse\x12G\n" +
+	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse\x12=\n" +
+	"\x06Revoke\x12\x18.fenced.v1.RevokeRequest\x1a\x19.fenced.v1.RevokeResponse\x12G\n" +
 	"\bPipeline\x12\x1a.fenced.v1.PipelineRequest\x1a\x1b.fenced.v1.PipelineResponse(\x010\x012\xc2\x01\n" +
 	"\tKVService\x128\n" +
 	"\x03Put\x12\x17.fenced.v1.KVPutRequest\x1a\x18.fenced.v1.KVPutResponse\x128\n" +
@@ -3105,7 +3334,7 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_fenced_v1_fenced_proto_goTypes = []any{
 	(ReleaseResult)(0),             // 0: fenced.v1.ReleaseResult
 	(*PipelineCall)(nil),           // 1: fenced.v1.PipelineCall
@@ -3140,28 +3369,30 @@ var file_fenced_v1_fenced_proto_goTypes = []any{
 	(*AcquireRequest)(nil),         // 30: fenced.v1.AcquireRequest
 	(*AcquireResponse)(nil),        // 31: fenced.v1.AcquireResponse
 	(*ReleaseRequest)(nil),         // 32: fenced.v1.ReleaseRequest
-	(*ReleaseResponse)(nil),        // 33: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),          // 34: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 35: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                 // 36: fenced.v1.Waiter
-	(*LockInfo)(nil),               // 37: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),        // 38: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 39: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),            // 40: fenced.v1.ListRequest
-	(*ListResponse)(nil),           // 41: fenced.v1.ListResponse
-	(*SessionInfo)(nil),            // 42: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),          // 43: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),         // 44: fenced.v1.StatusResponse
-	nil,                            // 45: fenced.v1.PipelineError.MetaEntry
+	(*RevokeRequest)(nil),          // 33: fenced.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 34: fenced.v1.RevokeResponse
+	(*ReleaseResponse)(nil),        // 35: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),          // 36: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 37: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                 // 38: fenced.v1.Waiter
+	(*LockInfo)(nil),               // 39: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),        // 40: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 41: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),            // 42: fenced.v1.ListRequest
+	(*ListResponse)(nil),           // 43: fenced.v1.ListResponse
+	(*SessionInfo)(nil),            // 44: fenced.v1.SessionInfo
+	(*StatusRequest)(nil),          // 45: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 46: fenced.v1.StatusResponse
+	nil,                            // 47: fenced.v1.PipelineError.MetaEntry
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	30, // 0: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
 	32, // 1: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
 	6,  // 2: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
 	1,  // 3: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
-	45, // 4: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	47, // 4: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
 	31, // 5: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
-	33, // 6: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
+	35, // 6: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
 	7,  // 7: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
 	3,  // 8: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
 	4,  // 9: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
@@ -3169,57 +3400,60 @@ var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	26, // 11: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
 	27, // 12: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
 	23, // 13: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	0,  // 14: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	23, // 15: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	23, // 16: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	36, // 17: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	37, // 18: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	37, // 19: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	42, // 20: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	37, // 21: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	24, // 22: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	26, // 23: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	26, // 24: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	28, // 25: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	30, // 26: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	32, // 27: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	34, // 28: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	38, // 29: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	40, // 30: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	43, // 31: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	2,  // 32: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
-	6,  // 33: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	8,  // 34: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	10, // 35: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	13, // 36: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	15, // 37: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	17, // 38: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	19, // 39: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	21, // 40: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	25, // 41: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	27, // 42: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	27, // 43: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	29, // 44: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	31, // 45: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	33, // 46: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	35, // 47: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	39, // 48: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	41, // 49: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	44, // 50: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	5,  // 51: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
-	7,  // 52: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	9,  // 53: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	11, // 54: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	14, // 55: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	16, // 56: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	18, // 57: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	20, // 58: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	22, // 59: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	41, // [41:60] is the sub-list for method output_type
-	22, // [22:41] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	23, // 14: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
+	0,  // 15: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	23, // 16: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	23, // 17: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	38, // 18: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	39, // 19: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	39, // 20: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	44, // 21: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	39, // 22: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	24, // 23: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	26, // 24: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	26, // 25: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	28, // 26: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	30, // 27: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	32, // 28: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	36, // 29: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	40, // 30: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	42, // 31: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	45, // 32: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	33, // 33: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
+	2,  // 34: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	6,  // 35: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	8,  // 36: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	10, // 37: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	13, // 38: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	15, // 39: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	17, // 40: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	19, // 41: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	21, // 42: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	25, // 43: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	27, // 44: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	27, // 45: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	29, // 46: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	31, // 47: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	35, // 48: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	37, // 49: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	41, // 50: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	43, // 51: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	46, // 52: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	34, // 53: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
+	5,  // 54: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	7,  // 55: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	9,  // 56: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	11, // 57: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	14, // 58: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	16, // 59: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	18, // 60: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	20, // 61: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	22, // 62: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	43, // [43:63] is the sub-list for method output_type
+	23, // [23:43] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -3246,7 +3480,7 @@ func file_fenced_v1_fenced_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -41,6 +41,7 @@ type Command struct {
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
 	//	*Command_Batch
+	//	*Command_Revoke
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -185,6 +186,15 @@ func (x *Command) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Command) GetRevoke() *Revoke {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Revoke); ok {
+			return x.Revoke
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -240,6 +250,10 @@ type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,12,opt,name=batch,proto3,oneof"`
 }
 
+type Command_Revoke struct {
+	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -261,6 +275,8 @@ func (*Command_KvWrite) isCommand_Op() {}
 func (*Command_RegisterNode) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
+
+func (*Command_Revoke) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -413,7 +429,11 @@ type CreateSession struct {
 	TtlMs     int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// quota: the creating source and its limits (fields 100+ are the
 	// limits of issue 11, numbered apart from other changes).
-	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	// secret_hash is the SHA-256 of the new session's secret (the secret
+	// itself never enters the log). A retry with the same request_id must
+	// carry the same hash.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -465,6 +485,13 @@ func (x *CreateSession) GetTtlMs() int64 {
 func (x *CreateSession) GetQuota() *Quota {
 	if x != nil {
 		return x.Quota
+	}
+	return nil
+}
+
+func (x *CreateSession) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
 	}
 	return nil
 }
@@ -545,8 +572,11 @@ func (x *Quota) GetMaxWaiting() uint32 {
 }
 
 type CloseSession struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented; it
+	// must be the session's.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +618,68 @@ func (x *CloseSession) GetSession() uint64 {
 	return 0
 }
 
+func (x *CloseSession) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Revoke ends the session holding a lock (an administrator's
+// force-revoke), as if it expired.
+type Revoke struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// token, when not 0, must be the lock's current token.
+	Token         uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Revoke) Reset() {
+	*x = Revoke{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Revoke) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Revoke) ProtoMessage() {}
+
+func (x *Revoke) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
+func (*Revoke) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Revoke) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Revoke) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 // ExpireSession ends a session whose TTL ran out on the proposer's clock.
 type ExpireSession struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -601,7 +693,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +705,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +718,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -654,14 +746,17 @@ type Acquire struct {
 	RequestId string `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	// quota charges a per-grant session (session 0) to its source, and
 	// limits the grants and waiters of the session's owner.
-	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented: it
+	// must be the session's (for session 0, it is the per-grant session's).
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +768,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +781,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -738,6 +833,13 @@ func (x *Acquire) GetQuota() *Quota {
 	return nil
 }
 
+func (x *Acquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 type Release struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -752,14 +854,16 @@ type Release struct {
 	TtlMs     int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// quota holds the session a per-grant withdrawal may create to the
 	// proposer's limits, like CreateSession's (absent: not limited).
-	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -771,7 +875,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -784,7 +888,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -836,6 +940,13 @@ func (x *Release) GetQuota() *Quota {
 	return nil
 }
 
+func (x *Release) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // CancelWait removes a session from a lock's queue.
 type CancelWait struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -847,7 +958,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +970,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +983,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -911,7 +1022,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1034,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1047,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1008,7 +1119,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1131,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1144,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1062,7 +1173,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1185,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1198,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1124,7 +1235,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1247,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1260,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *State) GetIssuer() string {
@@ -1227,7 +1338,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1239,7 +1350,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1252,7 +1363,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1298,7 +1409,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1310,7 +1421,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1323,7 +1434,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1369,14 +1480,18 @@ type Session struct {
 	Replies   []*Reply               `protobuf:"bytes,4,rep,name=replies,proto3" json:"replies,omitempty"`
 	SeqFloor  uint64                 `protobuf:"varint,5,opt,name=seq_floor,json=seqFloor,proto3" json:"seq_floor,omitempty"`
 	// owner is the identity the session is charged to (Quota.owner).
-	Owner         string `protobuf:"bytes,100,opt,name=owner,proto3" json:"owner,omitempty"`
+	Owner string `protobuf:"bytes,100,opt,name=owner,proto3" json:"owner,omitempty"`
+	// secret_hash is the SHA-256 of the session's secret; empty for a
+	// session created before sessions had secrets (such a session accepts
+	// no request from the API and expires).
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1503,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1516,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1446,6 +1561,13 @@ func (x *Session) GetOwner() string {
 	return ""
 }
 
+func (x *Session) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // Reply is a remembered result of a (session, seq) request.
 type Reply struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -1461,7 +1583,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1595,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1608,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1544,7 +1666,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1556,7 +1678,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1569,7 +1691,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Lock) GetName() string {
@@ -1617,7 +1739,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1629,7 +1751,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1642,7 +1764,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1663,7 +1785,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe3\x05\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x96\x06\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1678,7 +1800,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
-	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12\x1e\n" +
+	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x121\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1688,23 +1811,30 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\vtoken_floor\x18\x02 \x01(\x04R\n" +
 	"tokenFloor\"\x1f\n" +
 	"\tNewLeader\x12\x12\n" +
-	"\x04term\x18\x01 \x01(\x04R\x04term\"s\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\"\x94\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12,\n" +
-	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\"|\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"|\n" +
 	"\x05Quota\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12!\n" +
 	"\fmax_sessions\x18\x02 \x01(\rR\vmaxSessions\x12\x19\n" +
 	"\bmax_held\x18\x03 \x01(\rR\amaxHeld\x12\x1f\n" +
 	"\vmax_waiting\x18\x04 \x01(\rR\n" +
-	"maxWaiting\"(\n" +
+	"maxWaiting\"I\n" +
 	"\fCloseSession\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\"=\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"2\n" +
+	"\x06Revoke\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\xc1\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\xe2\x01\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1713,7 +1843,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12,\n" +
-	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\"\xd0\x01\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xf1\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1722,7 +1854,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
-	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\":\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\":\n" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
@@ -1768,7 +1902,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x18\n" +
 	"\aversion\x18\x04 \x01(\x04R\aversion\x12\x16\n" +
-	"\x06exists\x18\x05 \x01(\bR\x06exists\"\xb4\x01\n" +
+	"\x06exists\x18\x05 \x01(\bR\x06exists\"\xd5\x01\n" +
 	"\aSession\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x1d\n" +
@@ -1776,7 +1910,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"request_id\x18\x03 \x01(\tR\trequestId\x120\n" +
 	"\areplies\x18\x04 \x03(\v2\x16.fenced.state.v1.ReplyR\areplies\x12\x1b\n" +
 	"\tseq_floor\x18\x05 \x01(\x04R\bseqFloor\x12\x14\n" +
-	"\x05owner\x18d \x01(\tR\x05owner\"\x9a\x01\n" +
+	"\x05owner\x18d \x01(\tR\x05owner\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x9a\x01\n" +
 	"\x05Reply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\x05R\x04kind\x12\x12\n" +
@@ -1806,7 +1942,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
@@ -1815,50 +1951,52 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
 	(*Quota)(nil),         // 5: fenced.state.v1.Quota
 	(*CloseSession)(nil),  // 6: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil), // 7: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 8: fenced.state.v1.Acquire
-	(*Release)(nil),       // 9: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 10: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 11: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 12: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 13: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 14: fenced.state.v1.State
-	(*KVReply)(nil),       // 15: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 16: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 17: fenced.state.v1.Session
-	(*Reply)(nil),         // 18: fenced.state.v1.Reply
-	(*Lock)(nil),          // 19: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 20: fenced.state.v1.Waiter
+	(*Revoke)(nil),        // 7: fenced.state.v1.Revoke
+	(*ExpireSession)(nil), // 8: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 9: fenced.state.v1.Acquire
+	(*Release)(nil),       // 10: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 11: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 12: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 13: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 14: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 15: fenced.state.v1.State
+	(*KVReply)(nil),       // 16: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 17: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 18: fenced.state.v1.Session
+	(*Reply)(nil),         // 19: fenced.state.v1.Reply
+	(*Lock)(nil),          // 20: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 21: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
 	3,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
 	4,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
 	6,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	7,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	8,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	9,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	10, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	11, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	13, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	8,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	9,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	10, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	11, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	12, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	14, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	5,  // 12: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	5,  // 13: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	5,  // 14: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	12, // 15: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	17, // 16: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	19, // 17: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	16, // 18: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	13, // 19: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	15, // 20: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	18, // 21: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	20, // 22: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	7,  // 11: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	0,  // 12: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	5,  // 13: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	5,  // 14: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	5,  // 15: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	13, // 16: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	18, // 17: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	20, // 18: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	17, // 19: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	14, // 20: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	16, // 21: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	19, // 22: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	21, // 23: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1878,6 +2016,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
 		(*Command_Batch)(nil),
+		(*Command_Revoke)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1885,7 +2024,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -67,6 +67,8 @@ const (
 	LockServiceListProcedure = "/fenced.v1.LockService/List"
 	// LockServiceStatusProcedure is the fully-qualified name of the LockService's Status RPC.
 	LockServiceStatusProcedure = "/fenced.v1.LockService/Status"
+	// LockServiceRevokeProcedure is the fully-qualified name of the LockService's Revoke RPC.
+	LockServiceRevokeProcedure = "/fenced.v1.LockService/Revoke"
 	// LockServicePipelineProcedure is the fully-qualified name of the LockService's Pipeline RPC.
 	LockServicePipelineProcedure = "/fenced.v1.LockService/Pipeline"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
@@ -273,6 +275,12 @@ type LockServiceClient interface {
 	// Status returns the server's view: issuer, last token, sessions, locks;
 	// the locks and sessions a page at a time.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	// Revoke ends the session that holds a lock (an administrator's
+	// force-revoke): every grant and wait of that session ends as if it
+	// expired, its KeepAlive streams are told at once, and the next grant of
+	// the lock has a higher token. Refused (PermissionDenied) unless the
+	// server runs with --allow-revoke.
+	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
 	// Pipeline carries many Acquire, Release and KV Put calls over one
 	// long-lived stream: a client sends calls without waiting for earlier
 	// ones, and the server answers each as soon as it completes (not in
@@ -333,6 +341,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("Status")),
 			connect.WithClientOptions(opts...),
 		),
+		revoke: connect.NewClient[v1.RevokeRequest, v1.RevokeResponse](
+			httpClient,
+			baseURL+LockServiceRevokeProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Revoke")),
+			connect.WithClientOptions(opts...),
+		),
 		pipeline: connect.NewClient[v1.PipelineRequest, v1.PipelineResponse](
 			httpClient,
 			baseURL+LockServicePipelineProcedure,
@@ -350,6 +364,7 @@ type lockServiceClient struct {
 	describe *connect.Client[v1.DescribeRequest, v1.DescribeResponse]
 	list     *connect.Client[v1.ListRequest, v1.ListResponse]
 	status   *connect.Client[v1.StatusRequest, v1.StatusResponse]
+	revoke   *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
 	pipeline *connect.Client[v1.PipelineRequest, v1.PipelineResponse]
 }
 
@@ -383,6 +398,11 @@ func (c *lockServiceClient) Status(ctx context.Context, req *connect.Request[v1.
 	return c.status.CallUnary(ctx, req)
 }
 
+// Revoke calls fenced.v1.LockService.Revoke.
+func (c *lockServiceClient) Revoke(ctx context.Context, req *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error) {
+	return c.revoke.CallUnary(ctx, req)
+}
+
 // Pipeline calls fenced.v1.LockService.Pipeline.
 func (c *lockServiceClient) Pipeline(ctx context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse] {
 	return c.pipeline.CallBidiStream(ctx)
@@ -404,6 +424,12 @@ type LockServiceHandler interface {
 	// Status returns the server's view: issuer, last token, sessions, locks;
 	// the locks and sessions a page at a time.
 	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	// Revoke ends the session that holds a lock (an administrator's
+	// force-revoke): every grant and wait of that session ends as if it
+	// expired, its KeepAlive streams are told at once, and the next grant of
+	// the lock has a higher token. Refused (PermissionDenied) unless the
+	// server runs with --allow-revoke.
+	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
 	// Pipeline carries many Acquire, Release and KV Put calls over one
 	// long-lived stream: a client sends calls without waiting for earlier
 	// ones, and the server answers each as soon as it completes (not in
@@ -460,6 +486,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("Status")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceRevokeHandler := connect.NewUnaryHandler(
+		LockServiceRevokeProcedure,
+		svc.Revoke,
+		connect.WithSchema(lockServiceMethods.ByName("Revoke")),
+		connect.WithHandlerOptions(opts...),
+	)
 	lockServicePipelineHandler := connect.NewBidiStreamHandler(
 		LockServicePipelineProcedure,
 		svc.Pipeline,
@@ -480,6 +512,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceListHandler.ServeHTTP(w, r)
 		case LockServiceStatusProcedure:
 			lockServiceStatusHandler.ServeHTTP(w, r)
+		case LockServiceRevokeProcedure:
+			lockServiceRevokeHandler.ServeHTTP(w, r)
 		case LockServicePipelineProcedure:
 			lockServicePipelineHandler.ServeHTTP(w, r)
 		default:
@@ -513,6 +547,10 @@ func (UnimplementedLockServiceHandler) List(context.Context, *connect.Request[v1
 
 func (UnimplementedLockServiceHandler) Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Status is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Revoke is not implemented"))
 }
 
 func (UnimplementedLockServiceHandler) Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error {
