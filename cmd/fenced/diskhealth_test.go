@@ -180,7 +180,7 @@ func checkDiskFailure(t *testing.T, srv *proctest.Server, cause string, breakDis
 	if code, body := get(t, base+"/healthz"); code != http.StatusOK {
 		t.Fatalf("/healthz after restart: %d %s", code, body)
 	}
-	c.session = c.newSession(t)
+	c.session, c.secret = c.newSession(t)
 	tok, err := c.acquire(t)
 	if err != nil {
 		t.Fatalf("Acquire after restart: %v\n%s", err, srv.Log())
@@ -267,6 +267,7 @@ type diskClient struct {
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
 	session  uint64
+	secret   string
 	seq      uint64
 }
 
@@ -275,18 +276,19 @@ func newDiskClient(t *testing.T, srv *proctest.Server) *diskClient {
 	hc := &http.Client{Timeout: 30 * time.Second}
 	base := "http://" + srv.Addr
 	c := &diskClient{base: base, sessions: fencedv1connect.NewSessionServiceClient(hc, base), locks: fencedv1connect.NewLockServiceClient(hc, base)}
-	c.session = c.newSession(t)
+	c.session, c.secret = c.newSession(t)
 	return c
 }
 
-// newSession creates a session with a TTL of a minute.
-func (c *diskClient) newSession(t *testing.T) uint64 {
+// newSession creates a session with a TTL of a minute and returns its id
+// and secret.
+func (c *diskClient) newSession(t *testing.T) (uint64, string) {
 	t.Helper()
 	resp, err := c.sessions.CreateSession(context.Background(), connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 60000}))
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
-	return resp.Msg.Session
+	return resp.Msg.Session, resp.Msg.Secret
 }
 
 // acquire takes a lock of a new name and returns its token, or the
@@ -295,7 +297,7 @@ func (c *diskClient) acquire(t *testing.T) (uint64, error) {
 	t.Helper()
 	c.seq++
 	start := time.Now()
-	resp, err := c.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("disk-%d", c.seq), Session: c.session, Seq: c.seq}))
+	resp, err := c.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("disk-%d", c.seq), Session: c.session, Secret: c.secret, Seq: c.seq}))
 	if err != nil {
 		var netErr interface{ Timeout() bool }
 		if errors.As(err, &netErr) && netErr.Timeout() {

@@ -125,7 +125,7 @@ func deadSession(ctx context.Context, t *testing.T, addr, name string, ttl time.
 	}
 	id := sresp.Msg.GetSession()
 	lc := fencedv1connect.NewLockServiceClient(http.DefaultClient, "http://"+addr)
-	aresp, err := lc.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: id, Seq: 1, RequestId: "dead-acquire-" + name}))
+	aresp, err := lc.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: id, Secret: sresp.Msg.GetSecret(), Seq: 1, RequestId: "dead-acquire-" + name}))
 	if err != nil || !aresp.Msg.GetGranted() {
 		t.Fatalf("Acquire(%q) with session %d: %v %v", name, id, aresp, err)
 	}
