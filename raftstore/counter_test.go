@@ -44,7 +44,7 @@ func (c *counter) Decode(entry []byte, dst []any) ([]any, error) {
 }
 
 // Apply implements raftstore.StateMachine.
-func (c *counter) Apply(cmds []raftstore.Command) {
+func (c *counter) Apply(cmds []raftstore.Command) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, cmd := range cmds {
@@ -56,6 +56,7 @@ func (c *counter) Apply(cmds []raftstore.Command) {
 		c.lastTerm = cmd.Term
 		cmds[i].Result = c.n
 	}
+	return nil
 }
 
 // Snapshot implements raftstore.StateMachine.

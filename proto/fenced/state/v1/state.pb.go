@@ -41,6 +41,7 @@ type Command struct {
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
 	//	*Command_Batch
+	//	*Command_ReserveTokens
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -185,6 +186,15 @@ func (x *Command) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Command) GetReserveTokens() *ReserveTokens {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReserveTokens); ok {
+			return x.ReserveTokens
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -240,6 +250,10 @@ type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,12,opt,name=batch,proto3,oneof"`
 }
 
+type Command_ReserveTokens struct {
+	ReserveTokens *ReserveTokens `protobuf:"bytes,13,opt,name=reserve_tokens,json=reserveTokens,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -261,6 +275,8 @@ func (*Command_KvWrite) isCommand_Op() {}
 func (*Command_RegisterNode) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
+
+func (*Command_ReserveTokens) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -362,6 +378,68 @@ func (x *Init) GetTokenFloor() uint64 {
 	return 0
 }
 
+// ReserveTokens turns on the token reservation (docs/design.md §2) and
+// restarts it: a new leader proposes it as it takes over. The counter is
+// raised to floor and to the end of the reservation so far, since tokens
+// up to that end may have been handed out by entries a damaged log lost;
+// then the next block is reserved. From the first ReserveTokens on, every
+// member writes the end of each reserved block to its own disk before it
+// applies a grant of a token in the block.
+type ReserveTokens struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// floor is the proposer's own recorded reservation (its
+	// DataDir/token-reservation): no token at or below it is issued again.
+	Floor uint64 `protobuf:"varint,1,opt,name=floor,proto3" json:"floor,omitempty"`
+	// block is how many tokens are reserved at a time, at least 1.
+	Block         uint64 `protobuf:"varint,2,opt,name=block,proto3" json:"block,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveTokens) Reset() {
+	*x = ReserveTokens{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveTokens) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveTokens) ProtoMessage() {}
+
+func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveTokens.ProtoReflect.Descriptor instead.
+func (*ReserveTokens) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReserveTokens) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *ReserveTokens) GetBlock() uint64 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
 // NewLeader records that a leader of this term took over.
 type NewLeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -372,7 +450,7 @@ type NewLeader struct {
 
 func (x *NewLeader) Reset() {
 	*x = NewLeader{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +462,7 @@ func (x *NewLeader) String() string {
 func (*NewLeader) ProtoMessage() {}
 
 func (x *NewLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +475,7 @@ func (x *NewLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewLeader.ProtoReflect.Descriptor instead.
 func (*NewLeader) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NewLeader) GetTerm() uint64 {
@@ -417,7 +495,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -429,7 +507,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -442,7 +520,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSession) GetRequestId() string {
@@ -468,7 +546,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -480,7 +558,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -493,7 +571,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CloseSession) GetSession() uint64 {
@@ -516,7 +594,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -528,7 +606,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -541,7 +619,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -573,7 +651,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -585,7 +663,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -598,7 +676,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -654,7 +732,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +744,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +757,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -714,7 +792,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +804,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +817,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -775,7 +853,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +865,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +878,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -864,7 +942,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +954,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +967,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -919,14 +997,19 @@ type State struct {
 	Nodes       []*RegisterNode        `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// kv_replies are the remembered results of kv writes with a request id,
 	// oldest first.
-	KvReplies     []*KVReply `protobuf:"bytes,9,rep,name=kv_replies,json=kvReplies,proto3" json:"kv_replies,omitempty"`
+	KvReplies []*KVReply `protobuf:"bytes,9,rep,name=kv_replies,json=kvReplies,proto3" json:"kv_replies,omitempty"`
+	// reserved_token is the end of the token reservation: no token above it
+	// was issued; 0 before the first ReserveTokens.
+	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// reserve_block is how many tokens are reserved at a time.
+	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1021,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1034,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *State) GetIssuer() string {
@@ -1017,6 +1100,20 @@ func (x *State) GetKvReplies() []*KVReply {
 	return nil
 }
 
+func (x *State) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *State) GetReserveBlock() uint64 {
+	if x != nil {
+		return x.ReserveBlock
+	}
+	return 0
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1029,7 +1126,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1041,7 +1138,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1054,7 +1151,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1100,7 +1197,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1209,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1222,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1176,7 +1273,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1188,7 +1285,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1201,7 +1298,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1254,7 +1351,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1266,7 +1363,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1279,7 +1376,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1337,7 +1434,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1349,7 +1446,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1362,7 +1459,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Lock) GetName() string {
@@ -1410,7 +1507,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1422,7 +1519,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1435,7 +1532,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1456,7 +1553,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe3\x05\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xac\x06\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1471,7 +1568,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
-	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12\x1e\n" +
+	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
+	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1479,7 +1577,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04Init\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1f\n" +
 	"\vtoken_floor\x18\x02 \x01(\x04R\n" +
-	"tokenFloor\"\x1f\n" +
+	"tokenFloor\";\n" +
+	"\rReserveTokens\x12\x14\n" +
+	"\x05floor\x18\x01 \x01(\x04R\x05floor\x12\x14\n" +
+	"\x05block\x18\x02 \x01(\x04R\x05block\"\x1f\n" +
 	"\tNewLeader\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"E\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -1519,7 +1620,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"request_id\x18\b \x01(\tR\trequestIdJ\x04\b\a\x10\bR\bunfenced\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1532,7 +1633,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\x123\n" +
 	"\x05nodes\x18\b \x03(\v2\x1d.fenced.state.v1.RegisterNodeR\x05nodes\x127\n" +
 	"\n" +
-	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\"r\n" +
+	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
+	"\x0ereserved_token\x18\n" +
+	" \x01(\x04R\rreservedToken\x12#\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -1581,53 +1685,55 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
 	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*NewLeader)(nil),     // 3: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
-	(*CloseSession)(nil),  // 5: fenced.state.v1.CloseSession
-	(*ExpireSession)(nil), // 6: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 7: fenced.state.v1.Acquire
-	(*Release)(nil),       // 8: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 9: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 10: fenced.state.v1.KVWrite
-	(*RegisterNode)(nil),  // 11: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 12: fenced.state.v1.State
-	(*KVReply)(nil),       // 13: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 14: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 15: fenced.state.v1.Session
-	(*Reply)(nil),         // 16: fenced.state.v1.Reply
-	(*Lock)(nil),          // 17: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 18: fenced.state.v1.Waiter
+	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
+	(*CloseSession)(nil),  // 6: fenced.state.v1.CloseSession
+	(*ExpireSession)(nil), // 7: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 8: fenced.state.v1.Acquire
+	(*Release)(nil),       // 9: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 10: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 11: fenced.state.v1.KVWrite
+	(*RegisterNode)(nil),  // 12: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 13: fenced.state.v1.State
+	(*KVReply)(nil),       // 14: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 15: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 16: fenced.state.v1.Session
+	(*Reply)(nil),         // 17: fenced.state.v1.Reply
+	(*Lock)(nil),          // 18: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 19: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	3,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	4,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	5,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	6,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	7,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	8,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	9,  // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	10, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	11, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	4,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	5,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	6,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	7,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	8,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	9,  // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	10, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	11, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	12, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	0,  // 11: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	15, // 12: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	17, // 13: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	14, // 14: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	11, // 15: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	13, // 16: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	16, // 17: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	18, // 18: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	0,  // 12: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	16, // 13: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	18, // 14: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	15, // 15: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	12, // 16: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	14, // 17: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	17, // 18: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	19, // 19: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	20, // [20:20] is the sub-list for method output_type
+	20, // [20:20] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -1647,6 +1753,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
 		(*Command_Batch)(nil),
+		(*Command_ReserveTokens)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1654,7 +1761,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

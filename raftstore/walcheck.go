@@ -1,0 +1,230 @@
+package raftstore
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
+)
+
+// Verifying the write-ahead log before it is opened.
+//
+// raft-wal (v0.4.1, segment/writer.go and reader.go) writes the entries of
+// one append as frames (8-byte header: type, length) followed by a commit
+// frame holding the CRC-32C of every byte written since the previous
+// commit frame, and fsyncs; an append is acknowledged only after that. It
+// checks a checksum in one place only: when it reopens the tail segment,
+// the last batch's (recoverTail). A last batch whose CRC does not match,
+// or a frame header that does not parse, is taken for a torn write — a
+// crash before the fsync, so never acknowledged — and the log is cut back
+// to the commit frame before it. Everything else is trusted: earlier
+// batches and sealed segments are never verified, reads do not verify, and
+// a garbled frame header in the middle of the tail ends the recovery there,
+// silently dropping every batch after it.
+//
+// checkLog closes that gap. It reads every segment and verifies every
+// batch against its commit frame's CRC, and tells a torn tail from damage
+// the way the write order allows: a torn write can only hit the last
+// batch, the one whose fsync did not finish, so nothing intact can follow
+// it. Damage in a sealed segment, or in the tail followed by an intact
+// batch (a later commit frame whose CRC matches the bytes since an earlier
+// commit frame), is refused with an error naming the file, the offset and
+// the entries. Damage in the last batch alone is accepted as raft-wal
+// accepts it, with a warning: a torn write is indistinguishable from a
+// damaged last batch that had been acknowledged, and what protects the
+// tokens in that case is the token reservation (docs/design.md §2), not
+// the log.
+
+// maxTornCandidates bounds the commit-frame candidates checkLog tries
+// after damage in the tail. Past it the damage is reported, not accepted.
+const maxTornCandidates = 4096
+
+// Layout of a raft-wal segment (segment/format.go).
+const (
+	walFileHeaderLen  = 32
+	walFrameHeaderLen = 8
+	walMagic          = 0x58eb6b0d
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// checkLog verifies every segment of the log in dir (segs, from raft-wal's
+// metadata) before raft-wal opens it. It returns an error wrapping
+// ErrDamaged for damage raft-wal would miss or silently cut away, and logs
+// a warning for a torn last batch it will drop.
+func checkLog(dir string, segs []types.SegmentInfo, log *slog.Logger) error {
+	for i, si := range segs {
+		tail := si.SealTime.IsZero() && i == len(segs)-1
+		path := filepath.Join(dir, segment.FileName(si))
+		buf, err := os.ReadFile(path)
+		if tail && os.IsNotExist(err) {
+			continue // raft-wal recreates a tail lost before its first fsync
+		}
+		if err != nil {
+			return fmt.Errorf("%w: read raft log segment: %w", ErrDamaged, err)
+		}
+		sc := scanSegment(buf)
+		first := func(n int) uint64 { return si.BaseIndex + uint64(n) }
+		if sc.bad < 0 && sc.committed > 0 {
+			if err := checkSegmentHeader(buf, si); err != nil {
+				return fmt.Errorf("%w: raft log segment %s: %v", ErrDamaged, path, err)
+			}
+		}
+		if !tail {
+			if sc.bad >= 0 {
+				return fmt.Errorf("%w: sealed raft log segment %s is damaged at byte %d (%s), entries from %d on; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+					ErrDamaged, path, sc.bad, sc.why, first(sc.committed))
+			}
+			if si.MaxIndex > 0 && (sc.committed == 0 || first(sc.committed-1) < si.MaxIndex) {
+				return fmt.Errorf("%w: sealed raft log segment %s holds entries %d to %d, but the log's metadata says it ends at %d; refusing to start",
+					ErrDamaged, path, si.BaseIndex, first(sc.committed)-1, si.MaxIndex)
+			}
+			continue
+		}
+		if sc.bad < 0 {
+			continue
+		}
+		if at, ok := intactAfter(buf, sc.bad, sc.batchStart); ok {
+			return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), entries from %d on, and an intact batch follows at byte %d, so this is not a torn write; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+				ErrDamaged, path, sc.bad, sc.why, first(sc.committed), at)
+		}
+		if log != nil {
+			log.Warn("raft: the log's last batch is torn or damaged; dropping it, as after a crash before its fsync", "file", path, "offset", sc.bad, "reason", sc.why, "first_index_dropped", first(sc.committed))
+		}
+	}
+	return nil
+}
+
+// segmentScan is what scanSegment found in one segment file.
+type segmentScan struct {
+	committed  int    // entry frames covered by a verified commit frame
+	batchStart int    // offset where the batch after the last verified commit starts
+	bad        int    // offset of the first damage; -1 for none
+	why        string // what the damage is
+}
+
+// scanSegment reads the frames of a segment file in order and verifies
+// each batch's CRC, stopping at the first damage or at the zeros after the
+// last frame. Entries after the last commit frame, with no damage, are an
+// append that never committed.
+func scanSegment(buf []byte) segmentScan {
+	sc := segmentScan{batchStart: 0, bad: -1}
+	entries := 0
+	off := walFileHeaderLen
+	damaged := func(at int, format string, args ...any) segmentScan {
+		sc.bad, sc.why = at, fmt.Sprintf(format, args...)
+		return sc
+	}
+	for off+walFrameHeaderLen <= len(buf) {
+		h := buf[off : off+walFrameHeaderLen]
+		if h[1] != 0 || h[2] != 0 || h[3] != 0 {
+			return damaged(off, "frame header with non-zero reserved bytes")
+		}
+		switch h[0] {
+		case segment.FrameInvalid:
+			if !bytes.Equal(h, make([]byte, walFrameHeaderLen)) {
+				return damaged(off, "frame header of type 0 with data")
+			}
+			return sc // the zeros after the last frame
+		case segment.FrameEntry, segment.FrameIndex:
+			n := int(binary.LittleEndian.Uint32(h[4:8]))
+			size := walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
+			if n > segment.MaxEntrySize || off+size > len(buf) {
+				return damaged(off, "frame of %d bytes runs past the end of the file", n)
+			}
+			if h[0] == segment.FrameEntry {
+				entries++
+			}
+			off += size
+		case segment.FrameCommit:
+			want := binary.LittleEndian.Uint32(h[4:8])
+			if got := crc32.Checksum(buf[sc.batchStart:off], castagnoli); got != want {
+				return damaged(sc.batchStart, "batch of entries %d to %d (counted in this file) fails its checksum: crc32c %08x, commit frame at byte %d says %08x", sc.committed, entries-1, got, off, want)
+			}
+			sc.committed = entries
+			off += walFrameHeaderLen
+			sc.batchStart = off
+		default:
+			return damaged(off, "frame header of unknown type %d", h[0])
+		}
+	}
+	return sc
+}
+
+// intactAfter looks for an intact batch after damage at offset bad in a
+// tail segment: a commit frame whose CRC matches the bytes from the end of
+// an earlier commit frame (or from from, the start of the damaged batch).
+// It returns the offset of that commit frame.
+func intactAfter(buf []byte, bad, from int) (int, bool) {
+	starts := []int{from}
+	tried := 0
+	for at := bad - bad%walFrameHeaderLen; at+walFrameHeaderLen <= len(buf); at += walFrameHeaderLen {
+		h := buf[at : at+walFrameHeaderLen]
+		if h[0] != segment.FrameCommit || h[1] != 0 || h[2] != 0 || h[3] != 0 {
+			continue
+		}
+		want := binary.LittleEndian.Uint32(h[4:8])
+		for _, s := range starts {
+			if s < at && crc32.Checksum(buf[s:at], castagnoli) == want {
+				return at, true
+			}
+		}
+		starts = append(starts, at+walFrameHeaderLen)
+		if tried++; tried >= maxTornCandidates {
+			// Too many to try: report rather than accept.
+			return at, true
+		}
+	}
+	return 0, false
+}
+
+// checkSegmentHeader checks a segment's file header against the metadata.
+func checkSegmentHeader(buf []byte, si types.SegmentInfo) error {
+	if len(buf) < walFileHeaderLen {
+		return fmt.Errorf("file of %d bytes has no header", len(buf))
+	}
+	if binary.LittleEndian.Uint32(buf[0:4]) != walMagic || buf[7] != 0 {
+		return fmt.Errorf("file header is not a raft-wal v0 header")
+	}
+	base, id := binary.LittleEndian.Uint64(buf[8:16]), binary.LittleEndian.Uint64(buf[16:24])
+	if base != si.BaseIndex || id != si.ID {
+		return fmt.Errorf("file header says base index %d, id %d; the log's metadata says %d, %d", base, id, si.BaseIndex, si.ID)
+	}
+	return nil
+}
+
+// segmentFile returns the path of the segment file in dir that holds
+// index, or "" when none does. It reads the file names only.
+func segmentFile(dir string, index uint64) string {
+	names, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		return ""
+	}
+	type seg struct {
+		base uint64
+		path string
+	}
+	var segs []seg
+	for _, p := range names {
+		var base, id uint64
+		if _, err := fmt.Sscanf(strings.TrimSuffix(filepath.Base(p), ".wal"), "%020d-%016x", &base, &id); err == nil {
+			segs = append(segs, seg{base, p})
+		}
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].base < segs[j].base })
+	found := ""
+	for _, s := range segs {
+		if s.base <= index {
+			found = s.path
+		}
+	}
+	return found
+}
