@@ -39,6 +39,10 @@ type Server struct {
 	metrics *metrics
 	ln      net.Listener
 	http    *http.Server
+	// reservation is this node's recorded token reservation.
+	reservation *tokenReservation
+	// failure is why the server stopped on its own (see Err).
+	failure atomic.Pointer[error]
 
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
@@ -71,6 +75,12 @@ func Start(cfg Config) (*Server, error) {
 	s.expiry = newSessionExpiry(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
+	res, err := openTokenReservation(cfg.Raft.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.reservation = res
+	s.sm.recordReservations(res)
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
@@ -107,6 +117,7 @@ func Start(cfg Config) (*Server, error) {
 	s.http.Protocols.SetHTTP1(true)
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 
+	go s.watchNode()
 	s.loops.Add(2)
 	go func() {
 		defer s.loops.Done()
