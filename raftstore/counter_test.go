@@ -35,9 +35,13 @@ func (c *counter) Encode(cmds []any) ([]byte, error) {
 	return []byte(strings.Join(s, ",")), nil
 }
 
-// Decode implements raftstore.Codec.
+// Decode implements raftstore.Codec. The command "undecodable" stands for
+// an entry that does not decode.
 func (c *counter) Decode(entry []byte, dst []any) ([]any, error) {
 	for cmd := range strings.SplitSeq(string(entry), ",") {
+		if cmd == "undecodable" {
+			return dst, errors.New("not a counter command")
+		}
 		dst = append(dst, cmd)
 	}
 	return dst, nil
@@ -48,6 +52,9 @@ func (c *counter) Apply(cmds []raftstore.Command) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, cmd := range cmds {
+		if cmd.Cmd == "cannot go on" {
+			return errors.New("the counter cannot go on")
+		}
 		if cmd.Cmd != "inc" {
 			cmds[i].Result = fmt.Errorf("unknown command %q", cmd.Cmd)
 			continue

@@ -80,7 +80,7 @@ func checkLog(dir string, segs []types.SegmentInfo, log *slog.Logger) error {
 		}
 		if !tail {
 			if sc.bad >= 0 {
-				return fmt.Errorf("%w: sealed raft log segment %s is damaged at byte %d (%s), entries from %d on; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+				return fmt.Errorf("%w: sealed raft log segment %s is damaged at byte %d (%s), in entry %d or after; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
 					ErrDamaged, path, sc.bad, sc.why, first(sc.committed))
 			}
 			if si.MaxIndex > 0 && (sc.committed == 0 || first(sc.committed-1) < si.MaxIndex) {
@@ -93,7 +93,7 @@ func checkLog(dir string, segs []types.SegmentInfo, log *slog.Logger) error {
 			continue
 		}
 		if at, ok := intactAfter(buf, sc.bad, sc.batchStart); ok {
-			return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), entries from %d on, and an intact batch follows at byte %d, so this is not a torn write; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+			return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), in entry %d or after, and an intact batch follows at byte %d, so this is not a torn write; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
 				ErrDamaged, path, sc.bad, sc.why, first(sc.committed), at)
 		}
 		if log != nil {
@@ -147,7 +147,7 @@ func scanSegment(buf []byte) segmentScan {
 		case segment.FrameCommit:
 			want := binary.LittleEndian.Uint32(h[4:8])
 			if got := crc32.Checksum(buf[sc.batchStart:off], castagnoli); got != want {
-				return damaged(sc.batchStart, "batch of entries %d to %d (counted in this file) fails its checksum: crc32c %08x, commit frame at byte %d says %08x", sc.committed, entries-1, got, off, want)
+				return damaged(sc.batchStart, "the batch ending at byte %d fails its checksum: crc32c %08x, its commit frame says %08x", off, got, want)
 			}
 			sc.committed = entries
 			off += walFrameHeaderLen
