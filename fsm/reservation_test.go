@@ -18,7 +18,9 @@ type reservationLog struct {
 	events []string
 }
 
-func (r *reservationLog) Granted(g fence.Grant) { r.events = append(r.events, fmt.Sprintf("grant %d", g.Token)) }
+func (r *reservationLog) Granted(g fence.Grant) {
+	r.events = append(r.events, fmt.Sprintf("grant %d", g.Token))
+}
 func (r *reservationLog) reserved(end fence.Token) {
 	r.events = append(r.events, fmt.Sprintf("reserve %d", end))
 }
