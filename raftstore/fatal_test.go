@@ -49,6 +49,8 @@ func TestNode_StopsOnAnEntryThatDoesNotDecode(t *testing.T) {
 		t.Fatalf("count %d, want 3", got)
 	}
 
+	// Shutdown returns once the stop has released the data dir.
+	_ = n.Shutdown()
 	again := &counter{}
 	n2 := open(t, cfg, again)
 	if err := waitStopped(t, n2); !errors.Is(err, raftstore.ErrDamaged) {
