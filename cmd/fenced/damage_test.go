@@ -98,15 +98,25 @@ func walFrames(t *testing.T, path string) ([]byte, []walFrame) {
 	return buf, frames
 }
 
-// entryFrames returns the indexes in frames of the entry frames.
-func entryFrames(frames []walFrame) []int {
-	var out []int
-	for i, f := range frames {
+// entryFrames returns the entry frames among frames.
+func entryFrames(frames []walFrame) []walFrame {
+	var out []walFrame
+	for _, f := range frames {
 		if f.typ == 1 {
-			out = append(out, i)
+			out = append(out, f)
 		}
 	}
 	return out
+}
+
+// tailSegment returns the path, bytes, frames and entry frames of the
+// node's newest log segment.
+func tailSegment(t *testing.T, dataDir string) (path string, buf []byte, frames, entries []walFrame) {
+	t.Helper()
+	segs := walSegments(t, dataDir)
+	path = segs[len(segs)-1]
+	buf, frames = walFrames(t, path)
+	return path, buf, frames, entryFrames(frames)
 }
 
 // overwrite writes 8 bytes of 0xa5 at off in path.
@@ -149,11 +159,8 @@ func TestServe_LogDamagedInTheMiddleRefusesToStart(t *testing.T) {
 			srv := proctest.StartServer(t)
 			grantedLocks(t, srv, 20)
 			srv.Kill()
-			segs := walSegments(t, srv.DataDir)
-			seg := segs[len(segs)-1]
-			_, frames := walFrames(t, seg)
-			entries := entryFrames(frames)
-			f := frames[entries[len(entries)/2]]
+			seg, _, _, entries := tailSegment(t, srv.DataDir)
+			f := entries[len(entries)/2]
 			off := f.off
 			if where == "entry data" {
 				off = f.off + 8 + f.len/2/8*8
@@ -175,8 +182,7 @@ func TestServe_SealedSegmentDamagedRefusesToStart(t *testing.T) {
 	}
 	seg := segs[0] // sealed: a later one exists
 	_, frames := walFrames(t, seg)
-	f := frames[entryFrames(frames)[2]]
-	overwrite(t, seg, f.off+8)
+	overwrite(t, seg, entryFrames(frames)[2].off+8)
 	refusesToStart(t, srv, filepath.Base(seg))
 }
 
@@ -189,11 +195,8 @@ func TestServe_LastBatchDamagedNeverReissuesAToken(t *testing.T) {
 	srv := proctest.StartServer(t)
 	_, tokens := grantedLocks(t, srv, 5)
 	srv.Kill()
-	segs := walSegments(t, srv.DataDir)
-	seg := segs[len(segs)-1]
-	_, frames := walFrames(t, seg)
-	entries := entryFrames(frames)
-	f := frames[entries[len(entries)-1]]
+	seg, _, _, entries := tailSegment(t, srv.DataDir)
+	f := entries[len(entries)-1]
 	overwrite(t, seg, f.off+8+f.len/2/8*8)
 	srv.Start()
 	if !strings.Contains(srv.Log(), "last batch is torn or damaged") {
@@ -212,17 +215,14 @@ func TestServe_TornTailLosesNothingAcknowledged(t *testing.T) {
 	srv := proctest.StartServer(t)
 	session, tokens := grantedLocks(t, srv, 5)
 	srv.Kill()
-	segs := walSegments(t, srv.DataDir)
-	seg := segs[len(segs)-1]
-	buf, frames := walFrames(t, seg)
+	seg, buf, frames, entries := tailSegment(t, srv.DataDir)
 	last := frames[len(frames)-1]
 	if last.typ != 3 {
 		t.Fatalf("the log does not end with a commit frame: %+v", last)
 	}
 	// A copy of the last entry frame, cut off in the middle of its data,
 	// right after the last commit frame.
-	entries := entryFrames(frames)
-	e := frames[entries[len(entries)-1]]
+	e := entries[len(entries)-1]
 	torn := append([]byte(nil), buf[e.off:e.off+8+e.len/2]...)
 	f, err := os.OpenFile(seg, os.O_WRONLY, 0)
 	if err != nil {
