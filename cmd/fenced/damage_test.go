@@ -268,12 +268,23 @@ func TestServe_SnapshotDamagedRefusesToStart(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	srv.Kill()
+	// The newest snapshot, as raft orders them: by term, index and time,
+	// from the names TERM-INDEX-MILLIS.
 	states, _ := filepath.Glob(filepath.Join(srv.DataDir, "raft", "snapshots", "*", "state.bin"))
-	sort.Strings(states)
-	if len(states) == 0 {
-		t.Fatal("no snapshot state file")
+	var newest string
+	var newestTerm, newestIndex, newestMs uint64
+	for _, st := range states {
+		var term, index, ms uint64
+		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(st)), "%d-%d-%d", &term, &index, &ms); err != nil {
+			continue
+		}
+		if term > newestTerm || (term == newestTerm && (index > newestIndex || (index == newestIndex && ms > newestMs))) {
+			newest, newestTerm, newestIndex, newestMs = st, term, index, ms
+		}
 	}
-	newest := states[len(states)-1]
+	if newest == "" {
+		t.Fatalf("no snapshot state file among %v", states)
+	}
 	overwrite(t, newest, 0)
 	refusesToStart(t, srv, filepath.Base(filepath.Dir(newest)))
 }
