@@ -10,4 +10,12 @@
 // lease runs out. A new leader first applies every earlier entry, records
 // its leadership in the log, then restarts every session's full TTL from its
 // takeover: deadlines move later, never earlier (docs/design.md §3).
+//
+// Each node records the end of the token reservation on its disk
+// (DataDir/token-reservation, reservation.go) before a token in it is
+// handed out, and a new leader restarts the counter above its recorded end,
+// so a log that lost its last grants never reissues their tokens
+// (docs/design.md §2). A node whose log cannot be applied (an entry that
+// does not decode, a reservation that cannot be recorded) stops, and the
+// server with it; Err says why.
 package server
