@@ -43,9 +43,10 @@ import (
 // tokens in that case is the token reservation (docs/design.md §2), not
 // the log.
 
-// maxTornCandidates bounds the commit-frame candidates checkLog tries
-// after damage in the tail. Past it the damage is reported, not accepted.
-const maxTornCandidates = 4096
+// maxTornStarts is how many of the nearest commit-frame lookalikes before
+// a candidate commit frame intactAfter tries as the start of its batch
+// (data may hold bytes that look like a commit frame).
+const maxTornStarts = 16
 
 // Layout of a raft-wal segment (segment/format.go).
 const (
@@ -161,26 +162,35 @@ func scanSegment(buf []byte) segmentScan {
 
 // intactAfter looks for an intact batch after damage at offset bad in a
 // tail segment: a commit frame whose CRC matches the bytes from the end of
-// an earlier commit frame (or from from, the start of the damaged batch).
-// It returns the offset of that commit frame.
+// one of the nearest earlier commit frames (or from from, the start of the
+// damaged batch). It returns the offset of that commit frame. Each start
+// keeps a running CRC, so the work stays linear in the file's size.
 func intactAfter(buf []byte, bad, from int) (int, bool) {
-	starts := []int{from}
-	tried := 0
+	type run struct {
+		upto int // the CRC covers buf[start:upto]
+		crc  uint32
+	}
+	runs := []*run{{upto: from}}
 	for at := bad - bad%walFrameHeaderLen; at+walFrameHeaderLen <= len(buf); at += walFrameHeaderLen {
 		h := buf[at : at+walFrameHeaderLen]
 		if h[0] != segment.FrameCommit || h[1] != 0 || h[2] != 0 || h[3] != 0 {
 			continue
 		}
 		want := binary.LittleEndian.Uint32(h[4:8])
-		for _, s := range starts {
-			if s < at && crc32.Checksum(buf[s:at], castagnoli) == want {
+		for _, r := range runs {
+			if r.upto > at {
+				continue
+			}
+			r.crc = crc32.Update(r.crc, castagnoli, buf[r.upto:at])
+			r.upto = at
+			if r.crc == want {
 				return at, true
 			}
 		}
-		starts = append(starts, at+walFrameHeaderLen)
-		if tried++; tried >= maxTornCandidates {
-			// Too many to try: report rather than accept.
-			return at, true
+		// This may be a commit frame: the next batch would start after it.
+		runs = append(runs, &run{upto: at + walFrameHeaderLen})
+		if len(runs) > maxTornStarts+1 {
+			runs = append(runs[:1], runs[2:]...) // keep from, drop the oldest other
 		}
 	}
 	return 0, false
