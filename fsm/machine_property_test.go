@@ -21,9 +21,9 @@ type checker struct {
 	t        *rapid.T
 	holder   map[string]uint64
 	last     fence.Token
-	recorded fence.Token // the highest end the reservation hook was told
-	queue   map[string][]uint64 // expected grant order of waiters, per name
-	granted []fence.Grant
+	recorded fence.Token         // the highest end the reservation hook was told
+	queue    map[string][]uint64 // expected grant order of waiters, per name
+	granted  []fence.Grant
 }
 
 func newChecker(t *rapid.T) *checker {
