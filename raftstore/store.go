@@ -73,6 +73,10 @@ func openLogStore(dir string, segmentSize int, logger hclog.Logger, log *slog.Lo
 		_ = meta.Close()
 		return nil, err
 	}
+	if err := recordBoot(dir); err != nil {
+		_ = meta.Close()
+		return nil, fmt.Errorf("open raft log in %s: record the boot id: %w", dir, err)
+	}
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}

@@ -13,6 +13,8 @@ import (
 
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
+
+	"github.com/fenced-dev/fenced/internal/durable"
 )
 
 // Verifying the write-ahead log before it is opened.
@@ -62,6 +64,7 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // ErrDamaged for damage raft-wal would miss or silently cut away, and logs
 // a warning for a torn last batch it will drop.
 func checkLog(dir string, segs []types.SegmentInfo, log *slog.Logger) error {
+	same := sameBoot(dir)
 	for i, si := range segs {
 		tail := si.SealTime.IsZero() && i == len(segs)-1
 		path := filepath.Join(dir, segment.FileName(si))
@@ -90,15 +93,28 @@ func checkLog(dir string, segs []types.SegmentInfo, log *slog.Logger) error {
 			}
 			continue
 		}
-		if sc.bad < 0 {
+		junk := lastNonZero(buf) >= sc.batchStart
+		if sc.bad < 0 && !junk {
 			continue
 		}
-		if at, ok := intactAfter(buf, sc.bad, sc.batchStart); ok {
-			return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), in entry %d or after, and an intact batch follows at byte %d, so this is not a torn write; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
-				ErrDamaged, path, sc.bad, sc.why, first(sc.committed), at)
+		if sc.bad >= 0 {
+			if at, ok := intactAfter(buf, sc.bad, sc.batchStart); ok {
+				return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), in entry %d or after, and an intact batch follows at byte %d, so this is not a torn write; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+					ErrDamaged, path, sc.bad, sc.why, first(sc.committed), at)
+			}
+			if sc.garbled && same {
+				return fmt.Errorf("%w: raft log segment %s is damaged at byte %d (%s), in its last batch, from entry %d on; this machine has not restarted since the log was last written, and only a power loss or an operating-system crash tears a write (after a crash of the process what it wrote is still in the kernel's cache), so this is damage, not a torn write, and the batch may have been acknowledged; refusing to start: restore the data dir from a backup, or remove it and let this member rejoin its cluster",
+					ErrDamaged, path, sc.bad, sc.why, first(sc.committed))
+			}
 		}
 		if log != nil {
-			log.Warn("raft: the log's last batch is torn or damaged; dropping it, as after a crash before its fsync", "file", path, "offset", sc.bad, "reason", sc.why, "first_index_dropped", first(sc.committed))
+			log.Warn("raft: dropping the log's last write, which never completed (torn by a crash, or cut short)", "file", path, "offset", sc.batchStart, "reason", sc.why, "first_index_dropped", first(sc.committed))
+		}
+		// raft-wal appends over the dropped bytes but leaves what lies
+		// beyond its next write; clear them, so that nothing left over is
+		// taken for damage at a later start.
+		if err := clearFrom(path, sc.batchStart, lastNonZero(buf)+1); err != nil {
+			return fmt.Errorf("raft log segment %s: clear the dropped write: %w", path, err)
 		}
 	}
 	return nil
@@ -110,6 +126,11 @@ type segmentScan struct {
 	batchStart int    // offset where the batch after the last verified commit starts
 	bad        int    // offset of the first damage; -1 for none
 	why        string // what the damage is
+	// garbled reports damage a crash of the process cannot leave: a
+	// checksum that does not match, or a frame header that is not zeros
+	// and not valid. The other damage is a frame cut off by the end of
+	// the file.
+	garbled bool
 }
 
 // scanSegment reads the frames of a segment file in order and verifies
@@ -121,7 +142,7 @@ func scanSegment(buf []byte) segmentScan {
 	entries := 0
 	off := walFileHeaderLen
 	damaged := func(at int, format string, args ...any) segmentScan {
-		sc.bad, sc.why = at, fmt.Sprintf(format, args...)
+		sc.bad, sc.why, sc.garbled = at, fmt.Sprintf(format, args...), true
 		return sc
 	}
 	for off+walFrameHeaderLen <= len(buf) {
@@ -138,8 +159,13 @@ func scanSegment(buf []byte) segmentScan {
 		case segment.FrameEntry, segment.FrameIndex:
 			n := int(binary.LittleEndian.Uint32(h[4:8]))
 			size := walFrameHeaderLen + n + (walFrameHeaderLen-n%walFrameHeaderLen)%walFrameHeaderLen
-			if n > segment.MaxEntrySize || off+size > len(buf) {
-				return damaged(off, "frame of %d bytes runs past the end of the file", n)
+			if n > segment.MaxEntrySize {
+				return damaged(off, "frame header says %d bytes, more than an entry may have", n)
+			}
+			if off+size > len(buf) {
+				sc = damaged(off, "frame of %d bytes cut off by the end of the file", n)
+				sc.garbled = false
+				return sc
 			}
 			if h[0] == segment.FrameEntry {
 				entries++
@@ -194,6 +220,71 @@ func intactAfter(buf []byte, bad, from int) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// lastNonZero returns the offset of the last byte of buf that is not 0, or
+// -1.
+func lastNonZero(buf []byte) int {
+	i := len(buf) - 1
+	for i >= 0 && buf[i] == 0 {
+		i--
+	}
+	return i
+}
+
+// clearFrom overwrites bytes from to end of the file at path with zeros
+// and fsyncs it.
+func clearFrom(path string, from, end int) error {
+	if end <= from {
+		return nil
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteAt(make([]byte, end-from), int64(from)); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// bootIDFile, in the log's directory, holds the kernel's boot id
+// (/proc/sys/kernel/random/boot_id) of the boot in which the log was last
+// opened for writing.
+const bootIDFile = "boot-id"
+
+// currentBootID returns this boot's id, or "" where the kernel has none.
+func currentBootID() string {
+	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// sameBoot reports whether the log in dir was last opened for writing in
+// this boot of the machine: then no write to it can have been torn.
+func sameBoot(dir string) bool {
+	cur := currentBootID()
+	if cur == "" {
+		return false
+	}
+	b, err := os.ReadFile(filepath.Join(dir, bootIDFile))
+	return err == nil && strings.TrimSpace(string(b)) == cur
+}
+
+// recordBoot records this boot's id in dir, before the log is written.
+func recordBoot(dir string) error {
+	cur := currentBootID()
+	if cur == "" || sameBoot(dir) {
+		return nil
+	}
+	return durable.WriteFile(filepath.Join(dir, bootIDFile), []byte(cur+"\n"))
 }
 
 // checkSegmentHeader checks a segment's file header against the metadata.

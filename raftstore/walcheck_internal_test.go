@@ -108,13 +108,71 @@ func TestCheckLog(t *testing.T) {
 			t.Fatalf("reopen: %v, want ErrDamaged", err)
 		}
 	})
-	t.Run("last batch", func(t *testing.T) {
+	t.Run("last batch, same boot", func(t *testing.T) {
 		dir := writeLog(t, 3)
 		tail := segmentFiles(t, dir)[0]
 		commits := commitFrames(t, tail)
 		damage(t, tail, commits[len(commits)-1]-16)
+		if err := reopen(dir); !errors.Is(err, ErrDamaged) {
+			t.Fatalf("reopen: %v, want ErrDamaged: the machine did not restart, so no write was torn", err)
+		}
+	})
+	t.Run("last batch, after a restart of the machine", func(t *testing.T) {
+		dir := writeLog(t, 3)
+		tail := segmentFiles(t, dir)[0]
+		commits := commitFrames(t, tail)
+		damage(t, tail, commits[len(commits)-1]-16)
+		if err := os.WriteFile(filepath.Join(dir, bootIDFile), []byte("an-earlier-boot\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if err := reopen(dir); err != nil {
-			t.Fatalf("reopen with a damaged last batch: %v, want it accepted as a torn write", err)
+			t.Fatalf("reopen: %v, want the last batch dropped as a torn write", err)
+		}
+		if got := len(commitFrames(t, tail)); got != len(commits)-1 {
+			t.Fatalf("%d commit frames after the reopen, want %d: the dropped batch is cleared", got, len(commits)-1)
+		}
+		if err := reopen(dir); err != nil {
+			t.Fatalf("second reopen: %v", err)
+		}
+	})
+	t.Run("file cut in the last batch", func(t *testing.T) {
+		dir := writeLog(t, 3)
+		tail := segmentFiles(t, dir)[0]
+		commits := commitFrames(t, tail)
+		if err := os.Truncate(tail, int64(commits[len(commits)-1]-16)); err != nil {
+			t.Fatal(err)
+		}
+		if err := reopen(dir); err != nil {
+			t.Fatalf("reopen: %v, want the cut write dropped", err)
+		}
+	})
+	t.Run("an append that never committed", func(t *testing.T) {
+		dir := writeLog(t, 3)
+		tail := segmentFiles(t, dir)[0]
+		commits := commitFrames(t, tail)
+		buf, err := os.ReadFile(tail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The last batch again after the last commit frame, without its
+		// commit frame: a write that stopped before it.
+		end := commits[len(commits)-1]
+		unfinished := buf[commits[len(commits)-2]+walFrameHeaderLen : end]
+		f, err := os.OpenFile(tail, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.WriteAt(unfinished, int64(end+walFrameHeaderLen))
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := reopen(dir); err != nil {
+			t.Fatalf("reopen: %v, want the unfinished append dropped", err)
+		}
+		after, _ := os.ReadFile(tail)
+		if lastNonZero(after) != end+walFrameHeaderLen-1 {
+			t.Fatalf("the file ends at byte %d, want %d: the unfinished append is cleared", lastNonZero(after), end+walFrameHeaderLen-1)
 		}
 	})
 	t.Run("sealed segment", func(t *testing.T) {

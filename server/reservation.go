@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/durable"
 )
 
 // reservationFile is the node-local record of the token reservation, in
@@ -98,44 +99,9 @@ func (r *tokenReservation) raise(end fence.Token) error {
 	if end <= r.end {
 		return nil
 	}
-	if err := writeFileSynced(r.path, []byte(formatReservation(end))); err != nil {
+	if err := durable.WriteFile(r.path, []byte(formatReservation(end))); err != nil {
 		return fmt.Errorf("record token reservation %d in %s: %w", uint64(end), r.path, err)
 	}
 	r.end = end
 	return nil
-}
-
-// writeFileSynced replaces path with data atomically and durably: a
-// temporary file in the same directory is written and fsynced, renamed
-// over path, and the directory fsynced.
-func writeFileSynced(path string, data []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	tmp, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name()) // fails harmlessly after the rename
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -187,8 +187,23 @@ func TestServe_SealedSegmentDamagedRefusesToStart(t *testing.T) {
 }
 
 // Eight bytes overwritten in the log's last batch, holding an acknowledged
-// grant: raft-wal cannot tell that from a torn write and drops the batch,
-// so the grant is gone; but the node restarts its counter above the
+// grant. raft-wal takes that for a torn write and drops the batch. While
+// the machine has not restarted since the log was written, no write can
+// have been torn (a killed process leaves what it wrote in the kernel's
+// cache): the node refuses to start.
+func TestServe_LastBatchDamagedRefusesToStart(t *testing.T) {
+	srv := proctest.StartServer(t)
+	grantedLocks(t, srv, 5)
+	srv.Kill()
+	seg, _, _, entries := tailSegment(t, srv.DataDir)
+	f := entries[len(entries)-1]
+	overwrite(t, seg, f.off+8+f.len/2/8*8)
+	refusesToStart(t, srv, filepath.Base(seg))
+}
+
+// The same after a power loss (the log's recorded boot id is another
+// boot's): the damage cannot be told from a torn write, and the batch is
+// dropped with its grant; but the node restarts its counter above the
 // reservation it recorded before handing the token out, so no token a
 // client received is issued again.
 func TestServe_LastBatchDamagedNeverReissuesAToken(t *testing.T) {
@@ -198,8 +213,11 @@ func TestServe_LastBatchDamagedNeverReissuesAToken(t *testing.T) {
 	seg, _, _, entries := tailSegment(t, srv.DataDir)
 	f := entries[len(entries)-1]
 	overwrite(t, seg, f.off+8+f.len/2/8*8)
+	if err := os.WriteFile(filepath.Join(srv.DataDir, "raft", "wal", "boot-id"), []byte("an-earlier-boot\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	srv.Start()
-	if !strings.Contains(srv.Log(), "last batch is torn or damaged") {
+	if !strings.Contains(srv.Log(), "dropping the log's last write") {
 		t.Errorf("no warning about the dropped batch:\n%s", srv.Log())
 	}
 	highest := tokens[len(tokens)-1]
