@@ -7,7 +7,8 @@
 // clusters of 3 or 5 nodes (docs/design.md §3). The layout of a data dir is:
 //
 //	DataDir/LOCK              flock held while a process has the dir open
-//	DataDir/raft/wal/         raft-wal segments and its meta database
+//	DataDir/raft/wal/         raft-wal segments and its meta database, and
+//	                          boot-id: the machine's boot when it was opened
 //	DataDir/raft/snapshots/   raft.FileSnapshotStore
 //
 // (fenced's server keeps its token reservation beside them, in
@@ -25,12 +26,15 @@
 // every batch of every segment against the CRC-32C of its commit frame
 // (walcheck.go; raft-wal itself checks only the last batch, on open). A
 // torn write can only hit the last batch, the one whose fsync did not
-// finish, so nothing intact follows it: damage in a sealed segment, or in
-// the tail with an intact batch after it, makes Open fail with an error
-// wrapping ErrDamaged that names the file, the byte offset and the first
-// entry affected; damage in the last batch alone is dropped with a warning,
-// as raft-wal drops a torn write (it cannot tell a damaged acknowledged
-// batch from one). Open also verifies the newest snapshot's checksum
+// finish, so nothing intact follows it, and only a power loss or an
+// operating-system crash tears one: damage in a sealed segment, in the tail
+// with an intact batch after it, or a garbled last batch while the machine
+// has not restarted since the log was written (its boot id is recorded
+// beside the log), makes Open fail with an error wrapping ErrDamaged that
+// names the file, the byte offset and the first entry affected. After a
+// restart of the machine a garbled last batch is dropped with a warning, as
+// raft-wal drops a torn write (nothing tells a damaged acknowledged batch
+// from one); so is a last write cut short, in any boot. Open also verifies the newest snapshot's checksum
 // (raft.FileSnapshotStore keeps a CRC-64 in meta.json) and refuses to start
 // when it fails, instead of letting raft fall back to an older snapshot
 // the log was compacted past. While the node runs, a committed entry the

@@ -37,8 +37,9 @@ import (
 //     commit frame (segment.Writer.recoverTail), dropping a torn write, which
 //     can only be a batch that was never acknowledged. raft-wal verifies no
 //     other checksum, on open or on read; checkLog (walcheck.go) verifies
-//     every batch before raft-wal opens the log, and refuses a log damaged
-//     anywhere but in its last batch.
+//     every batch before raft-wal opens the log and refuses a damaged one;
+//     only a last write that a crash could have left unfinished is
+//     dropped.
 //   - raft.FileSnapshotStore fsyncs the snapshot's state and meta files and
 //     its parent directory before a snapshot is published, and raft truncates
 //     the log only after that.

@@ -33,17 +33,35 @@ import (
 // silently dropping every batch after it.
 //
 // checkLog closes that gap. It reads every segment and verifies every
-// batch against its commit frame's CRC, and tells a torn tail from damage
-// the way the write order allows: a torn write can only hit the last
-// batch, the one whose fsync did not finish, so nothing intact can follow
-// it. Damage in a sealed segment, or in the tail followed by an intact
-// batch (a later commit frame whose CRC matches the bytes since an earlier
-// commit frame), is refused with an error naming the file, the offset and
-// the entries. Damage in the last batch alone is accepted as raft-wal
-// accepts it, with a warning: a torn write is indistinguishable from a
-// damaged last batch that had been acknowledged, and what protects the
-// tokens in that case is the token reservation (docs/design.md §2), not
-// the log.
+// batch against its commit frame's CRC, and tells a torn write from damage
+// the way the write order and the machine allow:
+//
+//   - A torn write can only hit the last batch, the one whose fsync did
+//     not finish, so nothing intact can follow it. Damage in a sealed
+//     segment, or in the tail followed by an intact batch (a later commit
+//     frame whose CRC matches the bytes since an earlier commit frame), is
+//     refused.
+//   - Only a power loss or an operating-system crash tears a write: after
+//     a crash (or kill -9) of the process, what it wrote is still in the
+//     kernel's page cache and reads back whole; a write it did not finish
+//     ends in zeros at a page boundary (the segment is preallocated with
+//     zeros), never in a bad checksum or a garbled frame header. The boot
+//     id of the machine (/proc/sys/kernel/random/boot_id) is recorded
+//     beside the log (boot-id) each time it is opened, so a garbled last
+//     batch is refused too while the machine has not restarted since: it
+//     is damage, and the batch may have been acknowledged.
+//   - After a restart of the machine (another boot id, or none recorded)
+//     a garbled last batch is accepted as raft-wal accepts it, with a
+//     warning: a torn write cannot be told from a damaged last batch that
+//     had been acknowledged, and what protects the tokens then is the
+//     token reservation (docs/design.md §2), not the log. So is a last
+//     write cut off by zeros or by the end of the file, in any boot.
+//
+// A dropped write is cleared (zeros, fsynced) before raft-wal opens the
+// log: raft-wal appends over it but would leave what lies beyond its next
+// write, which a later start would take for damage. Every refusal wraps
+// ErrDamaged and names the file, the byte offset and the first entry
+// affected.
 
 // maxTornStarts is how many of the nearest commit-frame lookalikes before
 // a candidate commit frame intactAfter tries as the start of its batch
