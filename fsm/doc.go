@@ -29,7 +29,13 @@
 //     knows its secret, and the state keeps only its SHA-256.
 //   - token issue (tokens.go): one counter for the whole cluster. Check
 //     tokens.exhausted (the error is tokens.overflow) before changing
-//     anything, then take tokens.next for every grant.
+//     anything, then take tokens.next for every grant. tokens.next keeps
+//     the token reservation (reservation.go): before it issues the first
+//     token past the reserved end it extends the reservation by a block and
+//     tells the node-local hook (SetReservationHook), which records the end
+//     durably; a new leader's ReserveTokens restarts the counter above its
+//     recorded end, so a log that lost its last grants never reissues their
+//     tokens. The Machine does no I/O: the hook is the server's.
 //   - FIFO waiters with push (waitqueue.go, binding.go): a waitQueue per
 //     object; Machine.enqueue, Machine.leaveQueue and Machine.promote keep
 //     the queue and the session binding in step. Every grant is pushed with

@@ -28,6 +28,9 @@ type Machine struct {
 	sections []section
 	obs      Observer
 	faults   faults // node-local test faults; none in production builds
+	// persist is the node-local reservation hook (reservation.go); reset
+	// keeps it.
+	persist func(end fence.Token)
 }
 
 // New returns an empty Machine reporting to obs (nil for none).
@@ -41,7 +44,7 @@ func New(obs Observer) *Machine {
 }
 
 func (m *Machine) reset() {
-	m.issuer, m.tokens, m.lastSession, m.leaderTerm = "", tokens{}, 0, 0
+	m.issuer, m.tokens, m.lastSession, m.leaderTerm = "", tokens{persist: m.persist}, 0, 0
 	m.sessions = make(map[uint64]*session)
 	m.byRequest = make(map[string]uint64)
 	m.owners = make(map[string]*usage)
@@ -61,6 +64,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.init(op.Init)
 	case *statev1.Command_NewLeader:
 		return m.newLeader(op.NewLeader.GetTerm())
+	case *statev1.Command_ReserveTokens:
+		return m.reserveTokens(op.ReserveTokens)
 	case *statev1.Command_CreateSession:
 		return m.createSession(op.CreateSession.GetRequestId(), op.CreateSession.GetTtlMs(), op.CreateSession.GetQuota(), op.CreateSession.GetSecretHash())
 	case *statev1.Command_CloseSession:

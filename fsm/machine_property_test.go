@@ -14,14 +14,16 @@ import (
 
 // checker is an Observer that checks the safety properties on every event:
 // at most one holder per lock, tokens strictly increasing over all grants,
+// no token above the token reservation recorded before it (once one was),
 // and queued waiters granted in arrival order.
 type checker struct {
 	fsm.NopObserver
-	t       *rapid.T
-	holder  map[string]uint64
-	last    fence.Token
-	queue   map[string][]uint64 // expected grant order of waiters, per name
-	granted []fence.Grant
+	t        *rapid.T
+	holder   map[string]uint64
+	last     fence.Token
+	recorded fence.Token         // the highest end the reservation hook was told
+	queue    map[string][]uint64 // expected grant order of waiters, per name
+	granted  []fence.Grant
 }
 
 func newChecker(t *rapid.T) *checker {
@@ -35,6 +37,9 @@ func (c *checker) Granted(g fence.Grant) {
 	if g.Token <= c.last {
 		c.t.Fatalf("token %d for %q is not above the previous token %d", g.Token, g.Name, c.last)
 	}
+	if c.recorded > 0 && g.Token > c.recorded {
+		c.t.Fatalf("token %d for %q is above the recorded reservation %d", g.Token, g.Name, c.recorded)
+	}
 	c.last = g.Token
 	c.holder[g.Name] = g.Session
 	if q := c.queue[g.Name]; len(q) > 0 {
@@ -45,6 +50,14 @@ func (c *checker) Granted(g fence.Grant) {
 		c.queue[g.Name] = q[1:]
 	}
 	c.granted = append(c.granted, g)
+}
+
+// record is the reservation hook: ends only ever rise.
+func (c *checker) record(end fence.Token) {
+	if end <= c.recorded {
+		c.t.Fatalf("reservation end %d told after %d", end, c.recorded)
+	}
+	c.recorded = end
 }
 
 func (c *checker) Released(name string, session uint64, _ fence.Token, _ fsm.EndReason) {
@@ -98,7 +111,11 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 	case 3:
 		c.Op = &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: session, Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 	case 4:
-		c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
+		if rapid.IntRange(0, 2).Draw(t, "reserve") == 0 {
+			c.Op = &statev1.Command_ReserveTokens{ReserveTokens: &statev1.ReserveTokens{Floor: rapid.Uint64Range(0, 1100).Draw(t, "reservefloor"), Block: rapid.Uint64Range(1, 4).Draw(t, "block")}}
+		} else {
+			c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
+		}
 	case 5, 6, 7:
 		wait := rapid.Bool().Draw(t, "wait")
 		if session == 0 {
@@ -148,6 +165,7 @@ func TestMachine_Properties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := newChecker(t)
 		m := fsm.New(c)
+		m.SetReservationHook(c.record)
 		m.Apply(initCommand(rapid.Uint64Range(0, 1000).Draw(t, "floor")))
 		n := rapid.IntRange(1, 300).Draw(t, "n")
 		cut := rapid.IntRange(0, n).Draw(t, "cut")

@@ -16,10 +16,12 @@ import (
 // section (each primitive, the kv, the nodes) writes its own fields.
 func (m *Machine) Snapshot() ([]byte, error) {
 	st := &statev1.State{
-		Issuer:      m.issuer,
-		LastToken:   uint64(m.tokens.last),
-		LastSession: m.lastSession,
-		LeaderTerm:  m.leaderTerm,
+		Issuer:        m.issuer,
+		LastToken:     uint64(m.tokens.last),
+		LastSession:   m.lastSession,
+		LeaderTerm:    m.leaderTerm,
+		ReservedToken: uint64(m.tokens.reserved),
+		ReserveBlock:  uint64(m.tokens.block),
 	}
 	ids := make([]uint64, 0, len(m.sessions))
 	for id := range m.sessions {
@@ -60,6 +62,11 @@ func (m *Machine) Restore(data []byte) error {
 func (m *Machine) restore(st *statev1.State) error {
 	m.issuer = st.GetIssuer()
 	m.tokens.last = fence.Token(st.GetLastToken())
+	m.tokens.reserved = fence.Token(st.GetReservedToken())
+	m.tokens.block = fence.Token(st.GetReserveBlock())
+	if m.tokens.reserved > fence.MaxToken || m.tokens.block > maxReserveBlock || (m.tokens.block > 0) != (m.tokens.reserved > 0) {
+		return fmt.Errorf("token reservation %d with block %d is out of range (block 1 to %d with a reservation, 0 without)", m.tokens.reserved, m.tokens.block, maxReserveBlock)
+	}
 	m.lastSession = st.GetLastSession()
 	m.leaderTerm = st.GetLeaderTerm()
 	for _, ps := range st.GetSessions() {

@@ -35,19 +35,26 @@ func (c *counter) Encode(cmds []any) ([]byte, error) {
 	return []byte(strings.Join(s, ",")), nil
 }
 
-// Decode implements raftstore.Codec.
+// Decode implements raftstore.Codec. The command "undecodable" stands for
+// an entry that does not decode.
 func (c *counter) Decode(entry []byte, dst []any) ([]any, error) {
 	for cmd := range strings.SplitSeq(string(entry), ",") {
+		if cmd == "undecodable" {
+			return dst, errors.New("not a counter command")
+		}
 		dst = append(dst, cmd)
 	}
 	return dst, nil
 }
 
 // Apply implements raftstore.StateMachine.
-func (c *counter) Apply(cmds []raftstore.Command) {
+func (c *counter) Apply(cmds []raftstore.Command) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for i, cmd := range cmds {
+		if cmd.Cmd == "cannot go on" {
+			return errors.New("the counter cannot go on")
+		}
 		if cmd.Cmd != "inc" {
 			cmds[i].Result = fmt.Errorf("unknown command %q", cmd.Cmd)
 			continue
@@ -56,6 +63,7 @@ func (c *counter) Apply(cmds []raftstore.Command) {
 		c.lastTerm = cmd.Term
 		cmds[i].Result = c.n
 	}
+	return nil
 }
 
 // Snapshot implements raftstore.StateMachine.

@@ -7,8 +7,12 @@
 // clusters of 3 or 5 nodes (docs/design.md §3). The layout of a data dir is:
 //
 //	DataDir/LOCK              flock held while a process has the dir open
-//	DataDir/raft/wal/         raft-wal segments and its meta database
+//	DataDir/raft/wal/         raft-wal segments and its meta database, and
+//	                          boot-id: the machine's boot when it was opened
 //	DataDir/raft/snapshots/   raft.FileSnapshotStore
+//
+// (fenced's server keeps its token reservation beside them, in
+// DataDir/token-reservation.)
 //
 // Open starts a node; with Config.Bootstrap a fresh data dir becomes a
 // single-node cluster with this node as its only voter. A data dir that
@@ -17,6 +21,26 @@
 // The state machine is a StateMachine: raftstore decodes each committed
 // entry with its Codec and hands the commands to Apply, and takes and
 // restores its snapshots; no hashicorp/raft type reaches it.
+//
+// Damage is never skipped. Before raft-wal opens the log, Open verifies
+// every batch of every segment against the CRC-32C of its commit frame
+// (walcheck.go; raft-wal itself checks only the last batch, on open). A
+// torn write can only hit the last batch, the one whose fsync did not
+// finish, so nothing intact follows it, and only a power loss or an
+// operating-system crash tears one: damage in a sealed segment, in the tail
+// with an intact batch after it, or a garbled last batch while the machine
+// has not restarted since the log was written (its boot id is recorded
+// beside the log), makes Open fail with an error wrapping ErrDamaged that
+// names the file, the byte offset and the first entry affected. After a
+// restart of the machine a garbled last batch is dropped with a warning, as
+// raft-wal drops a torn write (nothing tells a damaged acknowledged batch
+// from one); so is a last write cut short, in any boot. Open also verifies the newest snapshot's checksum
+// (raft.FileSnapshotStore keeps a CRC-64 in meta.json) and refuses to start
+// when it fails, instead of letting raft fall back to an older snapshot
+// the log was compacted past. While the node runs, a committed entry the
+// Codec cannot decode, a snapshot that does not restore, or a
+// StateMachine.Apply error stops it: it applies nothing more, fails the
+// proposals waiting, logs why and shuts down; Err says why.
 //
 // Writes go through Propose, which groups the commands proposed at the same
 // moment into one entry (group commit: one log write, one commit and one

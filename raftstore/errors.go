@@ -23,3 +23,9 @@ var (
 	// another Node of this process).
 	ErrDataDirInUse = errors.New("raftstore: data dir in use")
 )
+
+// ErrDamaged reports a log entry or snapshot this node cannot read back as
+// it was written: it fails its checksum, or does not decode. The node
+// refuses to start on it, or stops (see Node.Err); it never skips the
+// entry. The wrapping error names the file and the entry's index.
+var ErrDamaged = errors.New("raftstore: log or snapshot damaged")

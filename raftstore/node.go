@@ -52,6 +52,9 @@ type Node struct {
 	done      chan struct{} // closed when Raft has stopped
 	shutdown  sync.Once     // runs Shutdown's work once
 	shutErr   error         // Shutdown's result
+
+	failMu  sync.Mutex
+	failure error // why the node stopped on its own; see Err
 }
 
 // Open starts a node on cfg.DataDir with sm as its state machine, creating
@@ -72,7 +75,6 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if sm == nil {
 		return nil, errors.New("raftstore: open: state machine is nil")
 	}
-	fsm := &fsmAdapter{sm: sm}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.Default()
@@ -101,7 +103,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	// raft and raft-wal get the stores through wrappers that record every
 	// write's outcome (diskhealth.go).
 	disk := newDiskMonitor(cfg, logger)
-	logs, err := openLogStore(filepath.Join(raftDir, "wal"), cfg.WALSegmentSize, hl.Named("wal"), disk)
+	walDir := filepath.Join(raftDir, "wal")
+	logs, err := openLogStore(walDir, cfg.WALSegmentSize, hl.Named("wal"), logger, disk)
 	if err != nil {
 		return fail(err)
 	}
@@ -111,6 +114,10 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err != nil {
 		return fail(err)
 	}
+	if err := checkNewestSnapshot(snaps, filepath.Join(raftDir, "snapshots")); err != nil {
+		return fail(err)
+	}
+	fsm := &fsmAdapter{sm: sm, where: func(index uint64) string { return segmentFile(walDir, index) }}
 
 	trans, err := newTransport(cfg, hl.Named("transport"))
 	if err != nil {
@@ -156,6 +163,16 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 
 	r, err := raft.NewRaft(rc, fsm, mlogs, mlogs, msnaps, trans)
 	if err != nil {
+		if ferr := fsm.err(); ferr != nil {
+			err = ferr
+		}
+		return fail(fmt.Errorf("start raft in %s: %w", raftDir, err))
+	}
+	// A snapshot that passed its checksum but did not restore: raft went
+	// on to an older one, but this node stops rather than run on a state
+	// it cannot trust.
+	if err := fsm.err(); err != nil {
+		_ = r.Shutdown().Error()
 		return fail(fmt.Errorf("start raft in %s: %w", raftDir, err))
 	}
 
@@ -185,7 +202,35 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	// A change before the observer was registered is read here.
 	n.setKnownLeader()
 	go n.watchLeadership(notify, observed)
+	if err := fsm.watch(n.stop); err != nil {
+		n.stop(err)
+	}
 	return n, nil
+}
+
+// stop is called once when the state machine adapter stopped for good (a
+// log entry that does not decode, a state machine that cannot go on): it
+// logs why and shuts the node down, so that it takes no part in the
+// cluster on a state it cannot trust. Err returns the cause.
+func (n *Node) stop(err error) {
+	n.failMu.Lock()
+	n.failure = err
+	n.failMu.Unlock()
+	n.logger.Error("raft: node stopped: it cannot apply the log", "node_id", n.cfg.NodeID, "data_dir", n.cfg.DataDir, "err", err)
+	go n.Shutdown()
+}
+
+// Err returns why the node stopped on its own, or nil while it runs or when
+// it was shut down by Shutdown. A node stops on its own when a committed
+// log entry does not decode (the error wraps ErrDamaged and names the
+// entry's index and log file) or when the state machine cannot go on
+// (StateMachine.Apply's error); Done is closed once it has stopped. A
+// process serving the node should exit with the error: restarting it on
+// the same data dir fails the same way until an operator has looked.
+func (n *Node) Err() error {
+	n.failMu.Lock()
+	defer n.failMu.Unlock()
+	return n.failure
 }
 
 // ID returns this node's ID, Config.NodeID.

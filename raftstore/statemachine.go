@@ -10,9 +10,15 @@ type StateMachine interface {
 	// Apply applies committed commands, in order, and sets each one's
 	// Result. It must be deterministic: the same commands applied to the
 	// same state give the same state and results on every member. A
-	// command it cannot apply gets an error as its Result; Apply has no
-	// error of its own, since the commands are committed.
-	Apply(cmds []Command)
+	// command the state machine refuses (a valid command whose request
+	// cannot be granted) gets an error as its Result and changes nothing.
+	//
+	// Apply returns an error only when this member cannot go on applying
+	// the log at all: a node-local write it must make before any result is
+	// handed out failed. The node then stops (see Node.Err): the results
+	// of cmds are not returned to their proposers, and nothing is applied
+	// after them.
+	Apply(cmds []Command) error
 
 	// Snapshot returns the whole state, encoded. It must not change the
 	// state.
@@ -35,7 +41,11 @@ type Codec interface {
 	Encode(cmds []any) ([]byte, error)
 
 	// Decode appends the commands of an entry Encode wrote to dst, in
-	// order, and returns the extended slice.
+	// order, and returns the extended slice. An entry it cannot decode
+	// fully (garbled, or holding a command this version does not know)
+	// must give an error: the node stops rather than skip it, since
+	// skipping a committed command would make this member's state differ
+	// from the others'.
 	Decode(entry []byte, dst []any) ([]any, error)
 }
 

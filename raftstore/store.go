@@ -3,6 +3,7 @@ package raftstore
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -34,7 +35,11 @@ import (
 //     disk, and Propose returns only after commit and FSM apply.
 //   - On restart, raft-wal recovers the tail segment up to its last complete
 //     commit frame (segment.Writer.recoverTail), dropping a torn write, which
-//     can only be a batch that was never acknowledged.
+//     can only be a batch that was never acknowledged. raft-wal verifies no
+//     other checksum, on open or on read; checkLog (walcheck.go) verifies
+//     every batch before raft-wal opens the log and refuses a damaged one;
+//     only a last write that a crash could have left unfinished is
+//     dropped.
 //   - raft.FileSnapshotStore fsyncs the snapshot's state and meta files and
 //     its parent directory before a snapshot is published, and raft truncates
 //     the log only after that.
@@ -52,13 +57,28 @@ type logStore struct {
 }
 
 // openLogStore opens or creates the write-ahead log in dir, creating dir
-// with mode 0700 when missing.
-// disk, when not nil, records the creation of every segment file.
-func openLogStore(dir string, segmentSize int, logger hclog.Logger, disk *diskMonitor) (*logStore, error) {
+// with mode 0700 when missing. It first verifies every batch of the log
+// (checkLog) and refuses a damaged log with an error wrapping ErrDamaged;
+// log receives the warning about a torn tail it accepts. disk, when not
+// nil, records the creation of every segment file.
+func openLogStore(dir string, segmentSize int, logger hclog.Logger, log *slog.Logger, disk *diskMonitor) (*logStore, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
 	}
 	meta := &metadb.BoltMetaDB{}
+	persisted, err := meta.Load(dir)
+	if err != nil {
+		_ = meta.Close()
+		return nil, fmt.Errorf("open raft log in %s: %w", dir, err)
+	}
+	if err := checkLog(dir, persisted.Segments, log); err != nil {
+		_ = meta.Close()
+		return nil, err
+	}
+	if err := recordBoot(dir); err != nil {
+		_ = meta.Close()
+		return nil, fmt.Errorf("open raft log in %s: record the boot id: %w", dir, err)
+	}
 	if segmentSize <= 0 {
 		segmentSize = wal.DefaultSegmentSize
 	}

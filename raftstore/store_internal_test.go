@@ -13,7 +13,7 @@ import (
 func TestLogStore_ReopenAfterTailTruncation(t *testing.T) {
 	dir := t.TempDir()
 	open := func() *logStore {
-		s, err := openLogStore(dir, 0, hclog.NewNullLogger(), nil)
+		s, err := openLogStore(dir, 0, hclog.NewNullLogger(), nil, nil)
 		if err != nil {
 			t.Fatalf("open log: %v", err)
 		}

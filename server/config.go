@@ -29,6 +29,15 @@ type Config struct {
 	// raises the counter, so it is safe to pass on every start; it is meant
 	// for a fresh cluster replacing one whose tokens may still be in flight.
 	TokenFloor fence.Token
+	// TokenReserveBlock is how many tokens a node reserves at a time: it
+	// records the end of each block on its disk (DataDir/token-reservation,
+	// fsynced) before it hands out a token in the block, so after any
+	// damage to the log its counter restarts above every token it issued
+	// (docs/design.md §2). A larger block means fewer such writes (one per
+	// block, on every member) and a larger jump of the counter at each
+	// leader change and restart. The leader's value applies to the whole
+	// cluster. Default 1000; at most 1048576.
+	TokenReserveBlock uint64
 	// ExpiryInterval is how often the leader looks for leases that ran out.
 	// A session is expired at most this long after its TTL. Default 25ms.
 	ExpiryInterval time.Duration
@@ -65,8 +74,14 @@ func DefaultConfig() Config {
 		MaxMessageBytes: 64 << 10,
 		ProposeTimeout:  10 * time.Second,
 		Limits:          DefaultLimits(),
+
+		TokenReserveBlock: 1000,
 	}
 }
+
+// maxTokenReserveBlock is the largest TokenReserveBlock (the state
+// machine's limit).
+const maxTokenReserveBlock = 1 << 20
 
 // Validate reports every value of c that Start would refuse, each with what
 // is allowed instead.
@@ -90,6 +105,9 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Limits.validate()...)
 	if c.ProposeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("propose timeout %v must be positive", c.ProposeTimeout))
+	}
+	if c.TokenReserveBlock < 1 || c.TokenReserveBlock > maxTokenReserveBlock {
+		errs = append(errs, fmt.Errorf("token reserve block %d is out of range; want 1 to %d", c.TokenReserveBlock, maxTokenReserveBlock))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -16,4 +16,12 @@
 // sessions, grants and waiters enforced by the state machine, and a
 // session creation rate (quota.go), and pages for the read calls that
 // could return the whole state (page.go). docs/design.md §6 lists them.
+//
+// Each node records the end of the token reservation on its disk
+// (DataDir/token-reservation, reservation.go) before a token in it is
+// handed out, and a new leader restarts the counter above its recorded end,
+// so a log that lost its last grants never reissues their tokens
+// (docs/design.md §2). A node whose log cannot be applied (an entry that
+// does not decode, a reservation that cannot be recorded) stops, and the
+// server with it; Err says why.
 package server

@@ -65,6 +65,3 @@ func diskReason(h raftstore.DiskHealth) string {
 // Raft log (or term and vote) failed for raftstore.Config.DiskStallTimeout
 // without a success. Err says why.
 func (s *Server) Failed() <-chan struct{} { return s.node.DiskStalled() }
-
-// Err returns why the server failed (see Failed), or nil.
-func (s *Server) Err() error { return s.node.DiskHealth().Stalled }

@@ -46,8 +46,9 @@ func (s *Server) followLeadership() {
 // lead takes over as leader of term l.Term and expires sessions until the
 // leadership changes. The takeover (docs/design.md §3): apply every entry of
 // earlier terms (barrier), record this leadership in the log so expiries of
-// older terms are ignored from here on, initialise the issuer and token
-// floor, then restart every session's full TTL from now.
+// older terms are ignored from here on, restart the token counter above
+// this node's recorded reservation, initialise the issuer and token floor,
+// then restart every session's full TTL from now.
 func (s *Server) lead(l raftstore.Leadership) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	defer cancel()
@@ -84,6 +85,12 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 		return err
 	}
 	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: term}}}); err != nil {
+		return err
+	}
+	// Restart the token counter above every token this node may have
+	// handed out, whatever its log lost (docs/design.md §2).
+	reserve := &statev1.ReserveTokens{Floor: uint64(s.reservation.load()), Block: s.cfg.TokenReserveBlock}
+	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_ReserveTokens{ReserveTokens: reserve}}); err != nil {
 		return err
 	}
 	var issuer, registered string

@@ -40,6 +40,10 @@ type Server struct {
 	metrics *metrics
 	ln      net.Listener
 	http    *http.Server
+	// reservation is this node's recorded token reservation.
+	reservation *tokenReservation
+	// failure is why the server stopped on its own (see Err).
+	failure atomic.Pointer[error]
 
 	limitMetrics *limitMetrics
 	sessionRate  *rateLimiter // session creations per source
@@ -75,6 +79,12 @@ func Start(cfg Config) (*Server, error) {
 	s.expiry = newSessionExpiry(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
+	res, err := openTokenReservation(cfg.Raft.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	s.reservation = res
+	s.sm.recordReservations(res)
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
@@ -113,6 +123,7 @@ func Start(cfg Config) (*Server, error) {
 	s.http.Protocols.SetHTTP1(true)
 	s.http.Protocols.SetUnencryptedHTTP2(true)
 
+	go s.watchNode()
 	s.loops.Add(2)
 	go func() {
 		defer s.loops.Done()

@@ -1,11 +1,13 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
@@ -32,6 +34,13 @@ type stateMachine struct {
 	// the lock) after a snapshot replaced the whole state, so what the
 	// server keeps beside the state (session deadlines) can follow it.
 	afterRestore func(m *fsm.Machine)
+	// reservation, when set, records each new end of the token reservation
+	// on this node's disk before a token in it is handed out
+	// (recordReservations).
+	reservation *tokenReservation
+	// reserveErr is the failure to record a reservation, guarded by mu;
+	// once set, nothing more is applied.
+	reserveErr error
 }
 
 var _ raftstore.StateMachine = (*stateMachine)(nil)
@@ -57,42 +66,104 @@ func (s *stateMachine) Encode(cmds []any) ([]byte, error) {
 }
 
 // Decode implements raftstore.Codec: the commands of a batch, or the entry's
-// one command.
+// one command. An entry is refused (and the node stops, see
+// raftstore.Codec) unless every command in it is one this version knows,
+// whole: a command of no known kind, a field this version does not know
+// (written by a newer one, or garbled bytes that still parse), or a batch
+// inside a batch.
 func (s *stateMachine) Decode(entry []byte, dst []any) ([]any, error) {
 	cmd, err := fsm.Decode(entry)
 	if err != nil {
 		return dst, err
 	}
+	if err := knownFields(cmd.ProtoReflect()); err != nil {
+		return dst, fmt.Errorf("decode command: %w", err)
+	}
 	b, ok := cmd.GetOp().(*statev1.Command_Batch)
 	if !ok {
+		if err := knownCommand(cmd); err != nil {
+			return dst, err
+		}
 		return append(dst, cmd), nil
 	}
-	for _, c := range b.Batch.GetCommands() {
+	for i, c := range b.Batch.GetCommands() {
+		if err := knownCommand(c); err != nil {
+			return dst, fmt.Errorf("command %d of a batch: %w", i, err)
+		}
 		dst = append(dst, c)
 	}
 	return dst, nil
 }
 
+// knownCommand checks that cmd is of a kind Apply knows and not a batch.
+func knownCommand(cmd *statev1.Command) error {
+	switch cmd.GetOp().(type) {
+	case nil:
+		return errors.New("decode command: a command of no kind this version knows (written by a newer version?)")
+	case *statev1.Command_Batch:
+		return errors.New("decode command: a batch inside a batch")
+	}
+	return nil
+}
+
+// knownFields reports a field this version does not know anywhere in m.
+func knownFields(m protoreflect.Message) error {
+	if len(m.GetUnknown()) > 0 {
+		return fmt.Errorf("%s holds a field this version does not know", m.Descriptor().FullName())
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := 0; i < v.List().Len() && err == nil; i++ {
+				err = knownFields(v.List().Get(i).Message())
+			}
+		case fd.Message() != nil && !fd.IsMap():
+			err = knownFields(v.Message())
+		}
+		return err == nil
+	})
+	return err
+}
+
+// recordReservations makes the machine record each new end of its token
+// reservation in r before a token in it is handed out. A failure to record
+// one stops the applies (Apply returns it, and the node stops).
+func (s *stateMachine) recordReservations(r *tokenReservation) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reservation = r
+	s.m.SetReservationHook(func(end fence.Token) {
+		if s.reserveErr == nil {
+			s.reserveErr = r.raise(end)
+		}
+	})
+}
+
 // Apply implements raftstore.StateMachine. Each command's Result is an
-// *fsm.Result.
-func (s *stateMachine) Apply(cmds []raftstore.Command) {
+// *fsm.Result. It returns an error, and applies nothing more, when a new
+// token reservation could not be recorded on disk: the results must not
+// reach clients, since their tokens may be above what this node recorded.
+func (s *stateMachine) Apply(cmds []raftstore.Command) error {
 	results := make([]fsm.Result, len(cmds))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.reserveErr != nil {
+		return s.reserveErr
+	}
 	for i := range cmds {
 		c := &cmds[i]
 		s.applied = c.Index
 		if s.beforeApply != nil {
 			s.beforeApply(c.Index)
 		}
-		cmd := c.Cmd.(*statev1.Command)
-		if _, nested := cmd.GetOp().(*statev1.Command_Batch); nested {
-			results[i] = fsm.Result{Err: fmt.Errorf("%w: a batch inside a batch", fence.ErrInvalidArgument)}
-		} else {
-			results[i] = s.applyCommand(cmd)
+		results[i] = s.applyCommand(c.Cmd.(*statev1.Command))
+		if s.reserveErr != nil {
+			return s.reserveErr
 		}
 		c.Result = &results[i]
 	}
+	return nil
 }
 
 // applyCommand applies one command to the machine; s.mu is held.
@@ -134,6 +205,12 @@ func (s *stateMachine) Restore(snapshot []byte) error {
 	defer s.mu.Unlock()
 	if err := s.m.Restore(snapshot); err != nil {
 		return err
+	}
+	if s.reservation != nil {
+		if err := s.reservation.raise(s.m.ReservedToken()); err != nil {
+			s.reserveErr = err
+			return err
+		}
 	}
 	if s.afterRestore != nil {
 		s.afterRestore(s.m)

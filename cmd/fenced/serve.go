@@ -79,6 +79,7 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.StringVar(&cfg.Raft.PeerListen, "peer-listen", cfg.Raft.PeerListen, "Raft peer address")
 	f.StringVar(&cfg.Raft.NodeID, "node-id", cfg.Raft.NodeID, "this node's id in the cluster")
 	f.Uint64Var(&tokenFloor, "token-floor", 0, "issue only tokens above N (for a fresh cluster replacing another; only ever raises the counter)")
+	f.Uint64Var(&cfg.TokenReserveBlock, "token-reserve-block", cfg.TokenReserveBlock, "tokens reserved at a time: the end of each block is fsynced to DATA-DIR/token-reservation before its tokens are issued, and the counter restarts above it after a restart or leader change")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
 	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "enable \"fenced revoke\" (force-revoke of a lock's holder); there are no administrator identities yet, so while on, anyone who can reach the API may revoke")
@@ -103,7 +104,8 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 }
 
 // serve runs the server until ctx is cancelled (SIGTERM/SIGINT), then shuts
-// it down gracefully.
+// it down gracefully; or until the server stops on its own, and then
+// returns why (the process exits 1).
 func serve(ctx context.Context, cfg server.Config) error {
 	srv, err := server.Start(cfg)
 	if err != nil {
@@ -116,6 +118,13 @@ func serve(ctx context.Context, cfg server.Config) error {
 	case <-srv.Failed():
 		failed = srv.Err()
 		cfg.Logger.Error("fenced: giving up on the data dir; shutting down to exit with status 1", "err", failed)
+	case <-srv.Done():
+		// Stopped on its own: a log entry that does not decode, a token
+		// reservation that could not be recorded.
+		if err := srv.Err(); err != nil {
+			return err
+		}
+		return nil
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

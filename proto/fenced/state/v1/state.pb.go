@@ -41,6 +41,7 @@ type Command struct {
 	//	*Command_KvWrite
 	//	*Command_RegisterNode
 	//	*Command_Batch
+	//	*Command_ReserveTokens
 	//	*Command_Revoke
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
@@ -186,6 +187,15 @@ func (x *Command) GetBatch() *Batch {
 	return nil
 }
 
+func (x *Command) GetReserveTokens() *ReserveTokens {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ReserveTokens); ok {
+			return x.ReserveTokens
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRevoke() *Revoke {
 	if x != nil {
 		if x, ok := x.Op.(*Command_Revoke); ok {
@@ -250,6 +260,10 @@ type Command_Batch struct {
 	Batch *Batch `protobuf:"bytes,12,opt,name=batch,proto3,oneof"`
 }
 
+type Command_ReserveTokens struct {
+	ReserveTokens *ReserveTokens `protobuf:"bytes,13,opt,name=reserve_tokens,json=reserveTokens,proto3,oneof"`
+}
+
 type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
@@ -275,6 +289,8 @@ func (*Command_KvWrite) isCommand_Op() {}
 func (*Command_RegisterNode) isCommand_Op() {}
 
 func (*Command_Batch) isCommand_Op() {}
+
+func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
 
@@ -378,6 +394,68 @@ func (x *Init) GetTokenFloor() uint64 {
 	return 0
 }
 
+// ReserveTokens turns on the token reservation (docs/design.md §2) and
+// restarts it: a new leader proposes it as it takes over. The counter is
+// raised to floor and to the end of the reservation so far, since tokens
+// up to that end may have been handed out by entries a damaged log lost;
+// then the next block is reserved. From the first ReserveTokens on, every
+// member writes the end of each reserved block to its own disk before it
+// applies a grant of a token in the block.
+type ReserveTokens struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// floor is the proposer's own recorded reservation (its
+	// DataDir/token-reservation): no token at or below it is issued again.
+	Floor uint64 `protobuf:"varint,1,opt,name=floor,proto3" json:"floor,omitempty"`
+	// block is how many tokens are reserved at a time, at least 1.
+	Block         uint64 `protobuf:"varint,2,opt,name=block,proto3" json:"block,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveTokens) Reset() {
+	*x = ReserveTokens{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveTokens) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveTokens) ProtoMessage() {}
+
+func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveTokens.ProtoReflect.Descriptor instead.
+func (*ReserveTokens) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ReserveTokens) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+func (x *ReserveTokens) GetBlock() uint64 {
+	if x != nil {
+		return x.Block
+	}
+	return 0
+}
+
 // NewLeader records that a leader of this term took over.
 type NewLeader struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -388,7 +466,7 @@ type NewLeader struct {
 
 func (x *NewLeader) Reset() {
 	*x = NewLeader{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -400,7 +478,7 @@ func (x *NewLeader) String() string {
 func (*NewLeader) ProtoMessage() {}
 
 func (x *NewLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -413,7 +491,7 @@ func (x *NewLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewLeader.ProtoReflect.Descriptor instead.
 func (*NewLeader) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NewLeader) GetTerm() uint64 {
@@ -440,7 +518,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -452,7 +530,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -465,7 +543,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateSession) GetRequestId() string {
@@ -515,7 +593,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +605,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +618,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Quota) GetOwner() string {
@@ -583,7 +661,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +673,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +686,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CloseSession) GetSession() uint64 {
@@ -638,7 +716,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -650,7 +728,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -663,7 +741,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Revoke) GetName() string {
@@ -693,7 +771,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +783,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +796,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -756,7 +834,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +846,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +859,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -863,7 +941,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +953,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +966,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -958,7 +1036,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1048,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1061,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -1022,7 +1100,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1034,7 +1112,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1047,7 +1125,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1119,7 +1197,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1209,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1222,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1173,7 +1251,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1263,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1276,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1228,14 +1306,19 @@ type State struct {
 	Nodes       []*RegisterNode        `protobuf:"bytes,8,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// kv_replies are the remembered results of kv writes with a request id,
 	// oldest first.
-	KvReplies     []*KVReply `protobuf:"bytes,9,rep,name=kv_replies,json=kvReplies,proto3" json:"kv_replies,omitempty"`
+	KvReplies []*KVReply `protobuf:"bytes,9,rep,name=kv_replies,json=kvReplies,proto3" json:"kv_replies,omitempty"`
+	// reserved_token is the end of the token reservation: no token above it
+	// was issued; 0 before the first ReserveTokens.
+	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// reserve_block is how many tokens are reserved at a time.
+	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1247,7 +1330,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1260,7 +1343,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *State) GetIssuer() string {
@@ -1326,6 +1409,20 @@ func (x *State) GetKvReplies() []*KVReply {
 	return nil
 }
 
+func (x *State) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *State) GetReserveBlock() uint64 {
+	if x != nil {
+		return x.ReserveBlock
+	}
+	return 0
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1338,7 +1435,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1447,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1460,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1409,7 +1506,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1421,7 +1518,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1434,7 +1531,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1491,7 +1588,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1503,7 +1600,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1516,7 +1613,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1583,7 +1680,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1595,7 +1692,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1608,7 +1705,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1666,7 +1763,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1678,7 +1775,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1691,7 +1788,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Lock) GetName() string {
@@ -1739,7 +1836,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1751,7 +1848,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1764,7 +1861,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1785,7 +1882,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x96\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1800,7 +1897,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bkv_write\x18\t \x01(\v2\x18.fenced.state.v1.KVWriteH\x00R\akvWrite\x12D\n" +
 	"\rregister_node\x18\n" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
-	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x121\n" +
+	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
+	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
 	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
@@ -1809,7 +1907,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04Init\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1f\n" +
 	"\vtoken_floor\x18\x02 \x01(\x04R\n" +
-	"tokenFloor\"\x1f\n" +
+	"tokenFloor\";\n" +
+	"\rReserveTokens\x12\x14\n" +
+	"\x05floor\x18\x01 \x01(\x04R\x05floor\x12\x14\n" +
+	"\x05block\x18\x02 \x01(\x04R\x05block\"\x1f\n" +
 	"\tNewLeader\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"\x94\x01\n" +
 	"\rCreateSession\x12\x1d\n" +
@@ -1877,7 +1978,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfd\x02\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1890,7 +1991,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x02kv\x18\a \x03(\v2\x18.fenced.state.v1.KVEntryR\x02kv\x123\n" +
 	"\x05nodes\x18\b \x03(\v2\x1d.fenced.state.v1.RegisterNodeR\x05nodes\x127\n" +
 	"\n" +
-	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\"r\n" +
+	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
+	"\x0ereserved_token\x18\n" +
+	" \x01(\x04R\rreservedToken\x12#\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -1942,61 +2046,63 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
 	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*NewLeader)(nil),     // 3: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 4: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 5: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 6: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 7: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 8: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 9: fenced.state.v1.Acquire
-	(*Release)(nil),       // 10: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 11: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 12: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 13: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 14: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 15: fenced.state.v1.State
-	(*KVReply)(nil),       // 16: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 17: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 18: fenced.state.v1.Session
-	(*Reply)(nil),         // 19: fenced.state.v1.Reply
-	(*Lock)(nil),          // 20: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 21: fenced.state.v1.Waiter
+	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
+	(*Quota)(nil),         // 6: fenced.state.v1.Quota
+	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
+	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
+	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
+	(*Release)(nil),       // 11: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 16: fenced.state.v1.State
+	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 19: fenced.state.v1.Session
+	(*Reply)(nil),         // 20: fenced.state.v1.Reply
+	(*Lock)(nil),          // 21: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	3,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	4,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	6,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	8,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	9,  // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	10, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	11, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	12, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	14, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	4,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	5,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	7,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	9,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	10, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	11, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	12, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	13, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	15, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	7,  // 11: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 12: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	5,  // 13: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	5,  // 14: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	5,  // 15: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	13, // 16: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	18, // 17: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	20, // 18: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	17, // 19: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	14, // 20: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	16, // 21: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	19, // 22: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	21, // 23: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2016,6 +2122,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_KvWrite)(nil),
 		(*Command_RegisterNode)(nil),
 		(*Command_Batch)(nil),
+		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
 	}
 	type x struct{}
@@ -2024,7 +2131,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   22,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
