@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/hashicorp/raft"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // Config configures a Node. Start from DefaultConfig; Validate explains any
@@ -171,9 +172,6 @@ func DefaultConfig() Config {
 	}
 }
 
-// maxNodeIDLen is the longest NodeID accepted, in bytes.
-const maxNodeIDLen = 128
-
 // minTimeout is the smallest timing hashicorp/raft accepts.
 const minTimeout = 5 * time.Millisecond
 
@@ -185,13 +183,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf(format, args...))
 	}
 
-	switch {
-	case c.NodeID == "":
-		bad("node id is empty; want a name unique in the cluster, such as %q", "n1")
-	case len(c.NodeID) > maxNodeIDLen:
-		bad("node id is %d bytes; want at most %d", len(c.NodeID), maxNodeIDLen)
-	case strings.IndexFunc(c.NodeID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		bad("node id %q has spaces or control characters; want letters, digits and punctuation only", c.NodeID)
+	if err := fence.ValidateNodeID(c.NodeID); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DataDir == "" {
 		bad("data dir is empty; want a directory path such as %q", "./fenced-data")

@@ -35,7 +35,7 @@ func validateRequestID(id string) error {
 // CreateSession implements SessionServiceHandler.
 func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request[fencedv1.CreateSessionRequest]) (*connect.Response[fencedv1.CreateSessionResponse], error) {
 	m := req.Msg
-	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId)); err != nil {
+	if err := errors.Join(fence.ValidateTTLMillis(m.TtlMs), validateRequestID(m.RequestId)); err != nil {
 		return nil, toConnect(err)
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: m.TtlMs, RequestId: m.RequestId}}})
