@@ -109,6 +109,6 @@ func printGrant(w io.Writer, asJSON bool, g fence.Grant) error {
 			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(),
 		})
 	}
-	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", g.Name, g.Token, g.Issuer, g.Session, g.TTL)
+	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)
 	return err
 }
