@@ -141,6 +141,28 @@ func (s *byteSource) command(lastSession uint64) *statev1.Command {
 	return c
 }
 
+// checkTodaysRules checks what the invariants leave to the commands
+// (invariants.go): a machine that started empty holds only names and
+// registrations today's validation accepts.
+func checkTodaysRules(t *testing.T, m *Machine) {
+	t.Helper()
+	for name := range m.locks.byName {
+		if err := fence.ValidateName(name); err != nil {
+			t.Fatalf("lock %q in the state: %v", name, err)
+		}
+	}
+	for key := range m.kv.entries {
+		if err := fence.ValidateName(key); err != nil {
+			t.Fatalf("kv key %q in the state: %v", key, err)
+		}
+	}
+	for id, addr := range m.nodes {
+		if err := ValidateNode(id, addr); err != nil {
+			t.Fatalf("node registration in the state: %v", err)
+		}
+	}
+}
+
 // snapshotRoundTrip restores m's snapshot into a new machine and checks it
 // snapshots to the same bytes.
 func snapshotRoundTrip(t *testing.T, m *Machine) {
@@ -192,6 +214,7 @@ func FuzzMachine(f *testing.F) {
 			if err := m.checkInvariants(); err != nil {
 				t.Fatalf("after %v: %v", c, err)
 			}
+			checkTodaysRules(t, m)
 			if m.LastToken() < last {
 				t.Fatalf("after %v: last token went down from %d to %d", c, last, m.LastToken())
 			}
@@ -267,6 +290,7 @@ func FuzzDecodeApply(f *testing.F) {
 			if err := m.checkInvariants(); err != nil {
 				t.Fatalf("after %v: %v", c, err)
 			}
+			checkTodaysRules(t, m)
 			if res.Err != nil {
 				if after, _ := m.Snapshot(); !bytes.Equal(before, after) {
 					t.Fatalf("refused command %v (%v) changed the state", c, res.Err)

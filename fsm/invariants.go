@@ -3,6 +3,9 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -12,6 +15,13 @@ import (
 // them, so a snapshot that decodes but describes a state no sequence of
 // commands could reach (a damaged or forged one) is refused rather than
 // served; the property and fuzz tests check them after every command.
+//
+// Names and node registrations are checked against the rules of every
+// version so far, not today's (storedName, nodeTable.check): a lock name or
+// kv key with an invisible format character, or a registration with a
+// malformed address, was accepted before issue 11 and may live on in a
+// snapshot (a kv tombstone lives for good), so refusing it here would keep
+// the node from starting after an upgrade. The commands refuse them now.
 
 // errInvariant marks a broken invariant.
 var errInvariant = errors.New("state breaks an invariant")
@@ -131,7 +141,7 @@ func (t *lockTable) check() error {
 		if l.name != name {
 			return broken("lock %q is filed under %q", l.name, name)
 		}
-		if err := fence.ValidateName(name); err != nil {
+		if err := storedName(name); err != nil {
 			return broken("lock %q: %v", name, err)
 		}
 		if l.holder == 0 && l.queue.len() == 0 {
@@ -195,8 +205,8 @@ func (kv *kvStore) check() error {
 	last := kv.m.tokens.last
 	for key, e := range kv.entries {
 		switch {
-		case fence.ValidateName(key) != nil:
-			return broken("kv key %q is not a valid name", key)
+		case storedName(key) != nil:
+			return broken("kv key %q: %v", key, storedName(key))
 		case len(e.value) > MaxValueBytes:
 			return broken("kv key %q has a value of %d bytes, above %d", key, len(e.value), MaxValueBytes)
 		case !e.token.Valid() || e.token > last:
@@ -218,11 +228,27 @@ func (kv *kvStore) check() error {
 	return nil
 }
 
-// check reports a registration RegisterNode would refuse.
+// storedName checks a name as every version accepted it: 1 to
+// fence.MaxNameLen bytes of valid UTF-8 without control characters
+// (fence.ValidateName also refuses format characters now).
+func storedName(name string) error {
+	switch {
+	case name == "" || len(name) > fence.MaxNameLen:
+		return fmt.Errorf("name is %d bytes; want 1 to %d", len(name), fence.MaxNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("name is not valid UTF-8")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errors.New("name has a control character")
+	}
+	return nil
+}
+
+// check reports a registration without an id or an address (what every
+// version refused; ValidateNode bounds them now).
 func (t nodeTable) check() error {
 	for id, addr := range t {
-		if err := ValidateNode(id, addr); err != nil {
-			return broken("%v", err)
+		if id == "" || addr == "" {
+			return broken("node %q registered at %q: want an id and an address", id, addr)
 		}
 	}
 	return nil
