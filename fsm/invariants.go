@@ -62,8 +62,10 @@ func (m *Machine) checkInvariants() error {
 	if last > fence.MaxToken {
 		return broken("last token %d is above the maximum %d", last, fence.MaxToken)
 	}
-	if m.issuer == "" && (len(m.sessions) > 0 || len(m.locks.byName) > 0 || len(m.kv.entries) > 0) {
-		return broken("the state has sessions, locks or kv entries but no issuer")
+	// Init sets the issuer before anything else can happen: no issuer, no
+	// token issued (a kv write needs a token up to the counter), no session.
+	if m.issuer == "" && (last != 0 || m.lastSession != 0 || len(m.sessions) > 0 || len(m.locks.byName) > 0 || len(m.kv.entries) > 0) {
+		return broken("the state has tokens, sessions, locks or kv entries but no issuer")
 	}
 	if err := m.checkSessions(); err != nil {
 		return err

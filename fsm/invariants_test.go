@@ -68,6 +68,11 @@ func TestRestore_RefusesBrokenInvariants(t *testing.T) {
 			st.Sessions[0].Replies = []*statev1.Reply{{Seq: 3, Kind: 3, Name: "x"}, {Seq: 2, Kind: 3, Name: "x"}}
 		}, "reply seq 2 is not above 3"},
 		{"no issuer", func(st *statev1.State) { st.Issuer = "" }, "no issuer"},
+		// Found by FuzzRestore: a restored counter without an issuer let kv
+		// writes through before any Init.
+		{"a token counter but no issuer", func(st *statev1.State) {
+			*st = statev1.State{LastToken: 8}
+		}, "no issuer"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			st := validState()
