@@ -45,7 +45,7 @@ func ValidateName(name string) error {
 		if what == invalidUTF8 {
 			return fmt.Errorf("%w: name is not valid UTF-8 (byte %d)", ErrInvalidArgument, i)
 		}
-		return fmt.Errorf("%w: name has %s %U at byte %d; %ss are not allowed in names", ErrInvalidArgument, what, r, i, what)
+		return fmt.Errorf("%w: name has %s %U at byte %d; names may not contain control characters, invisible format characters or line separators", ErrInvalidArgument, what, r, i)
 	}
 	return nil
 }
