@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 
@@ -115,6 +116,32 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 	default:
 		writeJSONError(w, http.StatusServiceUnavailable, err, nil)
 	}
+}
+
+// kvPathPrefix is the path of the kv over HTTP, before the key.
+const kvPathPrefix = "/v1/kv/"
+
+// kvCanonicalPath answers 400 for a /v1/kv/ path that is not in canonical
+// form (a ".", ".." or empty segment), which the mux would otherwise
+// redirect to its cleaned form: to another key ("a/../b" to "b"), with the
+// write's token, for a client that follows redirects. Such keys are valid
+// names; the Connect API (KVService) reaches them.
+func kvCanonicalPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, kvPathPrefix) {
+			clean := path.Clean(p)
+			if strings.HasSuffix(p, "/") && clean != "/" {
+				clean += "/"
+			}
+			if clean != p {
+				writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: key %q cannot be sent in a URL path: it has a \".\", \"..\" or empty segment, which HTTP paths do not keep; use KVService over the API for it",
+					fence.ErrInvalidArgument, strings.TrimPrefix(p, kvPathPrefix)), nil)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func etag(version uint64) string { return `"` + strconv.FormatUint(version, 10) + `"` }

@@ -218,3 +218,27 @@ func TestKVHTTP_RepeatedHeaders(t *testing.T) {
 		t.Fatalf("PUT with one token: %d %s", r.status, r.raw)
 	}
 }
+
+// A key whose URL path is not canonical ("a/../b") is refused with 400:
+// the mux used to redirect the write to the cleaned path, another key,
+// with its token (found by FuzzKVHTTP as a 307 for the key ".").
+func TestKVHTTP_NonCanonicalPathRefused(t *testing.T) {
+	a := newAPI(t)
+	resp, err := a.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: "lock-" + t.Name(), TtlMs: 30000}))
+	if err != nil || !resp.Msg.Granted {
+		t.Fatalf("acquire: %v %v", resp, err)
+	}
+	tok := fence.Token(resp.Msg.Grant.Token).String()
+	for _, key := range []string{"a/../b", ".", "a/./b", "a//b", "x/.."} {
+		r := kvDo(t, http.MethodPut, "http://"+a.addr+"/v1/kv/"+key, map[string]string{"X-Fencing-Token": tok}, []byte("v"))
+		msg, _ := r.body["error"].(string)
+		if r.status != http.StatusBadRequest || !strings.Contains(msg, "cannot be sent in a URL path") {
+			t.Errorf("PUT /v1/kv/%s: %d %s, want 400", key, r.status, r.raw)
+		}
+	}
+	for _, key := range []string{"b", "a/b", "a"} {
+		if r := kvDo(t, http.MethodGet, "http://"+a.addr+"/v1/kv/"+key, nil, nil); r.status != http.StatusNotFound {
+			t.Errorf("GET /v1/kv/%s after the refused writes: %d %s, want 404", key, r.status, r.raw)
+		}
+	}
+}

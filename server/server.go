@@ -148,7 +148,7 @@ func (s *Server) routes() http.Handler {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("/readyz", s.readyz)
-	return s.forwarding(mux)
+	return s.forwarding(kvCanonicalPath(mux))
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and
