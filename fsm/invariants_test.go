@@ -58,8 +58,12 @@ func TestRestore_RefusesBrokenInvariants(t *testing.T) {
 		{"a lock listed twice", func(st *statev1.State) { st.Locks = append(st.Locks, &statev1.Lock{Name: "a", Holder: 2, Token: 8}) }, "2 locks but only 1 distinct"},
 		{"a session listed twice", func(st *statev1.State) { st.Sessions = append(st.Sessions, &statev1.Session{Id: 2, TtlMs: 1000}) }, "3 sessions but only 2 distinct"},
 		{"a session above the session counter", func(st *statev1.State) { st.LastSession = 1 }, "above the last session id 1"},
-		{"a session queued behind itself", func(st *statev1.State) { st.Locks[0].Waiters = append(st.Locks[0].Waiters, &statev1.Waiter{Session: 1}) }, "waits for \"a\", which it holds"},
-		{"a session queued twice", func(st *statev1.State) { st.Locks[0].Waiters = append(st.Locks[0].Waiters, &statev1.Waiter{Session: 2}) }, "queued twice"},
+		{"a session queued behind itself", func(st *statev1.State) {
+			st.Locks[0].Waiters = append(st.Locks[0].Waiters, &statev1.Waiter{Session: 1})
+		}, "waits for \"a\", which it holds"},
+		{"a session queued twice", func(st *statev1.State) {
+			st.Locks[0].Waiters = append(st.Locks[0].Waiters, &statev1.Waiter{Session: 2})
+		}, "queued twice"},
 		{"a ttl that overflows a duration", func(st *statev1.State) { st.Sessions[0].TtlMs = 1<<58 + 100 }, "got 288230376151711844ms"},
 		{"an idle lock", func(st *statev1.State) { st.Locks = append(st.Locks, &statev1.Lock{Name: "idle"}) }, "free with no waiters"},
 		{"a kv watermark above the counter", func(st *statev1.State) { st.Kv[0].Token = 10 }, "watermark 10"},
