@@ -102,9 +102,12 @@ func WithClock(c fence.Clock) Option {
 	return func(o *options) { o.clock = c }
 }
 
+// maxRequestTimeout is the longest WithRequestTimeout.
+const maxRequestTimeout = 24 * time.Hour
+
 // WithRequestTimeout sets how long one attempt of a call may take before it
-// is retried, on top of any time it waits in a lock's queue. The default is
-// DefaultRequestTimeout.
+// is retried, on top of any time it waits in a lock's queue: more than 0,
+// at most 24h. The default is DefaultRequestTimeout.
 func WithRequestTimeout(d time.Duration) Option {
 	return func(o *options) { o.requestTimeout = d }
 }
@@ -124,8 +127,10 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	if len(endpoints) == 0 {
 		return nil, fmt.Errorf("client: %w: no endpoints; want at least one host:port", fence.ErrInvalidArgument)
 	}
-	if o.requestTimeout <= 0 {
-		return nil, fmt.Errorf("client: %w: request timeout %v must be positive", fence.ErrInvalidArgument, o.requestTimeout)
+	if o.requestTimeout <= 0 || o.requestTimeout > maxRequestTimeout {
+		// Bounded so that a timeout plus a queue wait (at most
+		// fence.MaxWait) cannot overflow.
+		return nil, fmt.Errorf("client: %w: request timeout must be between 1ns and %v, got %v", fence.ErrInvalidArgument, maxRequestTimeout, o.requestTimeout)
 	}
 	c := &Client{
 		httpClient:     o.httpClient,

@@ -373,6 +373,12 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 			// means the same from a server that answers instead.
 			k.c.log.Info("fenced: renewal failed", "session", s.id, "endpoint", st.addr, "err", resp.GetError())
 			st.fail(fmt.Errorf("renewal: %s", resp.GetError()))
+		case fence.ValidateTTLMillis(resp.GetTtlMs()) != nil:
+			// Never turn a TTL that overflows a time.Duration into a
+			// validity: count the answer as a failed renewal.
+			err := fence.ValidateTTLMillis(resp.GetTtlMs())
+			k.c.log.Warn("fenced: renewal answered an invalid ttl", "session", s.id, "endpoint", st.addr, "err", err)
+			st.fail(fmt.Errorf("renewal: the server answered an invalid ttl: %w", err))
 		default:
 			s.renewed(o.p.sent, time.Duration(resp.GetTtlMs())*time.Millisecond)
 		}

@@ -202,8 +202,13 @@ func (c *Client) NewSession(ctx context.Context, opts ...SessionOption) (*Sessio
 			return nil, fmt.Errorf("client: new session: %w", err)
 		}
 		ttl := o.ttl
-		if resp.GetTtlMs() > 0 {
-			ttl = time.Duration(resp.GetTtlMs()) * time.Millisecond
+		if ms := resp.GetTtlMs(); ms != 0 {
+			// Checked before the conversion: a TTL that overflows a
+			// time.Duration must not become a validity of any length.
+			if err := fence.ValidateTTLMillis(ms); err != nil {
+				return nil, fmt.Errorf("client: new session %d: the server answered an invalid ttl: %w", resp.GetSession(), err)
+			}
+			ttl = time.Duration(ms) * time.Millisecond
 		}
 		s := &Session{
 			c:             c,

@@ -14,11 +14,25 @@ type nodeTable map[string]string
 var _ section = nodeTable(nil)
 
 func (t nodeTable) register(r *statev1.RegisterNode) Result {
-	if r.GetId() == "" || r.GetApiAddr() == "" {
-		return Result{Err: fmt.Errorf("%w: register node needs an id and an API address", fence.ErrInvalidArgument)}
+	if err := ValidateNode(r.GetId(), r.GetApiAddr()); err != nil {
+		return Result{Err: err}
 	}
 	t[r.GetId()] = r.GetApiAddr()
 	return Result{}
+}
+
+// ValidateNode checks a node registration: a valid node id and an API
+// address of the form HOST:PORT, both bounded (fence.ValidateNodeID,
+// fence.ValidateNodeAddr). The state machine refuses a RegisterNode that
+// fails it, changing nothing.
+func ValidateNode(id, apiAddr string) error {
+	if err := fence.ValidateNodeID(id); err != nil {
+		return fmt.Errorf("register node: %w", err)
+	}
+	if err := fence.ValidateNodeAddr("API address", apiAddr); err != nil {
+		return fmt.Errorf("register node %q: %w", id, err)
+	}
+	return nil
 }
 
 // NodeAPIAddr returns the API address a member registered, or "".

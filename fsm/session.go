@@ -44,7 +44,7 @@ func validateSession(requestID string, ttlMs int64) error {
 	if len(requestID) > maxRequestIDLen {
 		return fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(requestID), maxRequestIDLen)
 	}
-	return fence.ValidateTTL(msDuration(ttlMs))
+	return fence.ValidateTTLMillis(ttlMs)
 }
 
 // errNotInitialised refuses a command that needs the issuer before the

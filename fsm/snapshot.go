@@ -44,15 +44,23 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	return proto.MarshalOptions{Deterministic: true}.Marshal(st)
 }
 
-// Restore discards the whole state and replaces it with a snapshot. On error
-// the machine is left empty, never half restored.
+// Restore discards the whole state and replaces it with a snapshot. A
+// snapshot that decodes but describes a state no sequence of commands
+// could reach (a holder or waiter that is not a live session, a token
+// above the counter, a key listed twice, a TTL out of range...) is refused
+// (invariants.go). On error the machine is left empty, never half
+// restored.
 func (m *Machine) Restore(data []byte) error {
 	m.reset()
 	var st statev1.State
 	if err := proto.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("restore: decode snapshot: %w", err)
 	}
-	if err := m.restore(&st); err != nil {
+	err := m.restore(&st)
+	if err == nil {
+		err = m.checkRestored(&st)
+	}
+	if err != nil {
 		m.reset()
 		return fmt.Errorf("restore: %w", err)
 	}

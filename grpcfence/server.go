@@ -2,6 +2,7 @@ package grpcfence
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
@@ -136,44 +137,31 @@ func (i *Interceptor) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 // the handler with.
 func (i *Interceptor) admit(ctx context.Context, method string) (context.Context, error) {
 	md, _ := metadata.FromIncomingContext(ctx)
-	var t fence.Token
-	switch vs := md.Get(MetadataToken); len(vs) {
-	case 0:
-		return nil, fmt.Errorf("%w: missing %s metadata; a call of %s needs the fencing token of your grant, a decimal number from 1 to %d", fence.ErrInvalidToken, MetadataToken, method, uint64(fence.MaxToken))
-	case 1:
-		var err error
-		if t, err = fence.ParseToken(vs[0]); err != nil {
-			return nil, fmt.Errorf("%s: %w", MetadataToken, err)
-		}
-	default:
-		return nil, fmt.Errorf("%w: %d %s values; send one", fence.ErrInvalidToken, len(vs), MetadataToken)
+	p, err := guard.ParsePresented(md.Get, metadataFields, "a call of "+method)
+	if errors.Is(err, fence.ErrInvalidArgument) {
+		return nil, newStatus(codes.InvalidArgument, err.Error(), ReasonInvalidResource, nil)
 	}
-	var object string
-	switch vs := md.Get(MetadataResourceID); len(vs) {
-	case 0:
-	case 1:
-		object = vs[0]
-	default:
-		return nil, newStatus(codes.InvalidArgument, fmt.Sprintf("%d %s values; send one, naming the object the write is for", len(vs), MetadataResourceID), ReasonInvalidResource, nil)
+	if err != nil {
+		return nil, err
 	}
+	object, t := p.Object, p.Token
 	if object == "" && i.cfg.Resolve != nil {
 		object = i.cfg.Resolve(ctx, method)
 	}
 	if object == "" {
 		return nil, newStatus(codes.InvalidArgument, fmt.Sprintf("missing %s metadata; send it naming the object the write is for", MetadataResourceID), ReasonInvalidResource, nil)
 	}
-	switch vs := md.Get(MetadataIssuer); len(vs) {
-	case 0:
-	case 1:
-		ctx = guard.ContextWithIssuer(ctx, vs[0])
-	default:
-		return nil, fmt.Errorf("%w: %d %s values; send one", fence.ErrIssuerMismatch, len(vs), MetadataIssuer)
+	if p.Issuer != "" {
+		ctx = guard.ContextWithIssuer(ctx, p.Issuer)
 	}
 	if err := guard.CheckIssuer(ctx, i.cfg.Issuer); err != nil {
 		return nil, err
 	}
 	return guard.WithFence(ctx, object, t, i.cfg.Guard), nil
 }
+
+// metadataFields are the fencing metadata keys, for guard.ParsePresented.
+var metadataFields = guard.Fields{Token: MetadataToken, Object: MetadataResourceID, Issuer: MetadataIssuer, Kind: "metadata", Plural: "values"}
 
 // fail converts err with Error and, for a stale token, sets the
 // x-required-token trailer.

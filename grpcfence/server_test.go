@@ -75,8 +75,13 @@ func TestInterceptor_Statuses(t *testing.T) {
 		}},
 		{"two objects", []string{"x-fencing-token", "9", "x-resource-id", "a", "x-resource-id", "b", "x-fencing-issuer", "cluster-a"}, want{
 			code:   codes.InvalidArgument,
-			msg:    "2 x-resource-id values; send one, naming the object the write is for",
+			msg:    "fence: invalid argument: 2 x-resource-id values; send one, naming the object the write is for",
 			reason: "INVALID_RESOURCE",
+		}},
+		{"two issuers", []string{"x-fencing-token", "10", "x-resource-id", "obj", "x-fencing-issuer", "cluster-a", "x-fencing-issuer", "cluster-b"}, want{
+			code:   codes.InvalidArgument,
+			msg:    "fence: invalid token: 2 x-fencing-issuer values; send one",
+			reason: "INVALID_TOKEN",
 		}},
 		{"other issuer", []string{"x-fencing-token", "10", "x-resource-id", "obj", "x-fencing-issuer", "cluster-b"}, want{
 			code:   codes.PermissionDenied,

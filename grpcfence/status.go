@@ -39,7 +39,8 @@ const (
 	// (codes.FailedPrecondition).
 	ReasonStaleToken = "STALE_TOKEN"
 	// ReasonInvalidToken: the token is missing or malformed, 0 or above
-	// fence.MaxToken (codes.InvalidArgument).
+	// fence.MaxToken, or it or x-fencing-issuer was sent twice
+	// (codes.InvalidArgument).
 	ReasonInvalidToken = "INVALID_TOKEN"
 	// ReasonInvalidResource: no object could be determined for the call,
 	// or x-resource-id was sent twice (codes.InvalidArgument).

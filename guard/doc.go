@@ -27,8 +27,10 @@
 // # Serving fenced requests
 //
 // A transport layer (the httpfence middleware, the grpcfence interceptors)
-// parses a request's token, object and issuer and hands the handler a
-// context made by WithFence and ContextWithIssuer. The handler makes its
+// parses a request's token, object and issuer with ParsePresented (each
+// sent at most once: a repeated field is refused, never resolved to its
+// first or last copy) and hands the handler a context made by WithFence
+// and ContextWithIssuer. The handler makes its
 // write through Do, which runs it inside the fence.Guard's atomic step, so
 // the check, the write and the raise of the watermark cannot interleave
 // with another request's:

@@ -10,7 +10,9 @@
 // X-Fencing-Issuer (the cluster that issued the token, for resources pinned
 // to one issuer). The server answers:
 //
-//	400 Bad Request  missing or malformed token    {"error": "..."}
+//	400 Bad Request  missing, malformed or         {"error": "..."}
+//	                 repeated token (or a repeated
+//	                 issuer or object)
 //	409 Conflict     token below the watermark     X-Required-Token: 9
 //	                                               {"error": "...", "presented": "7", "required": "9"}
 //	403 Forbidden    token from another issuer     {"error": "..."}
@@ -19,7 +21,8 @@
 // X-Fencing-Error (invalid-token, invalid-resource, stale-token,
 // issuer-mismatch) so clients can tell it from the handler's own 400s.
 // Which requests are fenced is configurable; by default every method but
-// GET, HEAD and OPTIONS.
+// GET, HEAD and OPTIONS. ParseHeaders reads the three headers as the
+// middleware does, for servers that check tokens without it.
 //
 // # Atomic with the write
 //

@@ -32,7 +32,8 @@ const (
 // Reasons sent in HeaderError.
 const (
 	// ReasonInvalidToken: the token is missing or malformed, 0 or above
-	// fence.MaxToken (status 400).
+	// fence.MaxToken, or it or X-Fencing-Issuer was sent twice (status
+	// 400).
 	ReasonInvalidToken = "invalid-token"
 	// ReasonInvalidResource: no object could be determined for the request,
 	// or X-Resource-Id was sent twice (status 400).

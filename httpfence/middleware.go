@@ -104,29 +104,27 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		t, err := token(r)
+		p, err := ParseHeaders(r)
+		if err == nil && p.Object == "" {
+			p.Object, err = m.object(r)
+		}
+		if errors.Is(err, fence.ErrInvalidArgument) {
+			writeRejection(w, http.StatusBadRequest, ReasonInvalidResource, errorBody{Error: err.Error()})
+			return
+		}
 		if err != nil {
 			WriteError(w, err)
 			return
 		}
-		object, err := m.object(r)
-		if err != nil {
-			writeRejection(w, http.StatusBadRequest, ReasonInvalidResource, errorBody{Error: err.Error()})
-			return
-		}
 		ctx := r.Context()
-		switch vs := r.Header.Values(HeaderIssuer); len(vs) {
-		case 0:
-		case 1:
-			ctx = guard.ContextWithIssuer(ctx, vs[0])
-		default:
-			WriteError(w, fmt.Errorf("%w: %d %s headers; send one", fence.ErrIssuerMismatch, len(vs), HeaderIssuer))
-			return
+		if p.Issuer != "" {
+			ctx = guard.ContextWithIssuer(ctx, p.Issuer)
 		}
 		if err := guard.CheckIssuer(ctx, m.cfg.Issuer); err != nil {
 			WriteError(w, err)
 			return
 		}
+		object, t := p.Object, p.Token
 		r = r.WithContext(guard.WithFence(ctx, object, t, m.cfg.Guard))
 		if m.cfg.Mode == guard.InHandler {
 			next.ServeHTTP(w, r)
@@ -136,38 +134,28 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 	})
 }
 
-// object returns the request's object: X-Resource-Id, else Config.Resolve.
+// object returns the object of a request without X-Resource-Id:
+// Config.Resolve's.
 func (m *Middleware) object(r *http.Request) (string, error) {
-	switch vs := r.Header.Values(HeaderResourceID); len(vs) {
-	case 0:
-	case 1:
-		if vs[0] != "" {
-			return vs[0], nil
-		}
-	default:
-		return "", fmt.Errorf("%w: %d %s headers; send one, naming the object the write is for", fence.ErrInvalidArgument, len(vs), HeaderResourceID)
-	}
 	if o := m.cfg.Resolve(r); o != "" {
 		return o, nil
 	}
 	return "", fmt.Errorf("%w: no %s header and no object could be derived from the request; send %s naming the object the write is for", fence.ErrInvalidArgument, HeaderResourceID, HeaderResourceID)
 }
 
-// token parses the request's X-Fencing-Token.
-func token(r *http.Request) (fence.Token, error) {
-	vs := r.Header.Values(HeaderToken)
-	switch len(vs) {
-	case 0:
-		return 0, fmt.Errorf("%w: missing %s header; a %s here needs the fencing token of your grant, a decimal number from 1 to %d", fence.ErrInvalidToken, HeaderToken, r.Method, uint64(fence.MaxToken))
-	case 1:
-	default:
-		return 0, fmt.Errorf("%w: %d %s headers; send one", fence.ErrInvalidToken, len(vs), HeaderToken)
-	}
-	t, err := fence.ParseToken(vs[0])
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", HeaderToken, err)
-	}
-	return t, nil
+// headerFields are the fencing headers, for guard.ParsePresented.
+var headerFields = guard.Fields{Token: HeaderToken, Object: HeaderResourceID, Issuer: HeaderIssuer, Kind: "header", Plural: "headers"}
+
+// ParseHeaders parses the fencing headers of a request: X-Fencing-Token
+// (required), X-Resource-Id and X-Fencing-Issuer ("" when absent), each
+// at most once (guard.ParsePresented). A missing, malformed or repeated
+// token, or a repeated issuer, is an error matching fence.ErrInvalidToken
+// (WriteError answers 400 invalid-token); a repeated X-Resource-Id is an
+// error matching fence.ErrInvalidArgument (the middleware answers 400
+// invalid-resource). Servers that check tokens without the middleware use
+// it too, so a request is read the same way everywhere.
+func ParseHeaders(r *http.Request) (guard.Presented, error) {
+	return guard.ParsePresented(r.Header.Values, headerFields, "a "+r.Method+" here")
 }
 
 // errNotSuccess makes the Guard leave the watermark unchanged when the

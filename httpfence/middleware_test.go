@@ -181,7 +181,8 @@ func TestMiddleware_Issuer(t *testing.T) {
 				{"same issuer", []string{"cluster-a"}, 204, ""},
 				{"other issuer", []string{"cluster-b"}, 403, `fence: token from another issuer: token issued by "cluster-b", this resource accepts only tokens of issuer "cluster-a"`},
 				{"no issuer", nil, 403, `fence: token from another issuer: this resource accepts only tokens of issuer "cluster-a" and none was presented`},
-				{"two issuers", []string{"cluster-a", "cluster-a"}, 403, "fence: token from another issuer: 2 X-Fencing-Issuer headers; send one"},
+				{"two issuers", []string{"cluster-a", "cluster-a"}, 400, "fence: invalid token: 2 X-Fencing-Issuer headers; send one"},
+				{"two issuers, one wrong", []string{"cluster-a", "cluster-b"}, 400, "fence: invalid token: 2 X-Fencing-Issuer headers; send one"},
 			} {
 				t.Run(tc.name, func(t *testing.T) {
 					req, _ := http.NewRequest("POST", srv.URL+"/objects", strings.NewReader("v"))
@@ -204,8 +205,12 @@ func TestMiddleware_Issuer(t *testing.T) {
 					if got, want := decode(t, body), map[string]string{"error": tc.err}; !reflect.DeepEqual(got, want) {
 						t.Errorf("body=%v, want %v", got, want)
 					}
-					if got := resp.Header.Get("X-Fencing-Error"); got != "issuer-mismatch" {
-						t.Errorf("X-Fencing-Error=%q, want issuer-mismatch", got)
+					wantReason := "issuer-mismatch"
+					if tc.status == 400 {
+						wantReason = "invalid-token"
+					}
+					if got := resp.Header.Get("X-Fencing-Error"); got != wantReason {
+						t.Errorf("X-Fencing-Error=%q, want %s", got, wantReason)
 					}
 				})
 			}

@@ -8,9 +8,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/hashicorp/raft"
+
+	fence "github.com/fenced-dev/fenced"
 )
 
 // Config configures a Node. Start from DefaultConfig; Validate explains any
@@ -184,11 +185,12 @@ func DefaultConfig() Config {
 	}
 }
 
-// maxNodeIDLen is the longest NodeID accepted, in bytes.
-const maxNodeIDLen = 128
-
-// minTimeout is the smallest timing hashicorp/raft accepts.
-const minTimeout = 5 * time.Millisecond
+// minTimeout is the smallest timing hashicorp/raft accepts; maxTimeout
+// the largest this package accepts.
+const (
+	minTimeout = 5 * time.Millisecond
+	maxTimeout = 10 * time.Minute
+)
 
 // Validate reports every value of c that Open would refuse, each with what
 // is allowed instead. It returns nil when c is usable.
@@ -198,13 +200,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf(format, args...))
 	}
 
-	switch {
-	case c.NodeID == "":
-		bad("node id is empty; want a name unique in the cluster, such as %q", "n1")
-	case len(c.NodeID) > maxNodeIDLen:
-		bad("node id is %d bytes; want at most %d", len(c.NodeID), maxNodeIDLen)
-	case strings.IndexFunc(c.NodeID, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0:
-		bad("node id %q has spaces or control characters; want letters, digits and punctuation only", c.NodeID)
+	if err := fence.ValidateNodeID(c.NodeID); err != nil {
+		errs = append(errs, err)
 	}
 	if c.DataDir == "" {
 		bad("data dir is empty; want a directory path such as %q", "./fenced-data")
@@ -213,16 +210,21 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 
-	atLeast := func(name string, d, min time.Duration) {
-		if d < min {
+	// The upper bounds keep hashicorp/raft's arithmetic on them (a random
+	// extra of up to the timeout itself) from overflowing.
+	within := func(name string, d, min, max time.Duration) {
+		switch {
+		case d < min:
 			bad("%s is %v; want at least %v", name, d, min)
+		case d > max:
+			bad("%s is %v; want at most %v", name, d, max)
 		}
 	}
-	atLeast("heartbeat timeout", c.HeartbeatTimeout, minTimeout)
-	atLeast("election timeout", c.ElectionTimeout, minTimeout)
-	atLeast("leader lease timeout", c.LeaderLeaseTimeout, minTimeout)
-	atLeast("commit timeout", c.CommitTimeout, time.Millisecond)
-	atLeast("snapshot interval", c.SnapshotInterval, minTimeout)
+	within("heartbeat timeout", c.HeartbeatTimeout, minTimeout, maxTimeout)
+	within("election timeout", c.ElectionTimeout, minTimeout, maxTimeout)
+	within("leader lease timeout", c.LeaderLeaseTimeout, minTimeout, maxTimeout)
+	within("commit timeout", c.CommitTimeout, time.Millisecond, maxTimeout)
+	within("snapshot interval", c.SnapshotInterval, minTimeout, 24*time.Hour)
 	if c.HeartbeatTimeout >= minTimeout && c.ElectionTimeout >= minTimeout && c.ElectionTimeout < c.HeartbeatTimeout {
 		bad("election timeout %v is shorter than heartbeat timeout %v; it must be at least the heartbeat timeout", c.ElectionTimeout, c.HeartbeatTimeout)
 	}

@@ -28,6 +28,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"wildcard peer address", func(c *raftstore.Config) { c.PeerListen = "0.0.0.0:7701" }, "is a wildcard"},
 		{"bad port", func(c *raftstore.Config) { c.PeerListen = "127.0.0.1:70000" }, "want a number from 0 to 65535"},
 		{"zero heartbeat", func(c *raftstore.Config) { c.HeartbeatTimeout = 0 }, "heartbeat timeout is 0s; want at least 5ms"},
+		{"huge election timeout", func(c *raftstore.Config) { c.ElectionTimeout = 1 << 62 }, "want at most 10m0s"},
+		{"node id with a bidi control", func(c *raftstore.Config) { c.NodeID = "n\u202e1" }, "U+202E"},
 		{"election below heartbeat", func(c *raftstore.Config) { c.ElectionTimeout = 100 * time.Millisecond }, "election timeout 100ms is shorter than heartbeat timeout 500ms"},
 		{"lease above heartbeat", func(c *raftstore.Config) { c.LeaderLeaseTimeout = time.Second }, "leader lease timeout 1s is longer than heartbeat timeout 500ms"},
 		{"zero commit timeout", func(c *raftstore.Config) { c.CommitTimeout = 0 }, "commit timeout is 0s"},

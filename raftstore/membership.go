@@ -41,8 +41,11 @@ func (n *Node) Members() ([]Member, error) {
 // id or address already in the cluster is refused with an error wrapping
 // fence.ErrInvalidArgument, and nothing changes.
 func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
-	if id == "" || addr == "" {
-		return fmt.Errorf("%w: add member needs an id and a peer address (HOST:PORT)", fence.ErrInvalidArgument)
+	if err := fence.ValidateNodeID(id); err != nil {
+		return fmt.Errorf("add member: %w", err)
+	}
+	if err := fence.ValidateNodeAddr("peer address", addr); err != nil {
+		return fmt.Errorf("add member %q: %w", id, err)
 	}
 	ms, err := n.Members()
 	if err != nil {
@@ -66,6 +69,9 @@ func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
 // member, or the last voter, is refused with an error wrapping
 // fence.ErrInvalidArgument, and nothing changes.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if err := fence.ValidateNodeID(id); err != nil {
+		return fmt.Errorf("remove member: %w", err)
+	}
 	ms, err := n.Members()
 	if err != nil {
 		return err
@@ -106,6 +112,9 @@ func (n *Node) changeMembers(ctx context.Context, op string, start func(timeout 
 func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error) {
 	var addr string
 	if id != "" {
+		if err := fence.ValidateNodeID(id); err != nil {
+			return "", fmt.Errorf("transfer leadership: %w", err)
+		}
 		ms, err := n.Members()
 		if err != nil {
 			return "", err

@@ -140,6 +140,9 @@ func (h *clusterService) TransferLeader(ctx context.Context, req *connect.Reques
 
 // RegisterNode implements ClusterServiceHandler.
 func (h *clusterService) RegisterNode(ctx context.Context, req *connect.Request[fencedv1.RegisterNodeRequest]) (*connect.Response[fencedv1.RegisterNodeResponse], error) {
+	if err := fsm.ValidateNode(req.Msg.Id, req.Msg.ApiAddr); err != nil {
+		return nil, toConnect(err)
+	}
 	_, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_RegisterNode{RegisterNode: &statev1.RegisterNode{Id: req.Msg.Id, ApiAddr: req.Msg.ApiAddr}}})
 	if err != nil {
 		return nil, toConnect(err)

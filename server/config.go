@@ -93,6 +93,11 @@ func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		errs = append(errs, fmt.Errorf("listen address %q is not host:port: %v", c.Listen, err))
 	}
+	if c.AdvertiseAddr != "" {
+		if err := fence.ValidateNodeAddr("advertise address", c.AdvertiseAddr); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if c.TokenFloor > fence.MaxToken {
 		errs = append(errs, fmt.Errorf("token floor %d is above the maximum token %d", uint64(c.TokenFloor), uint64(fence.MaxToken)))
 	}

@@ -18,7 +18,6 @@ import (
 // its errors in the headers of package wire.)
 const (
 	headerToken          = "X-Fencing-Token"
-	headerIssuer         = "X-Fencing-Issuer"
 	headerCurrentVersion = "X-Current-Version"
 )
 

@@ -6,17 +6,20 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/guard"
 	"github.com/fenced-dev/fenced/httpfence"
 )
 
 // kvHTTP serves the fenced kv as PUT/GET/DELETE /v1/kv/{key} with the HTTP
-// fencing convention of docs/design.md §5: X-Fencing-Token on writes; missing or
-// invalid → 400 with a JSON error; stale → 409 with X-Required-Token and
+// fencing convention of docs/design.md §5: X-Fencing-Token on writes; missing,
+// invalid or sent twice → 400 with a JSON error (as is any fencing header,
+// If-Match or Idempotency-Key sent twice); stale → 409 with X-Required-Token and
 // {"error","presented","required"}; a token of another cluster
 // (X-Fencing-Issuer) → 403. httpfence.WriteError writes these rejections,
 // X-Fencing-Error included, so httpfence.Transport maps them to fence
@@ -53,15 +56,26 @@ func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string) {
-	req := kvWriteRequest{key: key, issuer: r.Header.Get(headerIssuer), delete: r.Method == http.MethodDelete,
-		requestID: r.Header.Get("Idempotency-Key")}
-	tok, err := kvToken(r)
+	req := kvWriteRequest{key: key, delete: r.Method == http.MethodDelete}
+	p, err := httpfence.ParseHeaders(r)
 	if err != nil {
-		httpfence.WriteError(w, err) // 400, X-Fencing-Error: invalid-token
+		// A missing, malformed or repeated token or issuer: 400 with
+		// X-Fencing-Error: invalid-token. A repeated X-Resource-Id: 400.
+		if !httpfence.WriteError(w, err) {
+			writeJSONError(w, http.StatusBadRequest, err, nil)
+		}
 		return
 	}
-	req.token = tok
-	if im := r.Header.Get("If-Match"); im != "" {
+	req.token, req.issuer = p.Token, p.Issuer
+	im, err := guard.SingleValue(r.Header.Values("If-Match"), "If-Match", "headers", fence.ErrInvalidArgument)
+	if err == nil {
+		req.requestID, err = guard.SingleValue(r.Header.Values("Idempotency-Key"), "Idempotency-Key", "headers", fence.ErrInvalidArgument)
+	}
+	if err != nil {
+		writeJSONError(w, http.StatusBadRequest, err, nil)
+		return
+	}
+	if im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil {
 			writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: If-Match %q is not a version; send the ETag of a GET (\"0\" for a key that must not exist)", fence.ErrInvalidArgument, im), nil)
@@ -107,18 +121,30 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 	}
 }
 
-// kvToken parses a write's X-Fencing-Token. Its errors match
-// fence.ErrInvalidToken.
-func kvToken(r *http.Request) (fence.Token, error) {
-	raw := r.Header.Get(headerToken)
-	if raw == "" {
-		return 0, fmt.Errorf("%w: missing %s header; send the token of your grant as a decimal number", fence.ErrInvalidToken, headerToken)
-	}
-	tok, err := fence.ParseToken(raw)
-	if err != nil {
-		return 0, fmt.Errorf("%s: %w", headerToken, err)
-	}
-	return tok, nil
+// kvPathPrefix is the path of the kv over HTTP, before the key.
+const kvPathPrefix = "/v1/kv/"
+
+// kvCanonicalPath answers 400 for a /v1/kv/ path that is not in canonical
+// form (a ".", ".." or empty segment), which the mux would otherwise
+// redirect to its cleaned form: to another key ("a/../b" to "b"), with the
+// write's token, for a client that follows redirects. Such keys are valid
+// names; the Connect API (KVService) reaches them.
+func kvCanonicalPath(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p := r.URL.Path
+		if strings.HasPrefix(p, kvPathPrefix) {
+			clean := path.Clean(p)
+			if strings.HasSuffix(p, "/") && clean != "/" {
+				clean += "/"
+			}
+			if clean != p {
+				writeJSONError(w, http.StatusBadRequest, fmt.Errorf("%w: key %q cannot be sent in a URL path: it has a \".\", \"..\" or empty segment, which HTTP paths do not keep; use KVService over the API for it",
+					fence.ErrInvalidArgument, strings.TrimPrefix(p, kvPathPrefix)), nil)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func etag(version uint64) string { return `"` + strconv.FormatUint(version, 10) + `"` }

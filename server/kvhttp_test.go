@@ -161,3 +161,84 @@ func TestKVHTTP_Transport(t *testing.T) {
 		t.Errorf("PUT with a malformed If-Match: %d, %v; want the 400 response, not a fencing error", st, err)
 	}
 }
+
+// A write that repeats a fencing header (or If-Match, Idempotency-Key) is
+// refused with 400 and a JSON error, and changes nothing: the kv used to
+// take the first X-Fencing-Token and ignore the others.
+func TestKVHTTP_RepeatedHeaders(t *testing.T) {
+	a := newAPI(t)
+	ctx := context.Background()
+	resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "lock-" + t.Name(), TtlMs: 30000}))
+	if err != nil || !resp.Msg.Granted {
+		t.Fatalf("acquire: %v %v", resp, err)
+	}
+	tok := fence.Token(resp.Msg.Grant.Token).String()
+	url := "http://" + a.addr + "/v1/kv/repeated"
+	put := func(header http.Header) httpResult {
+		req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader("v"))
+		req.Header = header
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		r := httpResult{status: resp.StatusCode, header: resp.Header, raw: string(raw)}
+		json.Unmarshal(raw, &r.body)
+		return r
+	}
+	for _, tt := range []struct {
+		name   string
+		header http.Header
+		reason string // X-Fencing-Error
+		msg    string
+	}{
+		{"two tokens", http.Header{"X-Fencing-Token": {tok, "1"}}, "invalid-token", "2 X-Fencing-Token headers; send one"},
+		{"two equal tokens", http.Header{"X-Fencing-Token": {tok, tok}}, "invalid-token", "2 X-Fencing-Token headers"},
+		{"two issuers", http.Header{"X-Fencing-Token": {tok}, "X-Fencing-Issuer": {"a", "b"}}, "invalid-token", "2 X-Fencing-Issuer headers"},
+		{"two resource ids", http.Header{"X-Fencing-Token": {tok}, "X-Resource-Id": {"a", "b"}}, "", "2 X-Resource-Id headers"},
+		{"two If-Match", http.Header{"X-Fencing-Token": {tok}, "If-Match": {`"0"`, `"1"`}}, "", "2 If-Match headers"},
+		{"two idempotency keys", http.Header{"X-Fencing-Token": {tok}, "Idempotency-Key": {"a", "b"}}, "", "2 Idempotency-Key headers"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := put(tt.header)
+			msg, _ := r.body["error"].(string)
+			if r.status != http.StatusBadRequest || !strings.Contains(msg, tt.msg) {
+				t.Fatalf("%d %s, want 400 with a JSON error mentioning %q", r.status, r.raw, tt.msg)
+			}
+			if got := r.header.Get("X-Fencing-Error"); got != tt.reason {
+				t.Errorf("X-Fencing-Error=%q, want %q", got, tt.reason)
+			}
+			if g := kvDo(t, http.MethodGet, url, nil, nil); g.status != http.StatusNotFound {
+				t.Fatalf("the refused write changed the key: GET %d %s", g.status, g.raw)
+			}
+		})
+	}
+	if r := put(http.Header{"X-Fencing-Token": {tok}}); r.status != http.StatusOK {
+		t.Fatalf("PUT with one token: %d %s", r.status, r.raw)
+	}
+}
+
+// A key whose URL path is not canonical ("a/../b") is refused with 400:
+// the mux used to redirect the write to the cleaned path, another key,
+// with its token (found by FuzzKVHTTP as a 307 for the key ".").
+func TestKVHTTP_NonCanonicalPathRefused(t *testing.T) {
+	a := newAPI(t)
+	resp, err := a.locks.Acquire(context.Background(), connect.NewRequest(&fencedv1.AcquireRequest{Name: "lock-" + t.Name(), TtlMs: 30000}))
+	if err != nil || !resp.Msg.Granted {
+		t.Fatalf("acquire: %v %v", resp, err)
+	}
+	tok := fence.Token(resp.Msg.Grant.Token).String()
+	for _, key := range []string{"a/../b", ".", "a/./b", "a//b", "x/.."} {
+		r := kvDo(t, http.MethodPut, "http://"+a.addr+"/v1/kv/"+key, map[string]string{"X-Fencing-Token": tok}, []byte("v"))
+		msg, _ := r.body["error"].(string)
+		if r.status != http.StatusBadRequest || !strings.Contains(msg, "cannot be sent in a URL path") {
+			t.Errorf("PUT /v1/kv/%s: %d %s, want 400", key, r.status, r.raw)
+		}
+	}
+	for _, key := range []string{"b", "a/b", "a"} {
+		if r := kvDo(t, http.MethodGet, "http://"+a.addr+"/v1/kv/"+key, nil, nil); r.status != http.StatusNotFound {
+			t.Errorf("GET /v1/kv/%s after the refused writes: %d %s, want 404", key, r.status, r.raw)
+		}
+	}
+}

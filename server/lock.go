@@ -32,12 +32,12 @@ type lockService struct{ s *Server }
 var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
 
 func validateAcquire(m *fencedv1.AcquireRequest) error {
-	errs := []error{fence.ValidateName(m.Name), fence.ValidateWait(time.Duration(m.WaitMs) * time.Millisecond), validateRequestID(m.RequestId)}
+	errs := []error{fence.ValidateName(m.Name), fence.ValidateWaitMillis(m.WaitMs), validateRequestID(m.RequestId)}
 	if m.Session == 0 {
 		if m.TtlMs == 0 {
 			errs = append(errs, fmt.Errorf("%w: session is 0 and ttl_ms is 0; give a session, or a ttl_ms for a per-grant session", fence.ErrInvalidArgument))
 		} else {
-			errs = append(errs, fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond))
+			errs = append(errs, fence.ValidateTTLMillis(m.TtlMs))
 		}
 	}
 	return errors.Join(errs...)

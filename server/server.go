@@ -163,7 +163,7 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
-	return s.identify(s.bodyDeadline(s.forwarding(mux)))
+	return s.identify(s.bodyDeadline(s.forwarding(kvCanonicalPath(mux))))
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and

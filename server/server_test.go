@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -265,6 +266,32 @@ func TestAPI_BadInputChangesNothing(t *testing.T) {
 			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", TtlMs: 90000000}))
 			return err
 		}, connect.CodeInvalidArgument, "ttl must be between"},
+		// 2^58+100 ms wrapped to 100ms when converted to a time.Duration
+		// before it was checked; the maximum int64 was refused as "ttl -1ms".
+		{"session ttl that overflows a duration", func() error {
+			_, err := a.sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 1<<58 + 100}))
+			return err
+		}, connect.CodeInvalidArgument, "ttl must be between 100ms and 24h, got 288230376151711844ms"},
+		{"per-grant ttl that overflows a duration", func() error {
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", TtlMs: 1<<58 + 100}))
+			return err
+		}, connect.CodeInvalidArgument, "got 288230376151711844ms"},
+		{"maximum int64 ttl", func() error {
+			_, err := a.sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: math.MaxInt64}))
+			return err
+		}, connect.CodeInvalidArgument, "got 9223372036854775807ms"},
+		{"wait that overflows a duration", func() error {
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y", Session: s, Seq: 2, WaitMs: 1<<58 + 100}))
+			return err
+		}, connect.CodeInvalidArgument, "wait must be between 0 and 24h, got 288230376151711844ms"},
+		{"bidi control in a name", func() error {
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "orders‮gpj.exe", Session: s, Seq: 2}))
+			return err
+		}, connect.CodeInvalidArgument, "U+202E at byte 6"},
+		{"zero-width space in a name", func() error {
+			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "he​ld", Session: s, Seq: 2}))
+			return err
+		}, connect.CodeInvalidArgument, "U+200B at byte 2"},
 		{"no session and no ttl", func() error {
 			_, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "y"}))
 			return err

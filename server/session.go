@@ -36,7 +36,7 @@ func validateRequestID(id string) error {
 func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request[fencedv1.CreateSessionRequest]) (*connect.Response[fencedv1.CreateSessionResponse], error) {
 	m := req.Msg
 	secret, hash, secretErr := newSessionSecret(m.Secret)
-	if err := errors.Join(fence.ValidateTTL(time.Duration(m.TtlMs)*time.Millisecond), validateRequestID(m.RequestId), secretErr); err != nil {
+	if err := errors.Join(fence.ValidateTTLMillis(m.TtlMs), validateRequestID(m.RequestId), secretErr); err != nil {
 		return nil, toConnect(err)
 	}
 	if err := h.s.allowSession(ctx); err != nil {

@@ -53,6 +53,9 @@ func (f *clientFlags) endpointList() []string {
 	return eps
 }
 
+// maxTimeout is the longest --timeout.
+const maxTimeout = 24 * time.Hour
+
 // client connects to the endpoints. Its logs are discarded: the commands
 // report errors themselves.
 func (f *clientFlags) client() (*client.Client, error) {
@@ -60,8 +63,10 @@ func (f *clientFlags) client() (*client.Client, error) {
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
 	}
-	if f.timeout <= 0 {
-		return nil, usageError("--timeout %v must be positive", f.timeout)
+	if f.timeout <= 0 || f.timeout > maxTimeout {
+		// Bounded so that --timeout plus a --wait (at most fence.MaxWait)
+		// cannot overflow.
+		return nil, usageError("--timeout must be between 1ns and %v, got %v", maxTimeout, f.timeout)
 	}
 	c, err := client.New(eps, client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 	if err != nil {
@@ -112,6 +117,6 @@ func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(), Secret: secret,
 		})
 	}
-	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", g.Name, g.Token, g.Issuer, g.Session, g.TTL)
+	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)
 	return err
 }

@@ -31,10 +31,10 @@ func newClusterCommand() *cobra.Command {
 					return err
 				}
 				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "leader %s, term %d, commit index %d, last token %d\n", st.Leader, st.Term, st.CommitIndex, st.LastToken)
+				fmt.Fprintf(w, "leader %s, term %d, commit index %d, last token %d\n", shown(st.Leader), st.Term, st.CommitIndex, st.LastToken)
 				fmt.Fprintf(w, "%-10s %-11s %-22s %-22s %-8s %s\n", "ID", "ROLE", "PEER", "API", "APPLIED", "LAG")
 				for _, m := range st.Members {
-					fmt.Fprintf(w, "%-10s %-11s %-22s %-22s %-8d %d\n", m.Id, m.Role, m.PeerAddr, m.ApiAddr, m.AppliedIndex, m.Lag)
+					fmt.Fprintf(w, "%-10s %-11s %-22s %-22s %-8d %d\n", shown(m.Id), m.Role, shown(m.PeerAddr), shown(m.ApiAddr), m.AppliedIndex, m.Lag)
 				}
 				return nil
 			}),
@@ -64,7 +64,7 @@ func newClusterCommand() *cobra.Command {
 				if err != nil {
 					return err
 				}
-				_, err = fmt.Fprintf(cmd.OutOrStdout(), "leader is %s\n", leader)
+				_, err = fmt.Fprintf(cmd.OutOrStdout(), "leader is %s\n", shown(leader))
 				return err
 			}),
 	)

@@ -51,8 +51,8 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
 				return withExit(exitUsage, err)
 			}
-			if grace < 0 {
-				return usageError("--grace %v must not be negative", grace)
+			if grace < 0 || grace > maxTimeout {
+				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 			}
 			c, err := cf.client()
 			if err != nil {

@@ -55,7 +55,7 @@ func newStatusCommand() *cobra.Command {
 
 func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 	fmt.Fprintf(w, "node %s (leader %s, term %d, applied %d)\nissuer %s, last token %d\n",
-		st.NodeId, st.Leader, st.Term, st.AppliedIndex, st.Issuer, st.LastToken)
+		shown(st.NodeId), shown(st.Leader), st.Term, st.AppliedIndex, shown(st.Issuer), st.LastToken)
 	fmt.Fprintf(w, "\nlocks (%d):\n", len(st.Locks))
 	for _, l := range st.Locks {
 		holder := "free"
@@ -66,7 +66,7 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 		for _, wt := range l.Waiters {
 			waiters = append(waiters, fmt.Sprint(wt.Session))
 		}
-		fmt.Fprintf(w, "  %-30s %s", l.Name, holder)
+		fmt.Fprintf(w, "  %-30s %s", shown(l.Name), holder)
 		if more := int(l.WaiterCount) - len(waiters); more > 0 {
 			waiters = append(waiters, fmt.Sprintf("and %d more", more))
 		}
@@ -77,7 +77,7 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 	}
 	fmt.Fprintf(w, "\nsessions (%d):\n", len(st.Sessions))
 	for _, s := range st.Sessions {
-		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, s.Held, s.Waiting)
+		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, shownAll(s.Held), shownAll(s.Waiting))
 	}
 	return nil
 }

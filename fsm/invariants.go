@@ -1,0 +1,257 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// The rules every state reached by applying commands keeps. Restore checks
+// them, so a snapshot that decodes but describes a state no sequence of
+// commands could reach (a damaged or forged one) is refused rather than
+// served; the property and fuzz tests check them after every command.
+//
+// Names and node registrations are checked against the rules of every
+// version so far, not today's (storedName, nodeTable.check): a lock name or
+// kv key with an invisible format character, or a registration with a
+// malformed address, was accepted before issue 11 and may live on in a
+// snapshot (a kv tombstone lives for good), so refusing it here would keep
+// the node from starting after an upgrade. The commands refuse them now.
+
+// errInvariant marks a broken invariant.
+var errInvariant = errors.New("state breaks an invariant")
+
+func broken(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errInvariant, fmt.Sprintf(format, args...))
+}
+
+// checkRestored checks a state just restored from st: nothing in st was
+// lost to a repeated key, and the invariants hold.
+func (m *Machine) checkRestored(st *statev1.State) error {
+	for _, c := range []struct {
+		what      string
+		sent, got int
+	}{
+		{"sessions", len(st.GetSessions()), len(m.sessions)},
+		{"locks", len(st.GetLocks()), len(m.locks.byName)},
+		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
+		{"nodes", len(st.GetNodes()), len(m.nodes)},
+	} {
+		if c.sent != c.got {
+			return broken("the snapshot lists %d %s but only %d distinct ones", c.sent, c.what, c.got)
+		}
+	}
+	seen := make(map[string]bool, len(st.GetKvReplies()))
+	for _, r := range st.GetKvReplies() {
+		if seen[r.GetRequestId()] {
+			return broken("the snapshot lists kv request id %q twice", r.GetRequestId())
+		}
+		seen[r.GetRequestId()] = true
+	}
+	return m.checkInvariants()
+}
+
+// checkInvariants returns the first invariant the state breaks, or nil.
+func (m *Machine) checkInvariants() error {
+	last := m.tokens.last
+	if last > fence.MaxToken {
+		return broken("last token %d is above the maximum %d", last, fence.MaxToken)
+	}
+	// Init sets the issuer before anything else can happen: no issuer, no
+	// token issued (a kv write needs a token up to the counter), no session.
+	if m.issuer == "" && (last != 0 || m.lastSession != 0 || len(m.sessions) > 0 || len(m.locks.byName) > 0 || len(m.kv.entries) > 0) {
+		return broken("the state has tokens, sessions, locks or kv entries but no issuer")
+	}
+	if err := m.checkSessions(); err != nil {
+		return err
+	}
+	if err := m.locks.check(); err != nil {
+		return err
+	}
+	if err := m.kv.check(); err != nil {
+		return err
+	}
+	return m.nodes.check()
+}
+
+func (m *Machine) checkSessions() error {
+	if len(m.byRequest) > len(m.sessions) {
+		return broken("%d request ids for %d sessions", len(m.byRequest), len(m.sessions))
+	}
+	for id, s := range m.sessions {
+		switch {
+		case id == 0 || s.id != id:
+			return broken("session %d is filed under id %d", s.id, id)
+		case id > m.lastSession:
+			return broken("session %d is above the last session id %d", id, m.lastSession)
+		case len(s.requestID) > maxRequestIDLen:
+			return broken("session %d has a request id of %d bytes", id, len(s.requestID))
+		case s.requestID != "" && m.byRequest[s.requestID] != id:
+			return broken("session %d's request id %q maps to session %d", id, s.requestID, m.byRequest[s.requestID])
+		}
+		if err := fence.ValidateTTLMillis(s.ttlMs); err != nil {
+			return broken("session %d: %v", id, err)
+		}
+		if err := s.replies.check(m.tokens.last); err != nil {
+			return broken("session %d: %v", id, err)
+		}
+	}
+	for rid, id := range m.byRequest {
+		if s := m.sessions[id]; s == nil || s.requestID != rid {
+			return broken("request id %q maps to session %d, which does not have it", rid, id)
+		}
+	}
+	return nil
+}
+
+// check reports replies out of order, at or below the floor, more than the
+// window, or with a token above last.
+func (r *replies) check(last fence.Token) error {
+	if len(r.list) > replyWindow {
+		return fmt.Errorf("%d remembered replies, more than %d", len(r.list), replyWindow)
+	}
+	prev := r.floor
+	for _, rep := range r.list {
+		switch {
+		case rep.seq <= prev:
+			return fmt.Errorf("reply seq %d is not above %d (the floor or the previous seq)", rep.seq, prev)
+		case rep.kind < replyGranted || rep.kind > replyWithdrawn:
+			return fmt.Errorf("reply seq %d has unknown kind %d", rep.seq, rep.kind)
+		case rep.token > last:
+			return fmt.Errorf("reply seq %d has token %d, above the last token %d", rep.seq, rep.token, last)
+		case rep.kind == replyGranted && rep.token == 0:
+			return fmt.Errorf("reply seq %d is a grant without a token", rep.seq)
+		}
+		prev = rep.seq
+	}
+	return nil
+}
+
+// check reports a lock whose holder or waiters are not live sessions bound
+// to it, a holder without a token or with one above the counter, two
+// holders with one token, a session queued twice or queued behind itself,
+// an idle lock kept, or a session bound to a lock that does not list it.
+func (t *lockTable) check() error {
+	m := t.m
+	tokens := make(map[fence.Token]string, len(t.byName))
+	for name, l := range t.byName {
+		if l.name != name {
+			return broken("lock %q is filed under %q", l.name, name)
+		}
+		if err := storedName(name); err != nil {
+			return broken("lock %q: %v", name, err)
+		}
+		if l.holder == 0 && l.queue.len() == 0 {
+			return broken("lock %q is free with no waiters but kept", name)
+		}
+		if l.holder == 0 && l.token != 0 {
+			return broken("lock %q is free but has token %d", name, l.token)
+		}
+		if l.holder != 0 {
+			s := m.sessions[l.holder]
+			switch {
+			case s == nil:
+				return broken("lock %q is held by session %d, which is not live", name, l.holder)
+			case !l.token.Valid() || l.token > m.tokens.last:
+				return broken("lock %q has token %d; want 1 to the last token %d", name, l.token, m.tokens.last)
+			case tokens[l.token] != "":
+				return broken("locks %q and %q hold the same token %d", tokens[l.token], name, l.token)
+			}
+			if _, ok := s.bound[kindLock].held[name]; !ok {
+				return broken("lock %q is held by session %d, which is not bound to it", name, l.holder)
+			}
+			tokens[l.token] = name
+		}
+		queued := make(map[uint64]bool, l.queue.len())
+		for _, w := range l.queue.list {
+			s := m.sessions[w.session]
+			switch {
+			case s == nil:
+				return broken("session %d waits for %q but is not live", w.session, name)
+			case queued[w.session]:
+				return broken("session %d is queued twice for %q", w.session, name)
+			case w.session == l.holder:
+				return broken("session %d waits for %q, which it holds", w.session, name)
+			}
+			if _, ok := s.bound[kindLock].waiting[name]; !ok {
+				return broken("session %d waits for %q but is not bound to it", w.session, name)
+			}
+			queued[w.session] = true
+		}
+	}
+	for id, s := range m.sessions {
+		b := &s.bound[kindLock]
+		for name := range b.held {
+			if l := t.byName[name]; l == nil || l.holder != id {
+				return broken("session %d is bound as holder of %q, which it does not hold", id, name)
+			}
+		}
+		for name := range b.waiting {
+			if l := t.byName[name]; l == nil || !l.queue.has(id) {
+				return broken("session %d is bound as waiter of %q, which does not queue it", id, name)
+			}
+		}
+	}
+	return nil
+}
+
+// check reports a kv entry with an invalid key, a value too large, a
+// watermark above the counter, a deleted entry with a value, or a
+// remembered write with a token above the counter.
+func (kv *kvStore) check() error {
+	last := kv.m.tokens.last
+	for key, e := range kv.entries {
+		switch {
+		case storedName(key) != nil:
+			return broken("kv key %q: %v", key, storedName(key))
+		case len(e.value) > MaxValueBytes:
+			return broken("kv key %q has a value of %d bytes, above %d", key, len(e.value), MaxValueBytes)
+		case !e.token.Valid() || e.token > last:
+			return broken("kv key %q has watermark %d; want 1 to the last token %d", key, e.token, last)
+		case e.version == 0:
+			return broken("kv key %q has version 0", key)
+		case !e.exists && e.value != nil:
+			return broken("deleted kv key %q has a value", key)
+		}
+	}
+	if len(kv.replies.order) != len(kv.replies.byID) || len(kv.replies.order) > kvReplyWindow {
+		return broken("kv replies: %d in order, %d by id (at most %d)", len(kv.replies.order), len(kv.replies.byID), kvReplyWindow)
+	}
+	for id, r := range kv.replies.byID {
+		if len(id) > maxRequestIDLen || id == "" || r.Token > last {
+			return broken("kv reply %q is invalid (token %d, last token %d)", id, r.Token, last)
+		}
+	}
+	return nil
+}
+
+// storedName checks a name as every version accepted it: 1 to
+// fence.MaxNameLen bytes of valid UTF-8 without control characters
+// (fence.ValidateName also refuses format characters now).
+func storedName(name string) error {
+	switch {
+	case name == "" || len(name) > fence.MaxNameLen:
+		return fmt.Errorf("name is %d bytes; want 1 to %d", len(name), fence.MaxNameLen)
+	case !utf8.ValidString(name):
+		return errors.New("name is not valid UTF-8")
+	case strings.IndexFunc(name, unicode.IsControl) >= 0:
+		return errors.New("name has a control character")
+	}
+	return nil
+}
+
+// check reports a registration without an id or an address (what every
+// version refused; ValidateNode bounds them now).
+func (t nodeTable) check() error {
+	for id, addr := range t {
+		if id == "" || addr == "" {
+			return broken("node %q registered at %q: want an id and an address", id, addr)
+		}
+	}
+	return nil
+}
