@@ -32,8 +32,8 @@ type Node struct {
 	gate   *peerGate
 	// peerTLS is the peer port's identity; nil without TLS.
 	peerTLS *tlsfiles.Reloader
-	logs   *logStore
-	lock   *dirLock
+	logs    *logStore
+	lock    *dirLock
 
 	// mu guards closing, lead and known, and orders inflight.Add before
 	// inflight.Wait.

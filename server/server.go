@@ -17,6 +17,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"github.com/fenced-dev/fenced/raftstore"
@@ -39,6 +40,10 @@ type Server struct {
 	metrics *metrics
 	ln      net.Listener
 	http    *http.Server
+	// apiTLS is the API's TLS identity; nil without TLS.
+	apiTLS *tlsfiles.Reloader
+	// members calls other members' APIs (status probes).
+	members *http.Client
 
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
@@ -67,6 +72,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Raft.Logger = log
 	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), done: make(chan struct{})}
 	s.faults.warn(log)
+	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
 	var obs events
@@ -86,9 +92,13 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
+	if err := s.loadTLS(); err != nil {
+		return nil, err
+	}
+	s.members = &http.Client{Transport: s.memberTransport()}
+	ln, err := s.listen()
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, err
 	}
 	node, err := raftstore.Open(cfg.Raft, s.sm)
 	if err != nil {
@@ -105,7 +115,11 @@ func Start(cfg Config) (*Server, error) {
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 	}
 	s.http.Protocols.SetHTTP1(true)
-	s.http.Protocols.SetUnencryptedHTTP2(true)
+	if s.apiTLS != nil {
+		s.http.Protocols.SetHTTP2(true)
+	} else {
+		s.http.Protocols.SetUnencryptedHTTP2(true)
+	}
 
 	s.loops.Add(2)
 	go func() {

@@ -15,6 +15,7 @@
 //	fenced cluster transfer-leader [ID]   hand leadership to ID, or to any other member
 //	fenced check                          run the fault harness against a real cluster
 //	fenced bench                          measure lock throughput and latency
+//	fenced certs init|issue               create a CA and node or client certificates
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock).
