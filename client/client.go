@@ -207,7 +207,8 @@ func (c *Client) goRun(f func()) bool {
 // https:// ones, and closes a connection whose peer stopped answering pings.
 func newTransport(tc *tls.Config) *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
-	t := &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc}
+	// Each transport gets a copy: setting up HTTP/2 writes to the config.
+	t := &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc.Clone()}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.Protocols.SetHTTP2(true)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,7 +44,7 @@ func newCertsInitCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "created CA %s (key %s/%s, valid until %s)\n", path, dir, tlsfiles.CAKeyFile, time.Now().Add(validity).UTC().Format(time.DateOnly))
+			fmt.Fprintf(cmd.OutOrStdout(), "created CA %s (key %s, valid until %s)\n", path, filepath.Join(dir, tlsfiles.CAKeyFile), time.Now().Add(validity).UTC().Format(time.DateOnly))
 			return nil
 		},
 	}

@@ -47,6 +47,9 @@ type raftStatus struct {
 	Leader    string `json:"leader"`
 	Term      uint64 `json:"term,string"`
 	LastToken uint64 `json:"last_token,string"`
+	Members   []struct {
+		APIAddr string `json:"api_addr"`
+	} `json:"members"`
 }
 
 // statusVia reads `fenced cluster status --json` with extra flags (TLS).
@@ -223,7 +226,7 @@ func TestTLSCluster(t *testing.T) {
 	servers, dir := proctest.StartClusterTLS(t, 3)
 	ca := filepath.Join(dir, tlsfiles.CACertFile)
 	env := []string{"FENCED_CA=" + ca}
-	leader, _ := leaderOfEnv(t, env, servers)
+	leader, followers := leaderOfEnv(t, env, servers)
 	eps := proctest.Endpoints(servers)
 
 	// Without the CA the client cannot verify the servers.
@@ -231,8 +234,9 @@ func TestTLSCluster(t *testing.T) {
 		t.Fatalf("status without the CA: exit 0 %q %s", out, errOut)
 	}
 	first := acquireToken(t, env, eps, "a")
-	if out, errOut, code := runFenced(t, "status", "a", "--ca", ca, "--endpoints", leader.Addr); code != 0 {
-		t.Fatalf("status with --ca: exit %d %q %s", code, out, errOut)
+	// A follower forwards to the leader over TLS.
+	if out, errOut, code := runFenced(t, "status", "a", "--ca", ca, "--endpoints", followers[0].Addr); code != 0 {
+		t.Fatalf("status through a follower with --ca: exit %d %q %s", code, out, errOut)
 	}
 	before := statusVia(t, env, leader.Addr)
 
@@ -295,9 +299,15 @@ func TestTLSCluster(t *testing.T) {
 func leaderOfEnv(t *testing.T, env []string, servers []*proctest.Server) (*proctest.Server, []*proctest.Server) {
 	t.Helper()
 	var st raftStatus
-	eventually(t, "a leader", 20*time.Second, func() bool {
+	eventually(t, "a leader with every member registered", 20*time.Second, func() bool {
 		st = statusVia(t, env, proctest.Endpoints(servers))
-		return st.Leader != ""
+		registered := 0
+		for _, m := range st.Members {
+			if m.APIAddr != "" {
+				registered++
+			}
+		}
+		return st.Leader != "" && registered == len(servers)
 	})
 	var leader *proctest.Server
 	var followers []*proctest.Server
