@@ -264,7 +264,7 @@ func TestTLSCluster(t *testing.T) {
 		return []tls.Certificate{c}
 	}
 	attacks := map[string]*tls.Config{
-		"no TLS": nil,
+		"no TLS":                nil,
 		"no client certificate": {RootCAs: pool, ServerName: "localhost"},
 		"node certificate of another CA naming a member": {InsecureSkipVerify: true, Certificates: load(otherDir, "n2")},
 		"client certificate of the cluster CA":           {RootCAs: pool, ServerName: "localhost", Certificates: load(dir, "app")},
