@@ -214,11 +214,6 @@ func (n *Node) ReloadTLS() error {
 	return n.peerTLS.Reload()
 }
 
-// PeerRefusals returns how many peer connections and Raft RPCs this node
-// has refused because their sender is not a member (see Config.PeerTLS and
-// docs/design.md §10).
-func (n *Node) PeerRefusals() uint64 { return n.gate.refusals.Load() }
-
 // IsLeader reports whether this node is the leader now. The answer may be
 // stale by the time the caller acts on it; Propose checks again.
 func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }

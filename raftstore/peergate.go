@@ -40,9 +40,19 @@ type peerGate struct {
 	mu      sync.Mutex
 	pending map[string]string // node id -> peer address, while AddVoter runs
 
-	// refusals counts refused connections and RPCs (for logs and tests).
+	// refusals counts refused connections and RPCs.
 	refusals atomic.Uint64
+	// lastLog is when a refusal was last logged (unix nanoseconds), and
+	// logged the count at that time: refusals are logged at most once per
+	// refuseLogEvery, with how many were not.
+	lastLog atomic.Int64
+	logged  atomic.Uint64
 }
+
+// refuseLogEvery is the shortest interval between two refusal logs: a
+// member left behind may refuse its leader's heartbeats many times a
+// second.
+const refuseLogEvery = time.Second
 
 func newPeerGate(self string, log *slog.Logger) *peerGate {
 	return &peerGate{self: self, log: log, pending: map[string]string{}}
@@ -84,9 +94,13 @@ func (g *peerGate) adding(id, addr string) (done func()) {
 
 // refuse counts and logs a refusal and returns its error.
 func (g *peerGate) refuse(format string, args ...any) error {
-	g.refusals.Add(1)
+	n := g.refusals.Add(1)
 	err := fmt.Errorf("%w: "+format, append([]any{ErrPeerRefused}, args...)...)
-	g.log.Warn("raft: refused a peer", "err", err)
+	now, last := time.Now().UnixNano(), g.lastLog.Load()
+	if now-last >= int64(refuseLogEvery) && g.lastLog.CompareAndSwap(last, now) {
+		prev := g.logged.Swap(n)
+		g.log.Warn("raft: refused a peer", "err", err, "unlogged_refusals", n-prev-1)
+	}
 	return err
 }
 
