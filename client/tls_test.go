@@ -73,26 +73,21 @@ func TestWithTLS(t *testing.T) {
 	default:
 	}
 
-	untrusted, err := client.New([]string{srv.Addr()}, client.WithTLS(&tls.Config{}), client.WithRequestTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
+	refused := func(what string, opts ...client.Option) {
+		t.Helper()
+		c, err := client.New([]string{srv.Addr()}, append(opts, client.WithRequestTimeout(time.Second))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		short, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		if _, err := c.NewSession(short); err == nil {
+			t.Fatalf("%s opened a session", what)
+		}
 	}
-	defer untrusted.Close()
-	short, cancel2 := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel2()
-	if _, err := untrusted.NewSession(short); err == nil {
-		t.Fatal("a client without the CA opened a session")
-	}
-	plain, err := client.New([]string{srv.Addr()}, client.WithRequestTimeout(time.Second))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer plain.Close()
-	short, cancel3 := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel3()
-	if _, err := plain.NewSession(short); err == nil {
-		t.Fatal("a cleartext client opened a session on the TLS API")
-	}
+	refused("a client without the CA", client.WithTLS(&tls.Config{}))
+	refused("a cleartext client")
 }
 
 func TestLoadTLS_BadInput(t *testing.T) {

@@ -158,6 +158,25 @@ func (a *attacker) all(target string, term uint64) []error {
 	return []error{a.heartbeat(target, term+100), a.appendEntries(target, term+100), a.requestVote(target, term+100), a.timeoutNow(target)}
 }
 
+// mustFail sends every forged RPC to target and fails the test for each
+// that was accepted.
+func (a *attacker) mustFail(t *testing.T, target string, term uint64, what string) {
+	t.Helper()
+	for i, err := range a.all(target, term) {
+		if err == nil {
+			t.Errorf("%s: forged RPC %d accepted, want it refused", what, i)
+		}
+	}
+}
+
+// unchanged fails the test when the leader or its term moved.
+func unchanged(t *testing.T, before, after raftStatus) {
+	t.Helper()
+	if after.Leader != before.Leader || after.Term != before.Term {
+		t.Fatalf("after the forged RPCs: leader %s term %d, was %s term %d", after.Leader, after.Term, before.Leader, before.Term)
+	}
+}
+
 // A forged heartbeat, AppendEntries, RequestVote or TimeoutNow from a host
 // that is not a member (without TLS) is answered with a refusal and
 // changes nothing: the leader stays, its term stays, tokens continue.
@@ -181,10 +200,7 @@ func TestPeerPort_RefusesNonMember(t *testing.T) {
 		}
 	}
 
-	after := statusVia(t, nil, leader.Addr)
-	if after.Leader != before.Leader || after.Term != before.Term {
-		t.Fatalf("after the forged RPCs: leader %s term %d, was %s term %d", after.Leader, after.Term, before.Leader, before.Term)
-	}
+	unchanged(t, before, statusVia(t, nil, leader.Addr))
 	if next := acquireToken(t, nil, eps, "a"); next != first+1 {
 		t.Fatalf("token after the forged RPCs: %d, want %d", next, first+1)
 	}
@@ -199,17 +215,9 @@ func TestPeerPort_SingleNodeRefusesAll(t *testing.T) {
 	first := acquireToken(t, nil, s.Addr, "a")
 	before := statusVia(t, nil, s.Addr)
 	for _, id := range []string{"n2", "n1"} {
-		a := newAttacker(t, listenStream(t, nil), id)
-		for i, err := range a.all(s.PeerAddr, before.Term) {
-			if err == nil {
-				t.Errorf("forged RPC %d as %s: accepted, want the connection refused", i, id)
-			}
-		}
+		newAttacker(t, listenStream(t, nil), id).mustFail(t, s.PeerAddr, before.Term, "as "+id)
 	}
-	after := statusVia(t, nil, s.Addr)
-	if after.Leader != before.Leader || after.Term != before.Term {
-		t.Fatalf("after the forged RPCs: leader %s term %d, was %s term %d", after.Leader, after.Term, before.Leader, before.Term)
-	}
+	unchanged(t, before, statusVia(t, nil, s.Addr))
 	if next := acquireToken(t, nil, s.Addr, "a"); next != first+1 {
 		t.Fatalf("token after the forged RPCs: %d, want %d", next, first+1)
 	}
@@ -271,17 +279,9 @@ func TestTLSCluster(t *testing.T) {
 		"node certificate of the cluster CA, no member":  {RootCAs: pool, ServerName: "localhost", Certificates: load(dir, "n9")},
 	}
 	for name, cfg := range attacks {
-		a := newAttacker(t, listenStream(t, cfg), "n2")
-		for i, err := range a.all(leader.PeerAddr, before.Term) {
-			if err == nil {
-				t.Errorf("%s: forged RPC %d accepted, want it refused", name, i)
-			}
-		}
+		newAttacker(t, listenStream(t, cfg), "n2").mustFail(t, leader.PeerAddr, before.Term, name)
 	}
-	after := statusVia(t, env, leader.Addr)
-	if after.Leader != before.Leader || after.Term != before.Term {
-		t.Fatalf("after the forged RPCs: leader %s term %d, was %s term %d", after.Leader, after.Term, before.Leader, before.Term)
-	}
+	unchanged(t, before, statusVia(t, env, leader.Addr))
 
 	leader.Kill()
 	var survivors []string
