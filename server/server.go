@@ -113,6 +113,8 @@ func Start(cfg Config) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		// Failed TLS handshakes and the like, in the server's log.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	s.http.Protocols.SetHTTP1(true)
 	if s.apiTLS != nil {
