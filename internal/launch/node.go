@@ -133,11 +133,13 @@ func (n Node) WaitReady(ctx context.Context, d time.Duration) error {
 	if err != nil {
 		return err
 	}
+	if hc != http.DefaultClient {
+		defer hc.CloseIdleConnections()
+	}
 	return waitReady(ctx, hc, base, d)
 }
 
 func waitReady(ctx context.Context, hc *http.Client, base string, d time.Duration) error {
-	addr := base
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
@@ -152,5 +154,5 @@ func waitReady(ctx context.Context, hc *http.Client, base string, d time.Duratio
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("server at %s not ready after %v", addr, d)
+	return fmt.Errorf("server at %s not ready after %v", base, d)
 }
