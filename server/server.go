@@ -42,7 +42,8 @@ type Server struct {
 	http    *http.Server
 	// apiTLS is the API's TLS identity; nil without TLS.
 	apiTLS *tlsfiles.Reloader
-	// members calls other members' APIs (status probes).
+	// members calls other members' APIs: registration with the leader,
+	// status probes.
 	members *http.Client
 
 	// serving is the term this node leads in once its takeover finished
