@@ -413,3 +413,36 @@ func TestServe_LoopbackUnlessInsecureListenAny(t *testing.T) {
 		t.Fatalf("no warning about the open API:\n%s", log)
 	}
 }
+
+// With mutual TLS a node started with --join is let in once it is being
+// added: it catches up, registers its API and serves through forwarding.
+func TestTLS_JoinNode(t *testing.T) {
+	addrs := proctest.FreeAddrs(t, 4)
+	nodes := []launch.Node{
+		{ID: "n1", Addr: addrs[0], PeerAddr: addrs[1], DataDir: t.TempDir()},
+		{ID: "n2", Addr: addrs[2], PeerAddr: addrs[3], DataDir: t.TempDir()},
+	}
+	dir := t.TempDir()
+	if err := launch.IssueCerts(dir, nodes); err != nil {
+		t.Fatal(err)
+	}
+	servers := make([]*proctest.Server, 2)
+	for i, n := range nodes {
+		servers[i] = &proctest.Server{NodeID: n.ID, Addr: n.Addr, PeerAddr: n.PeerAddr, DataDir: n.DataDir, CertsDir: dir, Args: append([]string{}, proctest.ClusterTiming...)}
+		servers[i].Init(t)
+		t.Cleanup(servers[i].Kill)
+	}
+	servers[1].Args = append(servers[1].Args, "--join")
+	servers[0].Start()
+	servers[1].StartNoWait()
+
+	env := []string{"FENCED_CA=" + filepath.Join(dir, tlsfiles.CACertFile)}
+	if out, errOut, code := runFencedEnv(t, env, "cluster", "add", "n2", nodes[1].PeerAddr, "--endpoints", nodes[0].Addr); code != 0 {
+		t.Fatalf("cluster add n2: exit %d %q %s", code, out, errOut)
+	}
+	_, followers := leaderOfEnv(t, env, servers)
+	if len(followers) != 1 || followers[0].NodeID != "n2" {
+		t.Fatalf("followers %v, want n2", followers)
+	}
+	acquireToken(t, env, nodes[1].Addr, "through-n2")
+}
