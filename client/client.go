@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -42,7 +43,10 @@ type Client struct {
 	httpClient *http.Client
 	// ownTransport is the transport New built; nil when the caller brought
 	// an HTTP client, in which case the SDK never closes its connections.
-	ownTransport   *http.Transport
+	ownTransport *http.Transport
+	// tls is WithTLS's config, never modified: every transport the Client
+	// builds gets a copy of its own.
+	tls            *tls.Config
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -134,12 +138,13 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		log:            o.log,
 		clock:          newClock(o.clock),
 		requestTimeout: o.requestTimeout,
+		tls:            o.tls,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.httpClient == nil {
-		c.ownTransport = newTransport(o.tls)
+		c.ownTransport = newTransport(c.tls)
 		c.httpClient = &http.Client{Transport: c.ownTransport}
 	}
 	for _, ep := range endpoints {
@@ -207,8 +212,13 @@ func (c *Client) goRun(f func()) bool {
 // https:// ones, and closes a connection whose peer stopped answering pings.
 func newTransport(tc *tls.Config) *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
-	// Each transport gets a copy: setting up HTTP/2 writes to the config.
-	t := &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc.Clone()}
+	// Each transport gets a copy of its own, NextProtos included: setting
+	// up HTTP/2 writes to the config.
+	if tc != nil {
+		tc = tc.Clone()
+		tc.NextProtos = slices.Clone(tc.NextProtos)
+	}
+	t := &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.Protocols.SetHTTP2(true)

@@ -383,7 +383,7 @@ func (k *keeper) openLocked() *kaStream {
 	hc := k.c.httpClient
 	var tr *http.Transport
 	if k.c.ownTransport != nil {
-		tr = newTransport(k.c.ownTransport.TLSClientConfig)
+		tr = newTransport(k.c.tls)
 		hc = &http.Client{Transport: tr}
 	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
