@@ -115,7 +115,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 
 	var peerTLS *tlsfiles.Reloader
 	if cfg.PeerTLS.Enabled() {
-		if peerTLS, err = tlsfiles.Load(cfg.PeerTLS); err != nil {
+		if peerTLS, err = tlsfiles.LoadNode(cfg.PeerTLS, cfg.NodeID); err != nil {
 			return fail(fmt.Errorf("peer TLS: %w", err))
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync/atomic"
 )
 
@@ -58,13 +59,27 @@ type loaded struct {
 // leaves established ones alone.
 type Reloader struct {
 	files Files
-	cur   atomic.Pointer[loaded]
+	// node, when set, is the node id the certificate must name (LoadNode).
+	node string
+	cur  atomic.Pointer[loaded]
 }
 
 // Load reads f (f.Cert and f.Key required; f.CA optional) and returns a
 // Reloader holding it.
 func Load(f Files) (*Reloader, error) {
 	r := &Reloader{files: f}
+	if err := r.Reload(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// LoadNode is Load for a node's peer identity: the certificate must be a
+// node certificate (server and client use) whose common name is id, now
+// and at every Reload, so that a node is never started, nor reloaded, with
+// another node's certificate.
+func LoadNode(f Files, id string) (*Reloader, error) {
+	r := &Reloader{files: f, node: id}
 	if err := r.Reload(); err != nil {
 		return nil, err
 	}
@@ -85,6 +100,11 @@ func (r *Reloader) Reload() error {
 	if err != nil {
 		return fmt.Errorf("tls: load %s and %s: %w", r.files.Cert, r.files.Key, err)
 	}
+	if r.node != "" {
+		if err := checkNodeCert(cert.Leaf, r.node); err != nil {
+			return fmt.Errorf("tls: %s: %w", r.files.Cert, err)
+		}
+	}
 	l := &loaded{cert: &cert}
 	if r.files.CA != "" {
 		if l.pool, err = LoadPool(r.files.CA); err != nil {
@@ -92,6 +112,17 @@ func (r *Reloader) Reload() error {
 		}
 	}
 	r.cur.Store(l)
+	return nil
+}
+
+// checkNodeCert checks that leaf is a node certificate naming id.
+func checkNodeCert(leaf *x509.Certificate, id string) error {
+	if leaf.Subject.CommonName != id {
+		return fmt.Errorf("the certificate names node %q, not this node %q (issue one with fenced certs issue --node %s)", leaf.Subject.CommonName, id, id)
+	}
+	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+		return fmt.Errorf("the certificate of %q is not a node certificate: it must allow both server and client use", id)
+	}
 	return nil
 }
 

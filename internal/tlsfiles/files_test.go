@@ -192,3 +192,33 @@ func TestFiles_Check(t *testing.T) {
 		t.Error("certificate without key accepted")
 	}
 }
+
+// A node's peer identity must be its own node certificate, at load and at
+// every reload.
+func TestLoadNode(t *testing.T) {
+	dir := newCA(t)
+	f := issue(t, dir, tlsfiles.Node, "n1")
+	if _, err := tlsfiles.LoadNode(f, "n2"); err == nil {
+		t.Error("n1's certificate loaded as n2's")
+	}
+	if _, err := tlsfiles.LoadNode(issue(t, dir, tlsfiles.Client, "n3"), "n3"); err == nil {
+		t.Error("a client certificate loaded as a node's")
+	}
+	r, err := tlsfiles.LoadNode(f, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := r.Certificate()
+	other := issue(t, dir, tlsfiles.Node, "n4")
+	for _, p := range [][2]string{{other.Cert, f.Cert}, {other.Key, f.Key}} {
+		if err := os.Rename(p[0], p[1]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Reload(); err == nil {
+		t.Error("reloaded n4's certificate as n1's")
+	}
+	if r.Certificate() != before {
+		t.Error("a refused reload changed the certificate")
+	}
+}
