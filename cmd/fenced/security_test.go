@@ -446,3 +446,30 @@ func TestTLS_JoinNode(t *testing.T) {
 	}
 	acquireToken(t, env, nodes[1].Addr, "through-n2")
 }
+
+// A node does not start with another node's peer certificate, nor with
+// half of a TLS identity.
+func TestServe_TLSFlagsChecked(t *testing.T) {
+	dir := t.TempDir()
+	addrs := proctest.FreeAddrs(t, 2)
+	nodes := []launch.Node{{ID: "n2", Addr: addrs[0], PeerAddr: addrs[1], DataDir: t.TempDir()}}
+	if err := launch.IssueCerts(dir, nodes); err != nil {
+		t.Fatal(err)
+	}
+	cert, key, ca := filepath.Join(dir, "n2.crt"), filepath.Join(dir, "n2.key"), filepath.Join(dir, tlsfiles.CACertFile)
+	base := []string{"serve", "--node-id", "n1", "--listen", addrs[0], "--peer-listen", addrs[1], "--data-dir", t.TempDir()}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--peer-cert", cert, "--peer-key", key, "--peer-ca", ca}, 1, `names node "n2", not this node "n1"`},
+		{[]string{"--peer-cert", cert, "--peer-key", key}, 2, "--peer-ca"},
+		{[]string{"--cert", cert}, 2, "--key"},
+	} {
+		_, errOut, code := runFenced(t, append(base, c.args...)...)
+		if code != c.code || !strings.Contains(errOut, c.want) {
+			t.Errorf("serve %v: exit %d %s, want %d naming %s", c.args, code, errOut, c.code, c.want)
+		}
+	}
+}
