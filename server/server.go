@@ -93,12 +93,11 @@ func Start(cfg Config) (*Server, error) {
 		}
 	}
 
-	if err := s.loadTLS(); err != nil {
-		return nil, err
-	}
-	s.members = &http.Client{Transport: s.memberTransport()}
-	ln, err := s.listen()
+	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	if ln, err = s.secure(ln); err != nil {
 		return nil, err
 	}
 	node, err := raftstore.Open(cfg.Raft, s.sm)
@@ -114,15 +113,9 @@ func Start(cfg Config) (*Server, error) {
 		ReadHeaderTimeout: 10 * time.Second,
 		Protocols:         new(http.Protocols),
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
-		// Failed TLS handshakes and the like, in the server's log.
-		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 	s.http.Protocols.SetHTTP1(true)
-	if s.apiTLS != nil {
-		s.http.Protocols.SetHTTP2(true)
-	} else {
-		s.http.Protocols.SetUnencryptedHTTP2(true)
-	}
+	s.setProtocols()
 
 	s.loops.Add(2)
 	go func() {

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -12,14 +13,22 @@ import (
 	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
-// listen opens the API listener on cfg.Listen: TLS with the reloadable
-// identity when Config.TLS names files, plain TCP otherwise. It is the one
-// place the API listener is built.
-func (s *Server) listen() (net.Listener, error) {
-	ln, err := net.Listen("tcp", s.cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w", s.cfg.Listen, err)
+// secure prepares the API for TLS when Config.TLS names files: it loads
+// the identity and wraps ln, the API listener, so that it serves TLS with
+// the identity loaded last. It also builds the client this node calls
+// other members with (TLS or not). On error ln is closed. It is the one
+// place TLS enters the API listener: a listener built another way (with
+// connection limits, say) is wrapped the same.
+func (s *Server) secure(ln net.Listener) (net.Listener, error) {
+	if s.cfg.TLS.Enabled() {
+		id, err := tlsfiles.Load(s.cfg.TLS)
+		if err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("API TLS: %w", err)
+		}
+		s.apiTLS = id
 	}
+	s.members = &http.Client{Transport: s.memberTransport()}
 	if s.apiTLS == nil {
 		return ln, nil
 	}
@@ -41,17 +50,16 @@ func (l tlsListener) Accept() (net.Conn, error) {
 	return tls.Server(c, l.id.ServerConfig()), nil
 }
 
-// loadTLS loads the API identity named by Config.TLS, if any.
-func (s *Server) loadTLS() error {
-	if !s.cfg.TLS.Enabled() {
-		return nil
+// setProtocols lets the API server speak HTTP/2 over TLS with TLS and
+// cleartext HTTP/2 (h2c) without, and logs what net/http reports (failed
+// TLS handshakes among it) in the server's log.
+func (s *Server) setProtocols() {
+	if s.apiTLS != nil {
+		s.http.Protocols.SetHTTP2(true)
+	} else {
+		s.http.Protocols.SetUnencryptedHTTP2(true)
 	}
-	id, err := tlsfiles.Load(s.cfg.TLS)
-	if err != nil {
-		return fmt.Errorf("API TLS: %w", err)
-	}
-	s.apiTLS = id
-	return nil
+	s.http.ErrorLog = slog.NewLogLogger(s.log.Handler(), slog.LevelWarn)
 }
 
 // ReloadTLS reads the API and peer certificate, key and CA files again.
