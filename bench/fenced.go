@@ -20,14 +20,15 @@ type Fenced struct {
 
 // NewFenced returns the System for the fenced cluster at endpoints
 // (host:port of its members), spreading lockers over connections clients
-// (1 is what an application would use).
-func NewFenced(endpoints []string, connections int) (*Fenced, error) {
+// (1 is what an application would use), each made with opts (TLS, for
+// instance).
+func NewFenced(endpoints []string, connections int, opts ...client.Option) (*Fenced, error) {
 	if connections < 1 || connections > 1024 {
 		return nil, fmt.Errorf("bench: %w: connections %d out of range; want 1–1024", fence.ErrInvalidArgument, connections)
 	}
 	f := &Fenced{}
 	for range connections {
-		c, err := client.New(endpoints)
+		c, err := client.New(endpoints, opts...)
 		if err != nil {
 			_ = f.Close()
 			return nil, err

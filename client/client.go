@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,7 +43,10 @@ type Client struct {
 	httpClient *http.Client
 	// ownTransport is the transport New built; nil when the caller brought
 	// an HTTP client, in which case the SDK never closes its connections.
-	ownTransport   *http.Transport
+	ownTransport *http.Transport
+	// tls is WithTLS's config, never modified: every transport the Client
+	// builds gets a copy of its own.
+	tls            *tls.Config
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -78,6 +83,7 @@ type options struct {
 	log            *slog.Logger
 	clock          fence.Clock
 	requestTimeout time.Duration
+	tls            *tls.Config // see WithTLS
 }
 
 // WithHTTPClient makes the Client send its calls through hc instead of the
@@ -137,16 +143,17 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		log:            o.log,
 		clock:          newClock(o.clock),
 		requestTimeout: o.requestTimeout,
+		tls:            o.tls,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	if c.httpClient == nil {
-		c.ownTransport = newTransport()
+		c.ownTransport = newTransport(c.tls)
 		c.httpClient = &http.Client{Transport: c.ownTransport}
 	}
 	for _, ep := range endpoints {
-		base, err := baseURL(ep)
+		base, err := baseURL(ep, o.tls != nil && o.httpClient == nil)
 		if err != nil {
 			return nil, err
 		}
@@ -208,9 +215,15 @@ func (c *Client) goRun(f func()) bool {
 // newTransport returns an HTTP/2 transport that speaks cleartext HTTP/2
 // (h2c, "prior knowledge") to http:// endpoints and HTTP/2 over TLS to
 // https:// ones, and closes a connection whose peer stopped answering pings.
-func newTransport() *http.Transport {
+func newTransport(tc *tls.Config) *http.Transport {
 	d := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 15 * time.Second}
-	t := &http.Transport{DialContext: d.DialContext}
+	// Each transport gets a copy of its own, NextProtos included: setting
+	// up HTTP/2 writes to the config.
+	if tc != nil {
+		tc = tc.Clone()
+		tc.NextProtos = slices.Clone(tc.NextProtos)
+	}
+	t := &http.Transport{DialContext: d.DialContext, TLSClientConfig: tc}
 	t.Protocols = new(http.Protocols)
 	t.Protocols.SetUnencryptedHTTP2(true)
 	t.Protocols.SetHTTP2(true)
@@ -218,11 +231,16 @@ func newTransport() *http.Transport {
 	return t
 }
 
-// baseURL turns an endpoint into the base URL of its API.
-func baseURL(ep string) (string, error) {
+// baseURL turns an endpoint into the base URL of its API: a bare
+// host:port is reached over https when secure, http otherwise.
+func baseURL(ep string, secure bool) (string, error) {
 	raw := ep
 	if !strings.Contains(raw, "://") {
-		raw = "http://" + raw
+		if secure {
+			raw = "https://" + raw
+		} else {
+			raw = "http://" + raw
+		}
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {

@@ -83,6 +83,11 @@
 // on the next endpoint. With WithHTTPClient, every stream and call uses
 // the given client and its transport decides the connections.
 //
+// Connections are cleartext HTTP/2 (h2c) unless WithTLS is given: then
+// HTTP/2 over TLS, verifying the servers against the config's RootCAs and
+// presenting its client certificate if it has one (LoadTLS reads them
+// from files).
+//
 // # Retries
 //
 // Every call that changes state carries an id the server de-duplicates: a

@@ -415,7 +415,7 @@ func (k *keeper) openLocked() *kaStream {
 	hc := k.c.httpClient
 	var tr *http.Transport
 	if k.c.ownTransport != nil {
-		tr = newTransport()
+		tr = newTransport(k.c.tls)
 		hc = &http.Client{Transport: tr}
 	}
 	ctx, cancel := context.WithCancel(k.c.ctx)

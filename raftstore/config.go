@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
 // Config configures a Node. Start from DefaultConfig; Validate explains any
@@ -46,6 +47,13 @@ type Config struct {
 	// ignored once the data dir has state, so a restarted member needs no
 	// flags beyond its addresses.
 	InitialCluster []Peer
+
+	// PeerTLS, when it names files, puts the peer port on mutual TLS: the
+	// node presents PeerTLS.Cert (a node certificate whose common name is
+	// NodeID) on its listener and when it dials, and accepts only peers
+	// presenting a node certificate of the CA in PeerTLS.CA that names a
+	// member. All three files are needed. Node.ReloadTLS reads them again.
+	PeerTLS TLSFiles
 
 	// Test holds the fault harness's hooks (a dial hook); they exist only
 	// in a test build (build tag fencedfaults).
@@ -125,6 +133,10 @@ type Config struct {
 	// a latency histogram.
 	OnApply func(d time.Duration, err error)
 }
+
+// TLSFiles names the PEM files of a TLS identity: certificate, key and
+// the CA the other side is verified against.
+type TLSFiles = tlsfiles.Files
 
 // Peer is a member of the Raft group: its node id and peer address.
 type Peer struct {
@@ -242,6 +254,10 @@ func (c Config) Validate() error {
 	}
 	if c.DiskStallTimeout < 0 {
 		bad("disk stall timeout is %v; want 0 (never give up) or more", c.DiskStallTimeout)
+	}
+
+	if err := c.PeerTLS.Check("peer-", true); err != nil {
+		errs = append(errs, err)
 	}
 
 	if len(c.InitialCluster) > 0 {

@@ -14,6 +14,13 @@
 // (fenced's server keeps its token reservation beside them, in
 // DataDir/token-reservation.)
 //
+// Every inbound Raft RPC passes a peer gate first: its sender must be a
+// member of the node's latest configuration (or a node it is adding), so
+// a single node accepts no peer at all. Without TLS the gate checks the
+// connection's source IP and the sender named in the RPC; with
+// Config.PeerTLS both directions use mutual TLS and a peer must present a
+// node certificate of the cluster CA naming a member (docs/design.md §10).
+//
 // Open starts a node; with Config.Bootstrap a fresh data dir becomes a
 // single-node cluster with this node as its only voter. A data dir that
 // already holds Raft state is never bootstrapped again.

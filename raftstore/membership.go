@@ -59,6 +59,9 @@ func (n *Node) AddVoter(ctx context.Context, id, addr string) error {
 			return fmt.Errorf("%w: peer address %s is already used by member %q", fence.ErrInvalidArgument, addr, m.ID)
 		}
 	}
+	// The new node may talk to this one from now on, before the
+	// configuration naming it is written.
+	defer n.gate.adding(id, addr)()
 	return n.changeMembers(ctx, "add member", func(timeout time.Duration) raft.Future {
 		return n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(addr), 0, timeout)
 	})

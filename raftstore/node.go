@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
 // Transport settings: connections pooled per peer and the I/O deadline of
@@ -26,10 +28,13 @@ type Node struct {
 	cfg    Config
 	logger *slog.Logger
 	raft   *raft.Raft
-	trans  *raft.NetworkTransport
-	logs   *logStore
-	lock   *dirLock
-	disk   *diskMonitor
+	trans  *gatedTransport
+	gate   *peerGate
+	// peerTLS is the peer port's identity; nil without TLS.
+	peerTLS *tlsfiles.Reloader
+	logs    *logStore
+	lock    *dirLock
+	disk    *diskMonitor
 
 	// mu guards closing, lead and known, and orders inflight.Add before
 	// inflight.Wait.
@@ -119,7 +124,14 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	}
 	fsm := &fsmAdapter{sm: sm, where: func(index uint64) string { return segmentFile(walDir, index) }}
 
-	trans, err := newTransport(cfg, hl.Named("transport"))
+	var peerTLS *tlsfiles.Reloader
+	if cfg.PeerTLS.Enabled() {
+		if peerTLS, err = tlsfiles.LoadNode(cfg.PeerTLS, cfg.NodeID); err != nil {
+			return fail(fmt.Errorf("peer TLS: %w", err))
+		}
+	}
+	gate := newPeerGate(cfg.NodeID, logger)
+	trans, err := newTransport(cfg, gate, peerTLS, hl.Named("transport"))
 	if err != nil {
 		return fail(fmt.Errorf("listen for raft peers on %s: %w", cfg.PeerListen, err))
 	}
@@ -175,12 +187,15 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		_ = r.Shutdown().Error()
 		return fail(fmt.Errorf("start raft in %s: %w", raftDir, err))
 	}
+	gate.raft.Store(r)
 
 	n := &Node{
 		cfg:       cfg,
 		logger:    logger,
 		raft:      r,
 		trans:     trans,
+		gate:      gate,
+		peerTLS:   peerTLS,
 		logs:      logs,
 		lock:      lock,
 		disk:      disk,
@@ -239,6 +254,17 @@ func (n *Node) ID() string { return n.cfg.NodeID }
 // Addr returns the address the Raft transport listens on and advertises:
 // Config.PeerListen with the port filled in when it was 0.
 func (n *Node) Addr() string { return string(n.trans.LocalAddr()) }
+
+// ReloadTLS reads the peer certificate, key and CA files again; new peer
+// connections use them, established ones are left alone. Without peer TLS
+// it does nothing. When the files do not load, the node keeps the identity
+// it had and the error says why.
+func (n *Node) ReloadTLS() error {
+	if n.peerTLS == nil {
+		return nil
+	}
+	return n.peerTLS.Reload()
+}
 
 // IsLeader reports whether this node is the leader now. The answer may be
 // stale by the time the caller acts on it; Propose checks again.

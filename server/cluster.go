@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -78,7 +77,7 @@ func (s *Server) probeMember(ctx context.Context, m *fencedv1.Member) (uint64, s
 	}
 	ctx, cancel := context.WithTimeout(ctx, memberProbeTimeout)
 	defer cancel()
-	c := fencedv1connect.NewClusterServiceClient(http.DefaultClient, "http://"+m.ApiAddr)
+	c := fencedv1connect.NewClusterServiceClient(s.members, s.memberURL(m.ApiAddr).String())
 	req := connect.NewRequest(&fencedv1.ClusterStatusRequest{})
 	req.Header().Set(HeaderLocal, "1")
 	req.Header().Set(headerProbe, "1")

@@ -25,6 +25,17 @@ type Config struct {
 	// Default: the bound Listen address (right when Listen names a
 	// specific host, as on loopback).
 	AdvertiseAddr string
+	// TLS, when it names a certificate and key, serves the API over TLS
+	// (HTTP/2 or HTTP/1.1). With a CA file too, a client may present a
+	// certificate, which must then verify against that CA. Members call
+	// each other's APIs (forwarding, status probes) over TLS as well,
+	// verifying the other's certificate against the CA and presenting
+	// their own. Server.ReloadTLS reads the files again.
+	TLS raftstore.TLSFiles
+	// InsecureListenAny allows serving the API or the peer port without
+	// TLS on an address other than loopback. Without it Validate refuses
+	// that; with it Start logs a warning saying what is open.
+	InsecureListenAny bool
 	// TokenFloor makes the cluster issue only tokens above it. It only ever
 	// raises the counter, so it is safe to pass on every start; it is meant
 	// for a fresh cluster replacing one whose tokens may still be in flight.
@@ -98,6 +109,17 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
+	if err := c.TLS.Check("", false); err != nil {
+		errs = append(errs, err)
+	}
+	if !c.InsecureListenAny {
+		if !c.TLS.Enabled() && !isLoopback(c.Listen) {
+			errs = append(errs, fmt.Errorf("listen address %s is not loopback and the API has no TLS: anyone who reaches it could call every API; give a certificate and key (fenced certs issue) or allow it in the clear with --insecure-listen-any", c.Listen))
+		}
+		if !c.Raft.PeerTLS.Enabled() && !isLoopback(c.Raft.PeerListen) {
+			errs = append(errs, fmt.Errorf("peer listen address %s is not loopback and the peer port has no TLS: a host that can send from a member's address could forge Raft messages; give a peer certificate, key and CA (fenced certs issue) or allow it in the clear with --insecure-listen-any", c.Raft.PeerListen))
+		}
+	}
 	if c.TokenFloor > fence.MaxToken {
 		errs = append(errs, fmt.Errorf("token floor %d is above the maximum token %d", uint64(c.TokenFloor), uint64(fence.MaxToken)))
 	}
@@ -118,4 +140,30 @@ func (c Config) Validate() error {
 		return nil
 	}
 	return fmt.Errorf("server: invalid config: %w", errors.Join(errs...))
+}
+
+// isLoopback reports whether addr (host:port) names a loopback host:
+// "localhost" or a loopback IP. An empty host or a wildcard listens on
+// every interface and is not loopback.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// warnInsecure logs what this server serves in the clear beyond loopback
+// (allowed by InsecureListenAny).
+func (c Config) warnInsecure(log *slog.Logger) {
+	if !c.TLS.Enabled() && !isLoopback(c.Listen) {
+		log.Warn("API served without TLS beyond loopback (--insecure-listen-any): anyone who reaches this address can call every API, cluster changes included, and read what it sends", "listen", c.Listen)
+	}
+	if !c.Raft.PeerTLS.Enabled() && !isLoopback(c.Raft.PeerListen) {
+		log.Warn("Raft peer port served without TLS beyond loopback (--insecure-listen-any): non-members are refused by source IP and the sender named in each RPC, but a host that can send from a member's IP and names that member is believed", "peer_listen", c.Raft.PeerListen)
+	}
 }

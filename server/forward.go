@@ -6,7 +6,6 @@ import (
 
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -60,15 +59,7 @@ func isAPI(path string) bool {
 // address, once, as a reverse proxy that streams both ways (keep-alive
 // streams included).
 func (s *Server) forwarding(local http.Handler) http.Handler {
-	transport := &http.Transport{
-		DialContext:     (&net.Dialer{Timeout: 2 * time.Second}).DialContext,
-		Protocols:       new(http.Protocols),
-		IdleConnTimeout: time.Minute,
-		// A leader that stopped answering (paused, cut off) is noticed
-		// by pings, not only when TCP gives up.
-		HTTP2: &http.HTTP2Config{SendPingTimeout: 5 * time.Second, PingTimeout: 5 * time.Second},
-	}
-	transport.Protocols.SetUnencryptedHTTP2(true)
+	transport := s.memberTransport()
 	proxy := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			target, _ := pr.In.Context().Value(leaderURLKey{}).(*url.URL)
@@ -202,7 +193,7 @@ func (s *Server) leaderURL() *url.URL {
 	if addr == "" {
 		return nil
 	}
-	return &url.URL{Scheme: "http", Host: addr}
+	return s.memberURL(addr)
 }
 
 // unavailable answers 503 in the Connect error format, which Connect,

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"net/http"
 
 	"crypto/rand"
 	"encoding/hex"
@@ -170,7 +169,7 @@ func (s *Server) registerWithLeader() {
 			}
 			if target := s.leaderURL(); target != nil {
 				ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
-				c := fencedv1connect.NewClusterServiceClient(http.DefaultClient, target.String())
+				c := fencedv1connect.NewClusterServiceClient(s.members, target.String())
 				_, err := c.RegisterNode(ctx, connect.NewRequest(&fencedv1.RegisterNodeRequest{Id: s.cfg.Raft.NodeID, ApiAddr: s.apiAddr()}))
 				cancel()
 				if err == nil {

@@ -17,6 +17,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 	"github.com/fenced-dev/fenced/raftstore"
@@ -47,6 +48,11 @@ type Server struct {
 
 	limitMetrics *limitMetrics
 	sessionRate  *rateLimiter // session creations per source
+	// apiTLS is the API's TLS identity; nil without TLS.
+	apiTLS *tlsfiles.Reloader
+	// members calls other members' APIs: registration with the leader,
+	// status probes.
+	members *http.Client
 
 	// serving is the term this node leads in once its takeover finished
 	// (barrier applied, leadership recorded, session deadlines restarted); 0 while it
@@ -75,6 +81,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Raft.Logger = log
 	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), revokes: newRevokePush(), done: make(chan struct{})}
 	s.faults.warn(log)
+	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
 	var obs events
@@ -105,6 +112,9 @@ func Start(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ln, err = s.secure(ln); err != nil {
+		return nil, err
+	}
 	node, err := raftstore.Open(cfg.Raft, s.sm)
 	if err != nil {
 		ln.Close()
@@ -121,7 +131,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	cfg.Limits.configureHTTP(s.http)
 	s.http.Protocols.SetHTTP1(true)
-	s.http.Protocols.SetUnencryptedHTTP2(true)
+	s.setProtocols()
 
 	go s.watchNode()
 	s.loops.Add(2)

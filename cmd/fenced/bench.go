@@ -68,7 +68,11 @@ serves other users only if a little extra load is acceptable.`,
 				}
 				defer stop()
 			}
-			sys, err := bench.NewFenced(eps, connections)
+			copts, err := cf.options()
+			if err != nil {
+				return err
+			}
+			sys, err := bench.NewFenced(eps, connections, copts...)
 			if err != nil {
 				return classify(err)
 			}

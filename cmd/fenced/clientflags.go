@@ -25,6 +25,8 @@ type clientFlags struct {
 	endpoints string
 	json      bool
 	timeout   time.Duration
+	// TLS: the CA servers are verified against, and a client certificate.
+	ca, cert, key string
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
@@ -35,6 +37,23 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.endpoints, "endpoints", def, "comma-separated server addresses (env FENCED_ENDPOINTS)")
 	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON (tokens and session ids as decimal strings)")
 	cmd.Flags().DurationVar(&f.timeout, "timeout", 10*time.Second, "how long to keep trying the endpoints (added to any --wait)")
+	cmd.Flags().StringVar(&f.ca, "ca", os.Getenv("FENCED_CA"), "talk TLS, verifying servers against this CA (PEM) (env FENCED_CA)")
+	cmd.Flags().StringVar(&f.cert, "cert", os.Getenv("FENCED_CERT"), "talk TLS, presenting this client certificate (PEM) (env FENCED_CERT)")
+	cmd.Flags().StringVar(&f.key, "key", os.Getenv("FENCED_KEY"), "private key of --cert (PEM) (env FENCED_KEY)")
+}
+
+// options returns the SDK options of the flags: TLS when --ca or --cert is
+// given. Its logs are discarded: the commands report errors themselves.
+func (f *clientFlags) options() ([]client.Option, error) {
+	opts := []client.Option{client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	if f.ca == "" && f.cert == "" && f.key == "" {
+		return opts, nil
+	}
+	tc, err := client.LoadTLS(f.ca, f.cert, f.key)
+	if err != nil {
+		return nil, usageError("--ca/--cert/--key: %v", err)
+	}
+	return append(opts, client.WithTLS(tc)), nil
 }
 
 // context bounds a command's requests by --timeout plus extra (its --wait).
@@ -56,8 +75,7 @@ func (f *clientFlags) endpointList() []string {
 // maxTimeout is the longest --timeout.
 const maxTimeout = 24 * time.Hour
 
-// client connects to the endpoints. Its logs are discarded: the commands
-// report errors themselves.
+// client connects to the endpoints.
 func (f *clientFlags) client() (*client.Client, error) {
 	eps := f.endpointList()
 	if len(eps) == 0 {
@@ -68,7 +86,11 @@ func (f *clientFlags) client() (*client.Client, error) {
 		// cannot overflow.
 		return nil, usageError("--timeout must be between 1ns and %v, got %v", maxTimeout, f.timeout)
 	}
-	c, err := client.New(eps, client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	c, err := client.New(eps, opts...)
 	if err != nil {
 		return nil, usageError("%v", err)
 	}

@@ -38,25 +38,7 @@ func statusOf(t *testing.T, endpoints string) clusterStatus {
 
 func leaderOf(t *testing.T, servers []*proctest.Server) (leader *proctest.Server, followers []*proctest.Server) {
 	t.Helper()
-	var st clusterStatus
-	eventually(t, "a leader with every member registered", 20*time.Second, func() bool {
-		st = statusOf(t, proctest.Endpoints(servers))
-		registered := 0
-		for _, m := range st.Members {
-			if m.APIAddr != "" {
-				registered++
-			}
-		}
-		return st.Leader != "" && registered == len(servers)
-	})
-	for _, s := range servers {
-		if s.NodeID == st.Leader {
-			leader = s
-		} else {
-			followers = append(followers, s)
-		}
-	}
-	return leader, followers
+	return leaderOfEnv(t, nil, servers)
 }
 
 // A follower forwards writes and reads to the leader; cluster status

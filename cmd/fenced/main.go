@@ -16,6 +16,8 @@
 //	fenced cluster transfer-leader [ID]   hand leadership to ID, or to any other member
 //	fenced check                          run the fault harness against a real cluster
 //	fenced bench                          measure lock throughput and latency
+//	fenced certs init                     create a CA in ./fenced-certs
+//	fenced certs issue --node ID          issue a node (or --client NAME) certificate
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock).

@@ -2,7 +2,6 @@ package main_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os"
@@ -159,17 +158,7 @@ func (f *fencedCmd) wait(t *testing.T, d time.Duration) int {
 // runFenced runs a fenced client command to completion.
 func runFenced(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, proctest.Binary(t), args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code = cmd.ProcessState.ExitCode()
-	if err != nil && code < 0 {
-		t.Fatalf("fenced %v: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return runFencedEnv(t, nil, args...)
 }
 
 func signalGroup(t *testing.T, pgid int, sig syscall.Signal) {

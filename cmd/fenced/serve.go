@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -26,7 +28,13 @@ func newServeCommand() *cobra.Command {
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
 		Long: `Run a fenced server. With no flags it bootstraps (or reopens) a single-node
 cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
-127.0.0.1:7701. SIGTERM or SIGINT shuts it down gracefully.`,
+127.0.0.1:7701. SIGTERM or SIGINT shuts it down gracefully.
+
+Without TLS it serves loopback addresses only, unless --insecure-listen-any
+is given. --cert/--key serve the API over TLS; --peer-cert/--peer-key/
+--peer-ca put the peer port on mutual TLS. SIGHUP reloads the certificate
+files. Whether TLS is on or off, the peer port refuses Raft messages from
+anyone who is not a member.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var level slog.Level
@@ -98,6 +106,13 @@ cluster in ./fenced-data, serves the API on 127.0.0.1:7700 and Raft on
 	f.MarkHidden("test-event-log")
 	addFaultFlags(f, &cfg)
 	addLimitFlags(f, &cfg.Limits)
+	f.StringVar(&cfg.TLS.Cert, "cert", "", "serve the API over TLS with this certificate (PEM; see fenced certs issue --node); SIGHUP reloads it")
+	f.StringVar(&cfg.TLS.Key, "key", "", "private key of --cert (PEM)")
+	f.StringVar(&cfg.TLS.CA, "ca", "", "CA (PEM) that client certificates and other members' API certificates are verified against")
+	f.StringVar(&cfg.Raft.PeerTLS.Cert, "peer-cert", "", "mutual TLS on the peer port with this node certificate (PEM, common name = --node-id); SIGHUP reloads it")
+	f.StringVar(&cfg.Raft.PeerTLS.Key, "peer-key", "", "private key of --peer-cert (PEM)")
+	f.StringVar(&cfg.Raft.PeerTLS.CA, "peer-ca", "", "cluster CA (PEM): only peers with a node certificate it signed, naming a member, are accepted")
+	f.BoolVar(&cfg.InsecureListenAny, "insecure-listen-any", false, "allow --listen or --peer-listen beyond loopback without TLS (logged as a warning)")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
@@ -112,19 +127,33 @@ func serve(ctx context.Context, cfg server.Config) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "fenced: serving on %s (peer %s, data %s)\n", srv.Addr(), srv.PeerAddr(), cfg.Raft.DataDir)
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var failed error
-	select {
-	case <-ctx.Done():
-	case <-srv.Failed():
-		failed = srv.Err()
-		cfg.Logger.Error("fenced: giving up on the data dir; shutting down to exit with status 1", "err", failed)
-	case <-srv.Done():
-		// Stopped on its own: a log entry that does not decode, a token
-		// reservation that could not be recorded.
-		if err := srv.Err(); err != nil {
-			return err
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-hup:
+			if err := srv.ReloadTLS(); err != nil {
+				cfg.Logger.Error("TLS reload failed; keeping the certificates loaded before", "err", err)
+			} else {
+				cfg.Logger.Info("TLS certificates reloaded (SIGHUP); new connections use them")
+			}
+		case <-srv.Failed():
+			failed = srv.Err()
+			cfg.Logger.Error("fenced: giving up on the data dir; shutting down to exit with status 1", "err", failed)
+			break wait
+		case <-srv.Done():
+			// Stopped on its own: a log entry that does not decode, a token
+			// reservation that could not be recorded.
+			if err := srv.Err(); err != nil {
+				return err
+			}
+			return nil
 		}
-		return nil
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()

@@ -2,11 +2,15 @@ package launch
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
 // Timing are the Raft timings of a cluster on a loaded machine: elections
@@ -20,6 +24,10 @@ type Node struct {
 	Addr     string // API address
 	PeerAddr string // Raft address
 	DataDir  string
+	// CertsDir, when set, is a `fenced certs` directory holding the CA and
+	// a node certificate for ID (see IssueCerts): the node serves its API
+	// over TLS and its peer port on mutual TLS with them.
+	CertsDir string
 }
 
 // ServeArgs returns the arguments of `fenced serve` for n, to which the
@@ -29,7 +37,47 @@ func (n Node) ServeArgs() []string {
 	if n.ID != "" {
 		args = append(args, "--node-id", n.ID)
 	}
+	if n.CertsDir != "" {
+		ca, cert, key := n.tlsFiles()
+		args = append(args, "--cert", cert, "--key", key, "--ca", ca, "--peer-cert", cert, "--peer-key", key, "--peer-ca", ca)
+	}
 	return args
+}
+
+// tlsFiles are the CA, certificate and key of n in n.CertsDir.
+func (n Node) tlsFiles() (ca, cert, key string) {
+	return filepath.Join(n.CertsDir, tlsfiles.CACertFile), filepath.Join(n.CertsDir, n.ID+".crt"), filepath.Join(n.CertsDir, n.ID+".key")
+}
+
+// IssueCerts creates a CA in dir and a node certificate for each of nodes,
+// and sets their CertsDir to dir.
+func IssueCerts(dir string, nodes []Node) error {
+	if _, err := tlsfiles.InitCA(dir, 24*time.Hour); err != nil {
+		return err
+	}
+	for i := range nodes {
+		if _, _, err := tlsfiles.Issue(dir, tlsfiles.Node, nodes[i].ID, nil, 24*time.Hour); err != nil {
+			return err
+		}
+		nodes[i].CertsDir = dir
+	}
+	return nil
+}
+
+// HTTPClient returns a client for n's API: one that verifies the node's
+// certificate against the CA of n.CertsDir, or http.DefaultClient without
+// TLS; and the base URL of the API.
+func (n Node) HTTPClient() (*http.Client, string, error) {
+	if n.CertsDir == "" {
+		return http.DefaultClient, "http://" + n.Addr, nil
+	}
+	ca, _, _ := n.tlsFiles()
+	pool, err := tlsfiles.LoadPool(ca)
+	if err != nil {
+		return nil, "", err
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	return &http.Client{Transport: tr}, "https://" + n.Addr, nil
 }
 
 // Plan names n nodes n1..nN, gives each two free loopback addresses and
@@ -75,12 +123,29 @@ func FreeAddrs(n int) ([]string, error) {
 // WaitReady waits up to d until the server at addr answers /readyz with
 // 200 (it can serve writes).
 func WaitReady(ctx context.Context, addr string, d time.Duration) error {
+	return waitReady(ctx, http.DefaultClient, "http://"+addr, d)
+}
+
+// WaitReady waits up to d until n answers /readyz with 200, over TLS when
+// n has certificates.
+func (n Node) WaitReady(ctx context.Context, d time.Duration) error {
+	hc, base, err := n.HTTPClient()
+	if err != nil {
+		return err
+	}
+	if hc != http.DefaultClient {
+		defer hc.CloseIdleConnections()
+	}
+	return waitReady(ctx, hc, base, d)
+}
+
+func waitReady(ctx context.Context, hc *http.Client, base string, d time.Duration) error {
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		resp, err := http.Get("http://" + addr + "/readyz")
+		resp, err := hc.Get(base + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
@@ -89,5 +154,5 @@ func WaitReady(ctx context.Context, addr string, d time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	return fmt.Errorf("server at %s not ready after %v", addr, d)
+	return fmt.Errorf("server at %s not ready after %v", base, d)
 }

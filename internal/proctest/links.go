@@ -17,7 +17,7 @@ type Links struct {
 // test build (FaultBinary): the dial hook exists only there.
 func StartClusterWithLinks(t testing.TB, n int, extra ...string) ([]*Server, *Links) {
 	t.Helper()
-	servers, links := startCluster(t, n, true, extra)
+	servers, links := startCluster(t, n, true, "", extra)
 	return servers, &Links{links: links}
 }
 

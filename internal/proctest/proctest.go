@@ -7,6 +7,7 @@ package proctest
 
 import (
 	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -108,6 +109,7 @@ type Server struct {
 	// Credential, if set, runs the process as that user (the test must run
 	// as root); the data dir must be theirs.
 	Credential *syscall.Credential
+	CertsDir   string // TLS on the API and peer port with NodeID's certificate here (launch.IssueCerts)
 
 	t    testing.TB
 	mu   sync.Mutex
@@ -136,13 +138,31 @@ func (s *Server) Init(t testing.TB) { s.t = t }
 func (s *Server) Start() {
 	s.t.Helper()
 	s.StartNoWait()
-	testserver.WaitReady(s.t, s.Addr)
+	s.WaitReady()
+}
+
+// WaitReady waits until the server can serve writes (over TLS when it has
+// certificates), failing the test after 20s.
+func (s *Server) WaitReady() {
+	s.t.Helper()
+	if s.CertsDir == "" {
+		testserver.WaitReady(s.t, s.Addr)
+		return
+	}
+	if err := s.node().WaitReady(context.Background(), 20*time.Second); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// node is s as internal/launch describes it.
+func (s *Server) node() launch.Node {
+	return launch.Node{ID: s.NodeID, Addr: s.Addr, PeerAddr: s.PeerAddr, DataDir: s.DataDir, CertsDir: s.CertsDir}
 }
 
 // StartNoWait (re)starts the process without waiting for it to be ready.
 func (s *Server) StartNoWait() {
 	s.t.Helper()
-	n := launch.Node{ID: s.NodeID, Addr: s.Addr, PeerAddr: s.PeerAddr, DataDir: s.DataDir}
+	n := s.node()
 	bin := Binary(s.t)
 	if s.Faults {
 		bin = FaultBinary(s.t)
@@ -211,17 +231,33 @@ var ClusterTiming = launch.Timing
 // is ready. extra flags go to every member.
 func StartCluster(t testing.TB, n int, extra ...string) []*Server {
 	t.Helper()
-	servers, _ := startCluster(t, n, false, extra)
+	servers, _ := startCluster(t, n, false, "", extra)
 	return servers
 }
 
+// StartClusterTLS starts a cluster like StartCluster with TLS on every
+// member's API and mutual TLS on the peer ports, from a CA and node
+// certificates made in a temporary directory, which it returns.
+func StartClusterTLS(t testing.TB, n int, extra ...string) ([]*Server, string) {
+	t.Helper()
+	dir := t.TempDir()
+	servers, _ := startCluster(t, n, false, dir, extra)
+	return servers, dir
+}
+
 // startCluster starts a cluster of n, with a proxy on every directed peer
-// link when withLinks is set.
-func startCluster(t testing.TB, n int, withLinks bool, extra []string) ([]*Server, *launch.Links) {
+// link when withLinks is set and with TLS certificates made in certsDir
+// when it is not empty.
+func startCluster(t testing.TB, n int, withLinks bool, certsDir string, extra []string) ([]*Server, *launch.Links) {
 	t.Helper()
 	nodes, err := launch.Plan(n, func(string) string { return t.TempDir() })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if certsDir != "" {
+		if err := launch.IssueCerts(certsDir, nodes); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var links *launch.Links
 	if withLinks {
@@ -233,7 +269,7 @@ func startCluster(t testing.TB, n int, withLinks bool, extra []string) ([]*Serve
 	initial := launch.InitialCluster(nodes)
 	servers := make([]*Server, n)
 	for i, nd := range nodes {
-		s := &Server{NodeID: nd.ID, Addr: nd.Addr, PeerAddr: nd.PeerAddr, DataDir: nd.DataDir, t: t}
+		s := &Server{NodeID: nd.ID, Addr: nd.Addr, PeerAddr: nd.PeerAddr, DataDir: nd.DataDir, CertsDir: nd.CertsDir, t: t}
 		s.Args = append(append([]string{"--initial-cluster", initial}, ClusterTiming...), extra...)
 		if links != nil {
 			s.Env, s.Faults = links.Env(i), true
@@ -243,7 +279,7 @@ func startCluster(t testing.TB, n int, withLinks bool, extra []string) ([]*Serve
 		servers[i] = s
 	}
 	for _, s := range servers {
-		testserver.WaitReady(t, s.Addr)
+		s.WaitReady()
 	}
 	return servers, links
 }
