@@ -38,7 +38,7 @@ func grantedLocks(t *testing.T, srv *proctest.Server, n int) (session uint64, to
 	session = created.Msg.Session
 	locks := fencedv1connect.NewLockServiceClient(http.DefaultClient, base)
 	for i := range n {
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Seq: uint64(i + 1)}))
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: created.Msg.Secret, Seq: uint64(i + 1)}))
 		if err != nil {
 			t.Fatalf("Acquire l%d: %v", i, err)
 		}
@@ -258,7 +258,7 @@ func TestServe_TornTailLosesNothingAcknowledged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i, want := range tokens {
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Seq: uint64(i + 1)}))
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: created.Msg.Secret, Seq: uint64(i + 1)}))
 		if err != nil {
 			t.Fatalf("retry acquire l%d: %v\n%s", i, err, srv.Log())
 		}
