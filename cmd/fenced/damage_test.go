@@ -26,7 +26,7 @@ import (
 
 // grantedLocks holds locks l0..l(n-1) for one long session, one request
 // each (so one log entry each), and returns the session and the tokens.
-func grantedLocks(t *testing.T, srv *proctest.Server, n int) (session uint64, tokens []uint64) {
+func grantedLocks(t *testing.T, srv *proctest.Server, n int) (session uint64, secret string, tokens []uint64) {
 	t.Helper()
 	base := "http://" + srv.Addr
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -35,16 +35,16 @@ func grantedLocks(t *testing.T, srv *proctest.Server, n int) (session uint64, to
 	if err != nil {
 		t.Fatalf("CreateSession: %v", err)
 	}
-	session = created.Msg.Session
+	session, secret = created.Msg.Session, created.Msg.Secret
 	locks := fencedv1connect.NewLockServiceClient(http.DefaultClient, base)
 	for i := range n {
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: created.Msg.Secret, Seq: uint64(i + 1)}))
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: secret, Seq: uint64(i + 1)}))
 		if err != nil {
 			t.Fatalf("Acquire l%d: %v", i, err)
 		}
 		tokens = append(tokens, resp.Msg.GetGrant().GetToken())
 	}
-	return session, tokens
+	return session, secret, tokens
 }
 
 // acquireToken takes a new lock with a per-grant session and returns its
@@ -208,7 +208,7 @@ func TestServe_LastBatchDamagedRefusesToStart(t *testing.T) {
 // client received is issued again.
 func TestServe_LastBatchDamagedNeverReissuesAToken(t *testing.T) {
 	srv := proctest.StartServer(t)
-	_, tokens := grantedLocks(t, srv, 5)
+	_, _, tokens := grantedLocks(t, srv, 5)
 	srv.Kill()
 	seg, _, _, entries := tailSegment(t, srv.DataDir)
 	f := entries[len(entries)-1]
@@ -231,7 +231,7 @@ func TestServe_LastBatchDamagedNeverReissuesAToken(t *testing.T) {
 // only that, and every acknowledged grant is still there.
 func TestServe_TornTailLosesNothingAcknowledged(t *testing.T) {
 	srv := proctest.StartServer(t)
-	session, tokens := grantedLocks(t, srv, 5)
+	session, secret, tokens := grantedLocks(t, srv, 5)
 	srv.Kill()
 	seg, buf, frames, entries := tailSegment(t, srv.DataDir)
 	last := frames[len(frames)-1]
@@ -258,7 +258,7 @@ func TestServe_TornTailLosesNothingAcknowledged(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	for i, want := range tokens {
-		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: created.Msg.Secret, Seq: uint64(i + 1)}))
+		resp, err := locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: fmt.Sprintf("l%d", i), Session: session, Secret: secret, Seq: uint64(i + 1)}))
 		if err != nil {
 			t.Fatalf("retry acquire l%d: %v\n%s", i, err, srv.Log())
 		}
