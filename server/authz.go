@@ -82,9 +82,12 @@ func (s *Server) authorize(ctx context.Context, procedure string, n need) error 
 		return nil
 	}
 	var err error
-	if n.anywhere {
+	switch {
+	case n.anywhere:
 		err = fmt.Errorf("%w: identity %q has no %q permission on any name (%s)", fence.ErrPermissionDenied, c.id.name, n.perm, procedure)
-	} else {
+	case n.name == "":
+		err = fmt.Errorf("%w: identity %q has no %q permission on every name: it needs a role granting %s with the prefix \"\" (%s)", fence.ErrPermissionDenied, c.id.name, n.perm, n.perm, procedure)
+	default:
 		err = fmt.Errorf("%w: identity %q has no %q permission on %q: it needs a role granting %s on a prefix of %q (the prefix \"\" covers every name) (%s)",
 			fence.ErrPermissionDenied, c.id.name, n.perm, n.name, n.perm, n.name, procedure)
 	}

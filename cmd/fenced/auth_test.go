@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/internal/proctest"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
 // newToken runs `fenced auth token`, appends its line to authFile and
@@ -134,4 +135,19 @@ func TestAuth_ReloadOnSIGHUP(t *testing.T) {
 		_, _, code := runFencedEnv(t, late, "status", "--endpoints", s.Addr)
 		return code == 0
 	})
+}
+
+// With TLS on the API (and --ca), members register with the leader by
+// their node certificates, and the CLI's token works over TLS.
+func TestAuthCluster_TLSRegistersByNodeCertificate(t *testing.T) {
+	dir := t.TempDir()
+	authFile := filepath.Join(dir, "auth.jsonl")
+	admin := newToken(t, authFile, "admin", "=admin,read,acquire,kv-write")
+	servers, certs := proctest.StartClusterTLS(t, 3, "--auth-file", authFile)
+	env := append(admin, "FENCED_CA="+filepath.Join(certs, tlsfiles.CACertFile))
+	// leaderOfEnv waits until every member registered its API address.
+	leader, _ := leaderOfEnv(t, env, servers)
+	if out, errOut, code := runFencedEnv(t, env[1:], "status", "--endpoints", leader.Addr); code == 0 || !strings.Contains(errOut, "unauthenticated") {
+		t.Fatalf("status over TLS without a token: exit %d %q %s", code, out, errOut)
+	}
 }
