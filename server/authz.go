@@ -175,6 +175,8 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 	e := auditEntry{Event: auditAdmin, Source: identityOf(ctx), Procedure: proc, Outcome: "ok"}
 	if c := callerOf(ctx); c != nil && c.id != nil {
 		e.Identity = c.id.name
+	} else if c != nil && c.certName != "" {
+		e.Identity = "certificate " + c.certName
 	}
 	switch m := msg.(type) {
 	case *fencedv1.RevokeRequest:
@@ -185,6 +187,8 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 		e.Target = m.Id
 	case *fencedv1.TransferLeaderRequest:
 		e.Target = m.Id
+	case *fencedv1.RegisterNodeRequest:
+		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
 	}
 	if err != nil {
 		e.Outcome = "failed: " + connect.CodeOf(err).String()
