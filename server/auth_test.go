@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -132,40 +131,6 @@ func startAuth(t *testing.T) (*testserver.Server, string, string) {
 	return srv, authFile, auditFile
 }
 
-// readAudit returns the entries of the audit log.
-func readAudit(t *testing.T, path string) []map[string]string {
-	t.Helper()
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []map[string]string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		var e map[string]string
-		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
-			t.Fatalf("audit line %q: %v", sc.Text(), err)
-		}
-		out = append(out, e)
-	}
-	return out
-}
-
-// hasAudit reports whether an entry has every field of want.
-func hasAudit(entries []map[string]string, want map[string]string) bool {
-	for _, e := range entries {
-		ok := true
-		for k, v := range want {
-			ok = ok && e[k] == v
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
 func TestAuth_UnauthenticatedAndWrongTokenRefused(t *testing.T) {
 	srv, _, auditFile := startAuth(t)
 	for name, token := range map[string]string{"no token": "", "wrong token": "not-a-token"} {
@@ -192,9 +157,8 @@ func TestAuth_UnauthenticatedAndWrongTokenRefused(t *testing.T) {
 	if len(st.Msg.Sessions) != 0 {
 		t.Fatalf("refused creates made sessions: %v", st.Msg.Sessions)
 	}
-	entries := readAudit(t, auditFile)
-	if !hasAudit(entries, map[string]string{"event": "authentication-failed", "procedure": fencedv1connect.SessionServiceCreateSessionProcedure, "outcome": "refused"}) {
-		t.Fatalf("audit log has no authentication failure: %v", entries)
+	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "authentication-failed", "procedure": fencedv1connect.SessionServiceCreateSessionProcedure, "outcome": "refused"}) {
+		t.Fatal("audit log has no authentication failure")
 	}
 }
 
@@ -251,7 +215,6 @@ func TestAuth_PrefixesAndPermissions(t *testing.T) {
 		t.Fatalf("admin revokes orders/1 (no --allow-revoke needed with an auth file): %v %v", rv, err)
 	}
 
-	entries := readAudit(t, auditFile)
 	for _, want := range []map[string]string{
 		{"event": "denied", "identity": "app", "target": "billing/x", "permission": "acquire", "outcome": "refused"},
 		{"event": "denied", "identity": "app", "procedure": fencedv1connect.LockServiceRevokeProcedure, "target": "orders/1"},
@@ -259,8 +222,8 @@ func TestAuth_PrefixesAndPermissions(t *testing.T) {
 		{"event": "admin", "identity": "admin", "procedure": fencedv1connect.LockServiceRevokeProcedure, "target": "orders/1", "outcome": "ok", "detail": "test"},
 		{"event": "admin", "identity": "admin", "procedure": fencedv1connect.ClusterServiceRemoveMemberProcedure, "target": "n9"},
 	} {
-		if !hasAudit(entries, want) {
-			t.Errorf("audit log has no entry %v in %v", want, entries)
+		if !testserver.AuditHas(t, auditFile, want) {
+			t.Errorf("audit log has no entry %v", want)
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/internal/proctest"
+	"github.com/fenced-dev/fenced/internal/testserver"
 	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
@@ -44,30 +44,6 @@ func newToken(t *testing.T, authFile, name string, roles ...string) []string {
 	return []string{"FENCED_TOKEN_FILE=" + tokenFile}
 }
 
-// auditHas reports whether the audit log has an entry with every field of
-// want.
-func auditHas(t *testing.T, path string, want map[string]string) bool {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		var e map[string]string
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			t.Fatalf("audit line %q: %v", line, err)
-		}
-		ok := true
-		for k, v := range want {
-			ok = ok && e[k] == v
-		}
-		if ok {
-			return true
-		}
-	}
-	return false
-}
-
 // A 3-node cluster with an auth file: members register (by their peer
 // host, without TLS) and probe each other with the caller's token; a
 // follower forwards the bearer token unchanged, and the leader checks the
@@ -94,7 +70,7 @@ func TestAuthCluster_ForwardingKeepsIdentity(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "permission denied") || !strings.Contains(errOut, `"billing/x"`) {
 		t.Fatalf("app acquires billing/x through a follower: exit %d %q %s", code, out, errOut)
 	}
-	if !auditHas(t, auditFile, map[string]string{"event": "denied", "identity": "app", "target": "billing/x", "node": leader.NodeID}) {
+	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "denied", "identity": "app", "target": "billing/x", "node": leader.NodeID}) {
 		t.Fatalf("the leader's audit entry of the forwarded denial is missing")
 	}
 	for _, args := range [][]string{{"cluster", "remove", followers[1].NodeID}, {"cluster", "transfer-leader"}, {"revoke", "orders/x", "--reason", "test"}} {
@@ -112,7 +88,7 @@ func TestAuthCluster_ForwardingKeepsIdentity(t *testing.T) {
 	if out, errOut, code := runFencedEnv(t, admin, "revoke", "orders/x", "--reason", "test", "--endpoints", via); code != 0 {
 		t.Fatalf("admin revokes through a follower: exit %d %q %s", code, out, errOut)
 	}
-	if !auditHas(t, auditFile, map[string]string{"event": "admin", "identity": "admin", "target": "orders/x", "outcome": "ok"}) {
+	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "admin", "identity": "admin", "target": "orders/x", "outcome": "ok"}) {
 		t.Fatalf("the admin's revoke is not in the audit log")
 	}
 }
