@@ -190,8 +190,9 @@ func (a *authenticator) authenticate(r *http.Request) (*identity, error) {
 	if len(h) == 0 {
 		return nil, errNoCredentials
 	}
-	token, ok := strings.CutPrefix(h[0], "Bearer ")
-	if len(h) > 1 || !ok || token == "" {
+	// The scheme is case-insensitive (RFC 9110 §11.1).
+	scheme, token, ok := strings.Cut(h[0], " ")
+	if len(h) > 1 || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, errors.New(`malformed credentials: want one header "Authorization: Bearer TOKEN"`)
 	}
 	id := (*a.table.Load())[TokenHash(token)]

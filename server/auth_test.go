@@ -133,7 +133,7 @@ func startAuth(t *testing.T) (*testserver.Server, string, string) {
 
 func TestAuth_UnauthenticatedAndWrongTokenRefused(t *testing.T) {
 	srv, _, auditFile := startAuth(t)
-	for name, token := range map[string]string{"no token": "", "wrong token": "not-a-token"} {
+	for name, token := range map[string]string{"no token": "", "wrong token": "not-a-token", "admin's token with a space": " " + adminToken} {
 		a := asIdentity(srv.Addr(), token)
 		_, err := a.sessions.CreateSession(context.Background(), connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 30000}))
 		if connect.CodeOf(err) != connect.CodeUnauthenticated {
@@ -142,6 +142,19 @@ func TestAuth_UnauthenticatedAndWrongTokenRefused(t *testing.T) {
 		_, err = a.locks.Status(context.Background(), connect.NewRequest(&fencedv1.StatusRequest{}))
 		if connect.CodeOf(err) != connect.CodeUnauthenticated {
 			t.Fatalf("%s: Status: %v, want Unauthenticated", name, err)
+		}
+	}
+	// The scheme is case-insensitive; a header sent twice is refused.
+	for _, h := range [][]string{{"bearer " + readerToken}, {"Bearer " + readerToken, "Bearer " + readerToken}} {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/v1/kv/orders/none", nil)
+		req.Header["Authorization"] = h
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if want := map[bool]int{true: http.StatusNotFound, false: http.StatusUnauthorized}[len(h) == 1]; resp.StatusCode != want {
+			t.Fatalf("Authorization %q: %d, want %d", h, resp.StatusCode, want)
 		}
 	}
 	// Health stays open.

@@ -61,10 +61,11 @@ type Config struct {
 	// DefaultLimits (DefaultConfig does); 0 turns a limit off.
 	Limits Limits
 	// AllowRevoke enables LockService.Revoke, an administrator's
-	// force-revoke of a lock. Off by default: the API has no identities
-	// yet, so while it is on anyone who can reach the API may revoke any
-	// holder. Give every member the same setting (a follower forwards the
-	// call to the leader, which decides).
+	// force-revoke of a lock, on a server without AuthFile: while it is
+	// on anyone who can reach the API may revoke any holder. With
+	// AuthFile, Revoke needs the admin permission on the name instead and
+	// AllowRevoke is not needed. Give every member the same setting (a
+	// follower forwards the call to the leader, which decides).
 	AllowRevoke bool
 	// AuthFile, when set, names the auth file (see AuthEntry): every API
 	// call must then carry "Authorization: Bearer TOKEN" of an identity in
