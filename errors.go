@@ -46,6 +46,11 @@ var (
 	// who alone was given the secret, may renew or close the session,
 	// release its locks or acquire on its behalf. Nothing was changed.
 	ErrNotOwner = errors.New("fence: not the session's owner")
+	// ErrPermissionDenied reports a call whose caller's identity has no
+	// role granting the permission the call needs on the name it is for
+	// (a server started with an auth file). Nothing was changed; the
+	// message names the identity, the permission and the name.
+	ErrPermissionDenied = errors.New("fence: permission denied")
 )
 
 // StaleTokenError is the error a guard returns when a presented token is

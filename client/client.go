@@ -46,7 +46,9 @@ type Client struct {
 	ownTransport *http.Transport
 	// tls is WithTLS's config, never modified: every transport the Client
 	// builds gets a copy of its own.
-	tls            *tls.Config
+	tls *tls.Config
+	// token is WithBearerToken's token; "" sends none.
+	token          string
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -84,6 +86,7 @@ type options struct {
 	clock          fence.Clock
 	requestTimeout time.Duration
 	tls            *tls.Config // see WithTLS
+	token          string      // see WithBearerToken
 }
 
 // WithHTTPClient makes the Client send its calls through hc instead of the
@@ -144,6 +147,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		clock:          newClock(o.clock),
 		requestTimeout: o.requestTimeout,
 		tls:            o.tls,
+		token:          o.token,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -152,6 +156,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		c.ownTransport = newTransport(c.tls)
 		c.httpClient = &http.Client{Transport: c.ownTransport}
 	}
+	c.httpClient = c.authorized(c.httpClient)
 	for _, ep := range endpoints {
 		base, err := baseURL(ep, o.tls != nil && o.httpClient == nil)
 		if err != nil {

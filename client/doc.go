@@ -86,7 +86,10 @@
 // Connections are cleartext HTTP/2 (h2c) unless WithTLS is given: then
 // HTTP/2 over TLS, verifying the servers against the config's RootCAs and
 // presenting its client certificate if it has one (LoadTLS reads them
-// from files).
+// from files). A server with an auth file needs a bearer token on every
+// call: WithBearerToken sends it; a call without it fails with
+// connect.CodeUnauthenticated, and a call its identity may not make with
+// an error wrapping fence.ErrPermissionDenied.
 //
 // # Retries
 //

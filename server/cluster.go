@@ -81,6 +81,10 @@ func (s *Server) probeMember(ctx context.Context, m *fencedv1.Member) (uint64, s
 	req := connect.NewRequest(&fencedv1.ClusterStatusRequest{})
 	req.Header().Set(HeaderLocal, "1")
 	req.Header().Set(headerProbe, "1")
+	// The member checks the caller's credentials itself.
+	if c := callerOf(ctx); c != nil && c.authorization != "" {
+		req.Header().Set("Authorization", c.authorization)
+	}
 	resp, err := c.Status(ctx, req)
 	if err != nil {
 		return 0, "unreachable"

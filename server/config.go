@@ -61,11 +61,21 @@ type Config struct {
 	// DefaultLimits (DefaultConfig does); 0 turns a limit off.
 	Limits Limits
 	// AllowRevoke enables LockService.Revoke, an administrator's
-	// force-revoke of a lock. Off by default: the API has no identities
-	// yet, so while it is on anyone who can reach the API may revoke any
-	// holder. Give every member the same setting (a follower forwards the
-	// call to the leader, which decides).
+	// force-revoke of a lock, on a server without AuthFile: while it is
+	// on anyone who can reach the API may revoke any holder. With
+	// AuthFile, Revoke needs the admin permission on the name instead and
+	// AllowRevoke is not needed. Give every member the same setting (a
+	// follower forwards the call to the leader, which decides).
 	AllowRevoke bool
+	// AuthFile, when set, names the auth file (see AuthEntry): every API
+	// call must then carry "Authorization: Bearer TOKEN" of an identity in
+	// it, and the identity's roles must grant the permission the call
+	// needs on its name (docs/design.md §10). Server.ReloadAuth reads it
+	// again. Without it the API is open to anyone who can reach it.
+	AuthFile string
+	// Audit configures the audit log of authentication failures, denials
+	// and admin actions; the zero value keeps none.
+	Audit AuditConfig
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its
@@ -111,6 +121,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.TLS.Check("", false); err != nil {
 		errs = append(errs, err)
+	}
+	if c.Audit.MaxBytes < 0 || c.Audit.Keep < 0 {
+		errs = append(errs, fmt.Errorf("audit log: rotation size %d and files kept %d must not be negative", c.Audit.MaxBytes, c.Audit.Keep))
 	}
 	if !c.InsecureListenAny {
 		if !c.TLS.Enabled() && !isLoopback(c.Listen) {

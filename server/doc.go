@@ -17,6 +17,12 @@
 // session creation rate (quota.go), and pages for the read calls that
 // could return the whole state (page.go). docs/design.md §6 lists them.
 //
+// With Config.AuthFile every API call needs a bearer token of an identity
+// in the file (auth.go), whose roles must grant the permission the call
+// needs on its name (authz.go: one table for the interceptor, the
+// Pipeline's calls and the kv's HTTP API); authentication failures,
+// denials and admin actions go to the audit log (audit.go).
+//
 // Each node records the end of the token reservation on its disk
 // (DataDir/token-reservation, reservation.go) before a token in it is
 // handed out, and a new leader restarts the counter above its recorded end,

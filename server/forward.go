@@ -199,9 +199,16 @@ func (s *Server) leaderURL() *url.URL {
 // unavailable answers 503 in the Connect error format, which Connect,
 // gRPC and HTTP clients all read as "unavailable, retry".
 func unavailable(w http.ResponseWriter, msg string) {
-	body, _ := json.Marshal(map[string]string{"code": "unavailable", "message": msg})
+	writeConnectError(w, http.StatusServiceUnavailable, "unavailable", msg)
+}
+
+// writeConnectError answers an error of code (Connect's name of it) in the
+// Connect error format with an HTTP status that gRPC and HTTP clients read
+// as the same code.
+func writeConnectError(w http.ResponseWriter, status int, code, msg string) {
+	body, _ := json.Marshal(map[string]string{"code": code, "message": msg})
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusServiceUnavailable)
+	w.WriteHeader(status)
 	w.Write(body)
 }
 

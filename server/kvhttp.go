@@ -31,6 +31,14 @@ func (s *Server) kvHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSONError(w, http.StatusBadRequest, fmt.Errorf("key: %w", err), nil)
 		return
 	}
+	n := need{perm: permKVWrite, name: key}
+	if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		n.perm = permRead
+	}
+	if err := s.authorize(r.Context(), r.Method+" /v1/kv/", n); err != nil {
+		writeJSONError(w, http.StatusForbidden, err, nil)
+		return
+	}
 	switch r.Method {
 	case http.MethodGet, http.MethodHead:
 		e := s.kvGet(key)

@@ -12,6 +12,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
 // maxPipelineInFlight bounds the calls one Pipeline stream may have in
@@ -154,6 +155,22 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 // run performs one call through the unary handler of its kind.
 func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fencedv1.PipelineResult {
 	id := call.GetId()
+	// The calls reach the handlers without the interceptor: each is
+	// authorized here, as its unary call would be.
+	var msg any
+	switch c := call.GetCall().(type) {
+	case *fencedv1.PipelineCall_Acquire:
+		msg = c.Acquire
+	case *fencedv1.PipelineCall_Release:
+		msg = c.Release
+	case *fencedv1.PipelineCall_KvPut:
+		msg = c.KvPut
+	}
+	if msg != nil {
+		if err := p.s.authorize(ctx, fencedv1connect.LockServicePipelineProcedure, needOf(msg)); err != nil {
+			return pipelineError(id, err)
+		}
+	}
 	switch c := call.GetCall().(type) {
 	case *fencedv1.PipelineCall_Acquire:
 		resp, err := p.locks.Acquire(ctx, connect.NewRequest(c.Acquire))

@@ -16,8 +16,9 @@ import (
 // maxRevokeReasonLen bounds the reason of a revocation (it is logged).
 const maxRevokeReasonLen = 1024
 
-// errRevokeDisabled refuses Revoke on a server without Config.AllowRevoke.
-var errRevokeDisabled = errors.New("force-revoke is disabled on this server; start every member with --allow-revoke to enable it (there are no administrator identities yet: while it is on, anyone who can reach the API may revoke)")
+// errRevokeDisabled refuses Revoke on a server with neither
+// Config.AllowRevoke nor Config.AuthFile.
+var errRevokeDisabled = errors.New("force-revoke is disabled on this server; start every member with --auth-file (then identities with admin on the name may revoke) or with --allow-revoke (then anyone who can reach the API may revoke)")
 
 // Revoke implements LockServiceHandler: an administrator's force-revoke.
 // The session holding the lock ends as if it expired (every grant and wait
@@ -26,7 +27,8 @@ var errRevokeDisabled = errors.New("force-revoke is disabled on this server; sta
 // logged at WARN with the lock, session, token, reason and caller.
 func (h *lockService) Revoke(ctx context.Context, req *connect.Request[fencedv1.RevokeRequest]) (*connect.Response[fencedv1.RevokeResponse], error) {
 	m := req.Msg
-	if !h.s.cfg.AllowRevoke {
+	// With an auth file, the interceptor has checked admin on the name.
+	if !h.s.cfg.AllowRevoke && h.s.auth == nil {
 		return nil, connect.NewError(connect.CodePermissionDenied, errRevokeDisabled)
 	}
 	if err := fence.ValidateName(m.Name); err != nil {

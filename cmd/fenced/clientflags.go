@@ -27,6 +27,8 @@ type clientFlags struct {
 	timeout   time.Duration
 	// TLS: the CA servers are verified against, and a client certificate.
 	ca, cert, key string
+	// tokenFile holds the bearer token (a server with --auth-file).
+	tokenFile string
 }
 
 func (f *clientFlags) register(cmd *cobra.Command) {
@@ -40,12 +42,37 @@ func (f *clientFlags) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.ca, "ca", os.Getenv("FENCED_CA"), "talk TLS, verifying servers against this CA (PEM) (env FENCED_CA)")
 	cmd.Flags().StringVar(&f.cert, "cert", os.Getenv("FENCED_CERT"), "talk TLS, presenting this client certificate (PEM) (env FENCED_CERT)")
 	cmd.Flags().StringVar(&f.key, "key", os.Getenv("FENCED_KEY"), "private key of --cert (PEM) (env FENCED_KEY)")
+	cmd.Flags().StringVar(&f.tokenFile, "token-file", os.Getenv("FENCED_TOKEN_FILE"), "send the bearer token in this file (fenced auth token --token-out) (env FENCED_TOKEN_FILE; or the token itself in FENCED_AUTH_TOKEN)")
 }
 
-// options returns the SDK options of the flags: TLS when --ca or --cert is
-// given. Its logs are discarded: the commands report errors themselves.
+// bearerToken returns the token of --token-file, or of FENCED_AUTH_TOKEN
+// when no file is given; "" when neither is.
+func (f *clientFlags) bearerToken() (string, error) {
+	if f.tokenFile == "" {
+		return strings.TrimSpace(os.Getenv("FENCED_AUTH_TOKEN")), nil
+	}
+	b, err := os.ReadFile(f.tokenFile)
+	if err != nil {
+		return "", usageError("--token-file: %v", err)
+	}
+	t := strings.TrimSpace(string(b))
+	if t == "" {
+		return "", usageError("--token-file %s is empty", f.tokenFile)
+	}
+	return t, nil
+}
+
+// options returns the SDK options of the flags: a bearer token when one is
+// given, TLS when --ca or --cert is. Its logs are discarded: the commands report errors themselves.
 func (f *clientFlags) options() ([]client.Option, error) {
 	opts := []client.Option{client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))}
+	token, err := f.bearerToken()
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		opts = append(opts, client.WithBearerToken(token))
+	}
 	if f.ca == "" && f.cert == "" && f.key == "" {
 		return opts, nil
 	}

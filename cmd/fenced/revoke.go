@@ -27,9 +27,10 @@ reason and the caller's address.
 Without --token, the current holder's token is read first and only that
 grant is revoked, so a retry never revokes the next holder.
 
-The server refuses it unless it was started with --allow-revoke: there are
-no administrator identities yet, so anyone who can reach the API of a
-server with --allow-revoke may revoke.
+A server with --auth-file takes it from identities with the admin
+permission on the name (--token-file). Without an auth file the server
+refuses it unless it was started with --allow-revoke, and then anyone who
+can reach its API may revoke.
 
 Exit status: 0 revoked, 3 nothing to revoke (the lock is free or held under
 another token), 2 usage, 1 other error.`,

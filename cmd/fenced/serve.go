@@ -34,7 +34,12 @@ Without TLS it serves loopback addresses only, unless --insecure-listen-any
 is given. --cert/--key serve the API over TLS; --peer-cert/--peer-key/
 --peer-ca put the peer port on mutual TLS. SIGHUP reloads the certificate
 files. Whether TLS is on or off, the peer port refuses Raft messages from
-anyone who is not a member.`,
+anyone who is not a member.
+
+--auth-file requires a bearer token on every API call and checks its
+identity's permissions on the call's name (fenced auth token makes tokens);
+SIGHUP reloads it too. Without it the API is open to anyone who can reach
+it. --audit-log records authentication failures, denials and admin actions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var level slog.Level
@@ -90,7 +95,11 @@ anyone who is not a member.`,
 	f.Uint64Var(&cfg.TokenReserveBlock, "token-reserve-block", cfg.TokenReserveBlock, "tokens reserved at a time: the end of each block is fsynced to DATA-DIR/token-reservation before its tokens are issued, and the counter restarts above it after a restart or leader change")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
-	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "enable \"fenced revoke\" (force-revoke of a lock's holder); there are no administrator identities yet, so while on, anyone who can reach the API may revoke")
+	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "without --auth-file: enable \"fenced revoke\" (force-revoke of a lock's holder) for anyone who can reach the API (with --auth-file, identities with admin on the name may revoke)")
+	f.StringVar(&cfg.AuthFile, "auth-file", "", "require a bearer token on every API call: identities, token hashes and roles, one JSON line each (fenced auth token prints them); SIGHUP reloads it. Without it the API is open to anyone who can reach it")
+	f.StringVar(&cfg.Audit.File, "audit-log", "", "append authentication failures, denials and admin actions to this file as JSON lines")
+	f.Int64Var(&cfg.Audit.MaxBytes, "audit-log-max-bytes", 64<<20, "rotate --audit-log when it would grow past this many bytes (FILE.1, FILE.2, ...); 0 never rotates")
+	f.IntVar(&cfg.Audit.Keep, "audit-log-keep", 5, "rotated audit log files to keep")
 	f.StringVar(&cfg.AdvertiseAddr, "advertise", "", "API address other members forward requests to (default: the --listen address)")
 	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing from the leader for this long starts an election")
 	f.DurationVar(&cfg.Raft.ElectionTimeout, "election-timeout", cfg.Raft.ElectionTimeout, "Raft election timeout")
@@ -141,6 +150,13 @@ wait:
 				cfg.Logger.Error("TLS reload failed; keeping the certificates loaded before", "err", err)
 			} else {
 				cfg.Logger.Info("TLS certificates reloaded (SIGHUP); new connections use them")
+			}
+			if cfg.AuthFile != "" {
+				if err := srv.ReloadAuth(); err != nil {
+					cfg.Logger.Error("auth file reload failed; keeping the identities loaded before", "err", err)
+				} else {
+					cfg.Logger.Info("auth file reloaded (SIGHUP)", "file", cfg.AuthFile)
+				}
 			}
 		case <-srv.Failed():
 			failed = srv.Err()

@@ -41,6 +41,7 @@ const (
 	ReasonNotLeader       = "not-leader"
 	ReasonLimitExceeded   = "limit-exceeded"
 	ReasonNotOwner        = "not-owner"
+	ReasonPermission      = "permission-denied"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -88,6 +89,7 @@ var kinds = []kind{
 	{fence.ErrNotLeader, CodeUnavailable, ReasonNotLeader, false},
 	{fence.ErrLimitExceeded, CodeResourceExhausted, ReasonLimitExceeded, false},
 	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
+	{fence.ErrPermissionDenied, CodePermissionDenied, ReasonPermission, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of

@@ -21,7 +21,7 @@ var sentinels = []error{
 	fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrStaleToken,
 	fence.ErrIssuerMismatch, fence.ErrSessionNotFound, fence.ErrNotGranted,
 	fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader, fence.ErrLimitExceeded,
-	fence.ErrVersionMismatch, fence.ErrNotOwner,
+	fence.ErrVersionMismatch, fence.ErrNotOwner, fence.ErrPermissionDenied,
 }
 
 // roundTrip encodes err, carries the rejection in HTTP headers as the

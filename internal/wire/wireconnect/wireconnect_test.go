@@ -40,7 +40,7 @@ func TestRoundTrip(t *testing.T) {
 	errs := map[string]error{"stale": stale, "version": version}
 	sentinels := []error{fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrStaleToken, fence.ErrIssuerMismatch,
 		fence.ErrSessionNotFound, fence.ErrNotGranted, fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader, fence.ErrLimitExceeded,
-		fence.ErrVersionMismatch, fence.ErrNotOwner}
+		fence.ErrVersionMismatch, fence.ErrNotOwner, fence.ErrPermissionDenied, fence.ErrPermissionDenied}
 	for i, s := range sentinels {
 		errs[fmt.Sprint("sentinel-", i)] = fmt.Errorf("%w: because", s)
 	}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+
+	"connectrpc.com/connect"
+
+	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+)
+
+// Authorization: which permission each call needs, on which name. needOf
+// is the one table; the interceptor applies it to every Connect call, and
+// the two paths that reach the handlers without it, the Pipeline's calls
+// and the kv's HTTP API, apply it too.
+
+// registerNodePath is the procedure members register their API address with.
+const registerNodePath = fencedv1connect.ClusterServiceRegisterNodeProcedure
+
+// need is what a call needs: perm on name, or, with anywhere, perm on
+// some prefix (session calls, which name no lock).
+type need struct {
+	perm     string
+	name     string
+	anywhere bool
+}
+
+// needOf returns what a request message needs. A message it does not know
+// needs admin on every name: a call added without an entry here is closed,
+// not open.
+func needOf(msg any) need {
+	switch m := msg.(type) {
+	case *fencedv1.CreateSessionRequest, *fencedv1.KeepAliveRequest, *fencedv1.CloseSessionRequest:
+		return need{perm: permAcquire, anywhere: true}
+	case *fencedv1.AcquireRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.ReleaseRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.VerifyRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.DescribeRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.ListRequest:
+		return need{perm: permRead, name: m.Prefix}
+	case *fencedv1.StatusRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.KVGetRequest:
+		return need{perm: permRead, name: m.Key}
+	case *fencedv1.KVPutRequest:
+		return need{perm: permKVWrite, name: m.Key}
+	case *fencedv1.KVDeleteRequest:
+		return need{perm: permKVWrite, name: m.Key}
+	case *fencedv1.RevokeRequest:
+		return need{perm: permAdmin, name: m.Name}
+	case *fencedv1.ClusterStatusRequest:
+		return need{perm: permRead}
+	default:
+		// AddMember, RemoveMember, TransferLeader and anything unknown.
+		return need{perm: permAdmin}
+	}
+}
+
+// authorize checks that the caller of ctx may do what n needs. It returns
+// nil without an auth file, and for calls made inside the server. A denial
+// wraps fence.ErrPermissionDenied and is audited.
+func (s *Server) authorize(ctx context.Context, procedure string, n need) error {
+	if s.auth == nil {
+		return nil
+	}
+	c := callerOf(ctx)
+	if c == nil || c.id == nil {
+		// The middleware lets only an uncredentialed RegisterNode through.
+		err := fmt.Errorf("%w: %s needs a bearer token", fence.ErrPermissionDenied, procedure)
+		s.audit.record(auditEntry{Event: auditDenied, Source: identityOf(ctx), Procedure: procedure, Target: n.name, Permission: n.perm, Outcome: "refused", Detail: err.Error()})
+		return err
+	}
+	if n.anywhere && c.id.allowsAnywhere(n.perm) || !n.anywhere && c.id.allows(n.perm, n.name) {
+		return nil
+	}
+	var err error
+	switch {
+	case n.anywhere:
+		err = fmt.Errorf("%w: identity %q has no %q permission on any name (%s)", fence.ErrPermissionDenied, c.id.name, n.perm, procedure)
+	case n.name == "":
+		err = fmt.Errorf("%w: identity %q has no %q permission on every name: it needs a role granting %s with the prefix \"\" (%s)", fence.ErrPermissionDenied, c.id.name, n.perm, n.perm, procedure)
+	default:
+		err = fmt.Errorf("%w: identity %q has no %q permission on %q: it needs a role granting %s on a prefix of %q (the prefix \"\" covers every name) (%s)",
+			fence.ErrPermissionDenied, c.id.name, n.perm, n.name, n.perm, n.name, procedure)
+	}
+	s.audit.record(auditEntry{Event: auditDenied, Identity: c.id.name, Source: identityOf(ctx), Procedure: procedure, Target: n.name, Permission: n.perm, Outcome: "refused", Detail: err.Error()})
+	return err
+}
+
+// authorizeRegister checks a RegisterNode: an identity with admin, or the
+// member itself, known by its node certificate (API TLS with a CA) or,
+// without TLS, by calling from the host of its peer address. Anything else
+// could redirect the writes followers forward.
+func (s *Server) authorizeRegister(ctx context.Context, peerAddr string, req *fencedv1.RegisterNodeRequest) error {
+	if s.auth == nil {
+		return nil
+	}
+	c := callerOf(ctx)
+	if c != nil && c.id != nil {
+		return s.authorize(ctx, registerNodePath, need{perm: permAdmin})
+	}
+	var ok bool
+	switch {
+	case c != nil && c.certName != "":
+		ok = c.certName == req.Id
+	case s.apiTLS == nil:
+		members, _ := s.node.Members()
+		for _, m := range members {
+			host, _, err := net.SplitHostPort(m.Addr)
+			ok = ok || m.ID == req.Id && err == nil && host == sourceOf(peerAddr)
+		}
+	}
+	if ok {
+		return nil
+	}
+	err := fmt.Errorf("%w: RegisterNode for %q is taken only from that member (its node certificate, or without TLS its peer host) or an identity with admin", fence.ErrPermissionDenied, req.Id)
+	s.audit.record(auditEntry{Event: auditDenied, Source: identityOf(ctx), Procedure: registerNodePath, Target: req.Id, Permission: permAdmin, Outcome: "refused", Detail: err.Error()})
+	return err
+}
+
+// authInterceptor authorizes every Connect call by needOf before its
+// handler runs, and audits the admin actions with their outcome.
+type authInterceptor struct{ s *Server }
+
+func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		proc := req.Spec().Procedure
+		msg := req.Any()
+		var err error
+		if r, ok := msg.(*fencedv1.RegisterNodeRequest); ok {
+			err = a.s.authorizeRegister(ctx, req.Peer().Addr, r)
+		} else {
+			err = a.s.authorize(ctx, proc, needOf(msg))
+		}
+		if err != nil {
+			return nil, toConnect(err)
+		}
+		resp, err := next(ctx, req)
+		if n := needOf(msg); n.perm == permAdmin {
+			a.s.auditAdmin(ctx, proc, msg, err)
+		}
+		return resp, err
+	}
+}
+
+func (a authInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+// WrapStreamingHandler authorizes the KeepAlive stream when it opens (it
+// renews sessions, which need acquire somewhere); the Pipeline's calls are
+// authorized one by one (pipeline.run).
+func (a authInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		proc := conn.Spec().Procedure
+		if proc == fencedv1connect.SessionServiceKeepAliveProcedure {
+			if err := a.s.authorize(ctx, proc, needOf(&fencedv1.KeepAliveRequest{})); err != nil {
+				return toConnect(err)
+			}
+		}
+		return next(ctx, conn)
+	}
+}
+
+// auditAdmin records an admin action (or a RegisterNode) and its outcome.
+func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error) {
+	e := auditEntry{Event: auditAdmin, Source: identityOf(ctx), Procedure: proc, Outcome: "ok"}
+	if c := callerOf(ctx); c != nil && c.id != nil {
+		e.Identity = c.id.name
+	} else if c != nil && c.certName != "" {
+		e.Identity = "certificate " + c.certName
+	}
+	switch m := msg.(type) {
+	case *fencedv1.RevokeRequest:
+		e.Target, e.Detail = m.Name, m.Reason
+	case *fencedv1.AddMemberRequest:
+		e.Target = m.Id
+	case *fencedv1.RemoveMemberRequest:
+		e.Target = m.Id
+	case *fencedv1.TransferLeaderRequest:
+		e.Target = m.Id
+	case *fencedv1.RegisterNodeRequest:
+		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
+	}
+	if err != nil {
+		e.Outcome = "failed: " + connect.CodeOf(err).String()
+		var ce *connect.Error
+		if errors.As(err, &ce) {
+			e.Detail = ce.Message()
+		}
+	}
+	s.audit.record(e)
+}
