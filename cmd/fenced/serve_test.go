@@ -19,7 +19,9 @@ import (
 )
 
 // tokenLog records every token a client was told it was granted, by the
-// phase it was acknowledged in.
+// phase its request was sent in: a request sent before the kill may be
+// acknowledged after it (its reply was already on its way), and belongs
+// with the grants made before the kill.
 type tokenLog struct {
 	mu     sync.Mutex
 	before []grant
@@ -35,10 +37,18 @@ type grant struct {
 	session uint64
 }
 
-func (l *tokenLog) add(g *fencedv1.Grant) {
+// current returns the phase a request sent now belongs to.
+func (l *tokenLog) current() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.phase == 0 {
+	return l.phase
+}
+
+// add records g, granted to a request sent in phase.
+func (l *tokenLog) add(phase int, g *fencedv1.Grant) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if phase == 0 {
 		l.before = append(l.before, grant{g.Token, g.Session})
 	} else {
 		l.after = append(l.after, grant{g.Token, g.Session})
@@ -78,6 +88,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 					session, secret = resp.Msg.Session, resp.Msg.Secret
 				}
 				seq++
+				phase := log.current()
 				rctx, rcancel := context.WithTimeout(ctx, time.Second)
 				resp, err := locks.Acquire(rctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, Session: session, Secret: secret, Seq: seq, WaitMs: 200}))
 				rcancel()
@@ -91,7 +102,7 @@ func TestServe_KillRestartTokensMonotonic(t *testing.T) {
 				if !resp.Msg.Granted {
 					continue
 				}
-				log.add(resp.Msg.Grant)
+				log.add(phase, resp.Msg.Grant)
 				seq++
 				rctx, rcancel = context.WithTimeout(ctx, time.Second)
 				locks.Release(rctx, connect.NewRequest(&fencedv1.ReleaseRequest{Name: name, Session: session, Secret: secret, Seq: seq}))
