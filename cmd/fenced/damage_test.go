@@ -293,7 +293,16 @@ func TestServe_SnapshotDamagedRefusesToStart(t *testing.T) {
 	var newestTerm, newestIndex, newestMs uint64
 	for _, st := range states {
 		var term, index, ms uint64
-		if _, err := fmt.Sscanf(filepath.Base(filepath.Dir(st)), "%d-%d-%d", &term, &index, &ms); err != nil {
+		dir := filepath.Dir(st)
+		// A snapshot the kill interrupted is a .tmp directory, which raft
+		// ignores; only complete ones (with meta.json) count.
+		if strings.HasSuffix(dir, ".tmp") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, "meta.json")); err != nil {
+			continue
+		}
+		if _, err := fmt.Sscanf(filepath.Base(dir), "%d-%d-%d", &term, &index, &ms); err != nil {
 			continue
 		}
 		if term > newestTerm || (term == newestTerm && (index > newestIndex || (index == newestIndex && ms > newestMs))) {
