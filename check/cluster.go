@@ -39,14 +39,22 @@ type cluster struct {
 	links    *launch.Links
 	apiProxy []*faultproxy.Proxy
 	initial  string
+	sec      security // certificates and auth file of a secure run
 }
 
 // startCluster starts n nodes under dir and waits until they serve.
-func startCluster(ctx context.Context, bin, dir string, n int, knobs []string) (*cluster, error) {
+// With secure, every node serves its API over TLS and its peer port on
+// mutual TLS, and asks every caller for a bearer token (see newSecurity).
+func startCluster(ctx context.Context, bin, dir string, n int, knobs []string, secure bool) (*cluster, error) {
 	c := &cluster{bin: bin, dir: dir, knobs: knobs}
 	planned, err := launch.Plan(n, func(id string) string { return filepath.Join(dir, id) })
 	if err != nil {
 		return nil, err
+	}
+	if secure {
+		if c.sec, err = newSecurity(dir, planned); err != nil {
+			return nil, err
+		}
 	}
 	for _, p := range planned {
 		nd := &node{id: p.ID, api: p.Addr, peer: p.PeerAddr, dataDir: p.DataDir}
@@ -95,7 +103,7 @@ func (c *cluster) endpoints() []string {
 // a node that has state).
 func (c *cluster) start(i int, bootstrap bool) error {
 	nd := c.nodes[i]
-	args := launch.Node{ID: nd.id, Addr: nd.api, PeerAddr: nd.peer, DataDir: nd.dataDir}.ServeArgs()
+	args := append(c.launchNode(i).ServeArgs(), c.sec.serveArgs()...)
 	args = append(append(args, launch.Timing...), "--test-event-log", nd.eventLog)
 	if bootstrap {
 		args = append(args, "--initial-cluster", c.initial)
@@ -116,6 +124,12 @@ func (c *cluster) start(i int, bootstrap bool) error {
 	nd.proc = p
 	nd.mu.Unlock()
 	return nil
+}
+
+// launchNode describes node i for internal/launch.
+func (c *cluster) launchNode(i int) launch.Node {
+	nd := c.nodes[i]
+	return launch.Node{ID: nd.id, Addr: nd.api, PeerAddr: nd.peer, DataDir: nd.dataDir, CertsDir: c.sec.certsDir}
 }
 
 // process is node i's running (or last) process, nil before the first
@@ -143,7 +157,7 @@ func (c *cluster) kill(i int) {
 
 // waitReady waits until node i answers /readyz with 200.
 func (c *cluster) waitReady(ctx context.Context, i int, d time.Duration) error {
-	if err := launch.WaitReady(ctx, c.nodes[i].api, d); err != nil {
+	if err := c.launchNode(i).WaitReady(ctx, d); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}

@@ -3,7 +3,6 @@ package check
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"os"
@@ -56,7 +55,7 @@ type nemesis struct {
 }
 
 func newNemesis(c *cluster, seed uint64, faults []string, ttl time.Duration, workers func() []*workerProc, record func(history.Op)) (*nemesis, error) {
-	admin, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	admin, err := c.sec.adminClient(c.endpoints())
 	if err != nil {
 		return nil, err
 	}

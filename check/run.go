@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"sort"
@@ -51,6 +50,12 @@ type Config struct {
 	// LivenessBound is how soon after healing every live client must get a
 	// grant.
 	LivenessBound time.Duration
+	// Secure runs the cluster with TLS on every API and mutual TLS on the
+	// peer ports (a CA and node certificates made in OutDir/run/certs) and
+	// with bearer-token authentication (OutDir/run/auth.jsonl): the
+	// workers use an identity that may acquire, read and write the kv, the
+	// harness an admin identity for membership changes and final reads.
+	Secure bool
 	// Log receives progress; nil means stderr.
 	Log io.Writer
 }
@@ -157,7 +162,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		knobs = append(knobs, "--test-reset-tokens")
 	}
 	say("starting %d node(s) in %s", cfg.Nodes, work)
-	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs)
+	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs, cfg.Secure)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	var workers []*workerProc
 	for i := 0; i < cfg.Clients; i++ {
-		w, err := startWorker(cfg, work, fmt.Sprintf("p%d", i+1), c.endpoints(), names, uint64(cfg.Seed)+uint64(i))
+		w, err := startWorker(cfg, work, fmt.Sprintf("p%d", i+1), c.endpoints(), names, uint64(cfg.Seed)+uint64(i), c.sec.workerArgs())
 		if err != nil {
 			return nil, err
 		}
@@ -255,7 +260,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 }
 
 // startWorker starts one worker process writing its history to a file.
-func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uint64) (*workerProc, error) {
+// secArgs are the worker's TLS and token flags in a secure run.
+func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uint64, secArgs []string) (*workerProc, error) {
 	out := filepath.Join(dir, id+".jsonl")
 	logf, err := os.Create(filepath.Join(dir, id+".log"))
 	if err != nil {
@@ -263,6 +269,7 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 	}
 	args := []string{"check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
 		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out}
+	args = append(args, secArgs...)
 	p, err := launch.Start(launch.Spec{Bin: cfg.Binary, Args: args, Out: logf, OwnGroup: true, OnExit: func() { logf.Close() }})
 	if err != nil {
 		logf.Close()
@@ -273,7 +280,7 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 
 // finalReads reads every key once all faults are healed (process "final").
 func finalReads(ctx context.Context, c *cluster, keys []string) history.History {
-	cl, err := client.New(c.endpoints(), client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	cl, err := c.sec.adminClient(c.endpoints())
 	if err != nil {
 		return nil
 	}

@@ -64,6 +64,20 @@ func TestRun_AllFaultsNoViolations(t *testing.T) {
 	}
 }
 
+// A short run of a secure cluster (TLS everywhere, bearer-token auth)
+// under kills, partitions and membership changes: the workers and the
+// nemesis work with their identities and nothing is violated.
+func TestRun_SecureCluster(t *testing.T) {
+	res := run(t, check.Config{Nodes: 3, Duration: 10 * time.Second, Seed: 5, Secure: true,
+		Faults: []string{history.FaultKill, history.FaultPartition, history.FaultMembership}})
+	for _, v := range res.Violations {
+		t.Errorf("violation: %s: %s", v.Check, v.Message)
+	}
+	if res.Summary.Grants == 0 || res.Summary.FaultsInjected == 0 {
+		t.Fatalf("a run without grants or faults proves nothing: %s", res.Summary.Line())
+	}
+}
+
 // Negative control: with a kv that accepts every write, paused clients'
 // late writes get through and the stale-write checker must say so.
 func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {

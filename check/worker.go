@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -29,6 +28,9 @@ type WorkerConfig struct {
 	TTL time.Duration
 	// Seed seeds the worker's choices.
 	Seed uint64
+	// CAFile, when set, is the CA the servers' certificates are verified
+	// against: the worker talks TLS. TokenFile then holds its bearer token.
+	CAFile, TokenFile string
 	// Out receives the history as JSON lines, one per completed operation.
 	Out io.Writer
 }
@@ -82,8 +84,7 @@ func errText(err error) string {
 // expire. It writes with its token without first checking that it still
 // holds the lock: the naive holder whose late writes fencing must stop.
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
-	c, err := client.New(cfg.Endpoints, client.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))),
-		client.WithRequestTimeout(requestTimeout))
+	c, err := newClient(cfg.Endpoints, cfg.CAFile, cfg.TokenFile, client.WithRequestTimeout(requestTimeout))
 	if err != nil {
 		return err
 	}

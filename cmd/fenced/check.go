@@ -85,6 +85,7 @@ membership (or all).`,
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
+	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")
 	// Worker mode: the harness runs this binary as its client processes.
 	f.BoolVar(&isWorker, "worker", false, "run as a client worker process (used by the harness)")
@@ -93,7 +94,9 @@ membership (or all).`,
 	f.StringVar(&names, "names", "", "worker: lock names")
 	f.StringVar(&workerOut, "worker-out", "", "worker: history file")
 	f.DurationVar(&worker.TTL, "worker-ttl", time.Second, "worker: TTL")
-	for _, name := range []string{"worker", "id", "endpoints", "names", "worker-out", "worker-ttl"} {
+	f.StringVar(&worker.CAFile, "worker-ca", "", "worker: CA of the servers (TLS)")
+	f.StringVar(&worker.TokenFile, "worker-token-file", "", "worker: bearer token file")
+	for _, name := range []string{"worker", "id", "endpoints", "names", "worker-out", "worker-ttl", "worker-ca", "worker-token-file"} {
 		f.MarkHidden(name)
 	}
 	return cmd
