@@ -18,7 +18,6 @@ import (
 // plain-HTTP probe and a TLS client without a token are turned away, the
 // workers' identity may read the kv but not change the membership, and
 // the harness's admin identity may.
-
 func TestStartCluster_Secure(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
