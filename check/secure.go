@@ -1,8 +1,6 @@
 package check
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -48,13 +46,11 @@ func newSecurity(dir string, nodes []launch.Node) (security, error) {
 		{"check-worker", s.workerToken, []string{"acquire", "read", "kv-write"}},
 		{"check-admin", s.adminToken, []string{"acquire", "read", "kv-write", "admin"}},
 	} {
-		var b [32]byte
-		rand.Read(b[:])
-		token := hex.EncodeToString(b[:])
+		token, hash := server.NewAuthToken()
 		if err := os.WriteFile(id.tokenFile, []byte(token+"\n"), 0o600); err != nil {
 			return security{}, err
 		}
-		line, err := json.Marshal(server.AuthEntry{Name: id.name, SHA256: server.TokenHash(token),
+		line, err := json.Marshal(server.AuthEntry{Name: id.name, SHA256: hash,
 			Roles: []server.AuthRole{{Prefix: "", Permissions: id.perms}}})
 		if err != nil {
 			return security{}, err

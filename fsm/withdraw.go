@@ -50,10 +50,9 @@ func (t *lockTable) withdraw(s *session, sid, seq, w uint64, name string, now in
 		s.replies.put(reply{seq: w, kind: replyWithdrawn, name: name})
 	}
 	out := AlreadyReleased
-	switch {
-	case released:
+	if released {
 		out = Released
-	case t.byName[name] != nil && t.byName[name].holder != 0 && t.byName[name].holder != sid:
+	} else if cur := t.byName[name]; cur != nil && cur.holder != 0 && cur.holder != sid {
 		out = NotOwned
 	}
 	if s != nil {

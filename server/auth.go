@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -179,6 +180,15 @@ func (e *AuthEntry) validate() error {
 func TokenHash(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(sum[:])
+}
+
+// NewAuthToken returns a new bearer token (32 random bytes, hexadecimal)
+// and its hash for an auth file line (TokenHash).
+func NewAuthToken() (token, hash string) {
+	var b [32]byte
+	rand.Read(b[:])
+	token = hex.EncodeToString(b[:])
+	return token, TokenHash(token)
 }
 
 // errNoCredentials is a call without an Authorization header.

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,10 +48,8 @@ Append the line to the auth file and send the server SIGHUP.`,
 			if tokenOut == "" {
 				return usageError("--token-out is required: the token is written to a file, never printed")
 			}
-			var b [32]byte
-			rand.Read(b[:])
-			token := hex.EncodeToString(b[:])
-			e.SHA256 = server.TokenHash(token)
+			var token string
+			token, e.SHA256 = server.NewAuthToken()
 			line, _ := json.Marshal(e)
 			if err := server.CheckAuthLine(line); err != nil {
 				return usageError("%v", err)
