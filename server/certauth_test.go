@@ -276,3 +276,34 @@ func TestCertAuth_BadLines(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A member registers by its node certificate; a client certificate with
+// the member's name (client use only) does not count.
+func TestCertAuth_RegisterNodeNeedsNodeCertificate(t *testing.T) {
+	ca := startCertAuth(t)
+	impostor := filepath.Join(ca.dir, "impostor")
+	for _, f := range []string{tlsfiles.CACertFile, tlsfiles.CAKeyFile} {
+		b, err := os.ReadFile(filepath.Join(ca.dir, f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(impostor, 0o700)
+		os.WriteFile(filepath.Join(impostor, f), b, 0o600)
+	}
+	if _, _, err := tlsfiles.Issue(impostor, tlsfiles.Client, "n1", nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"n1.crt", "n1.key"} {
+		b, _ := os.ReadFile(filepath.Join(impostor, f))
+		os.WriteFile(filepath.Join(ca.dir, "client-"+f), b, 0o600)
+	}
+	ctx := context.Background()
+	req := func() *connect.Request[fencedv1.RegisterNodeRequest] {
+		return connect.NewRequest(&fencedv1.RegisterNodeRequest{Id: "n1", ApiAddr: "127.0.0.1:1"})
+	}
+	_, err := ca.as(t, "client-n1", nil).cluster.RegisterNode(ctx, req())
+	denied(t, "a client certificate named n1 registers n1", err, `"n1"`)
+	if _, err := ca.as(t, "n1", nil).cluster.RegisterNode(ctx, connect.NewRequest(&fencedv1.RegisterNodeRequest{Id: "n1", ApiAddr: ca.srv.Addr()})); err != nil {
+		t.Fatalf("n1's node certificate registers n1: %v", err)
+	}
+}

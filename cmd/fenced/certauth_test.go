@@ -130,3 +130,25 @@ func TestCertAuthCluster_MutualTLS(t *testing.T) {
 		t.Fatalf("status before %+v, after %+v: a denied or forged call changed something", before, after)
 	}
 }
+
+// fenced auth cert refuses bad input with exit 2 and a reason, and prints
+// nothing then.
+func TestAuthCert_BadInput(t *testing.T) {
+	dir := t.TempDir()
+	junk := filepath.Join(dir, "junk.crt")
+	os.WriteFile(junk, []byte("not a certificate"), 0o600)
+	for _, args := range [][]string{
+		{"--name", "a", "--role", "=read"},
+		{"--name", "a", "--identity", "a", "--cert", junk, "--role", "=read"},
+		{"--name", "a", "--cert", junk, "--role", "=read"},
+		{"--name", "a", "--cert", filepath.Join(dir, "missing.crt"), "--role", "=read"},
+		{"--name", "a", "--identity", "a", "--role", "=fly"},
+		{"--name", "a", "--identity", "a", "--role", "read"},
+		{"--identity", "a", "--role", "=read"},
+	} {
+		out, errOut, code := runFenced(t, append([]string{"auth", "cert"}, args...)...)
+		if code != 2 || out != "" || errOut == "" {
+			t.Errorf("auth cert %v: exit %d, stdout %q, stderr %q; want exit 2, a reason, no line", args, code, out, errOut)
+		}
+	}
+}
