@@ -2047,7 +2047,8 @@ type AcquireResponse struct {
 	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
 	// grant is set when granted.
 	Grant *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
-	// holder is the session holding the lock when not granted.
+	// holder is the session holding the lock when not granted; 0 when the
+	// server's auth file does not let the caller read the lock.
 	Holder uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
 	// secret is the per-grant session's secret when the request's session
 	// was 0 and the lock was granted; release the grant with it.
