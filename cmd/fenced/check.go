@@ -26,11 +26,12 @@ func newCheckCommand() *cobra.Command {
 		Use:   "check",
 		Short: "Run the fault harness: a real cluster under faults, every operation recorded and checked",
 		Long: `Start a cluster of real fenced serve processes on loopback behind per-link
-TCP proxies, run client worker processes that take contended locks and write
-the fenced kv under their tokens, inject faults on a seeded schedule, heal,
-and check the whole history: stale writes, token order, mutual exclusion,
-linearizability (porcupine), lost acknowledgements and liveness after
-healing. Writes history.jsonl, summary.json, violations.json and
+TCP proxies, run client worker processes that take contended locks, write
+the fenced kv under their tokens and try to act for each other's sessions
+with wrong secrets, inject faults on a seeded schedule, heal, and check the
+whole history: stale writes, token order, mutual exclusion,
+linearizability (porcupine), lost acknowledgements, liveness after healing
+and session ownership. Writes history.jsonl, summary.json, violations.json and
 report.html to --out. The last line on stdout is one summary line; the exit
 status is 0 only when every check passed.
 
