@@ -115,7 +115,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration) (*
 			// would apply it as a new try: withdraw it.
 			withdraw()
 		}
-		return nil, fmt.Errorf("client: acquire %q: %w: held by session %d", name, fence.ErrNotGranted, resp.GetHolder())
+		return nil, fmt.Errorf("client: acquire %q: %w: %s", name, fence.ErrNotGranted, heldBy(resp.GetHolder()))
 	}
 	l := &TTLLock{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), secret: secret, validUntil: validUntil}
 	if !c.clock.Now().Before(validUntil) {
@@ -201,4 +201,14 @@ func (l *TTLLock) Release(ctx context.Context) error {
 		return fmt.Errorf("client: release %q: %w", l.grant.Name, ErrNotOwned)
 	}
 	return nil
+}
+
+// heldBy says who holds a lock an acquire did not get: the holder's
+// session, which a server with an auth file names only to identities that
+// may read the lock (0 otherwise).
+func heldBy(holder uint64) string {
+	if holder == 0 {
+		return "held by a session the server did not name (with an auth file it names it only to identities with read on the lock)"
+	}
+	return fmt.Sprintf("held by session %d", holder)
 }

@@ -67,7 +67,8 @@
 //     is refused with a QuotaError at one (checkSessionQuota in
 //     createSession, checkHoldQuota before a new grant or place in a queue).
 //   - pages (page.go): LocksAfter and SessionsAfter read a bounded page
-//     after a cursor.
+//     after a cursor; LocksVisible and SessionsVisible do for a reader
+//     who may see only some names, counting what they hide.
 //
 // # How to add a primitive
 //

@@ -142,7 +142,7 @@ func (t *lockTable) release(r *statev1.Release, now int64) Result {
 	s := m.sessions[sid]
 	if s != nil {
 		// A release for a session that does not exist changes nothing.
-		if err := s.checkOwner(r.GetSecretHash()); err != nil {
+		if err := m.checkOwner(s, r.GetSecretHash()); err != nil {
 			return Result{Err: err}
 		}
 	}

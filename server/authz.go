@@ -45,8 +45,12 @@ func needOf(msg any) need {
 	case *fencedv1.DescribeRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.ListRequest:
-		return need{perm: permRead, name: m.Prefix}
+		// What the caller may not read is left out (readable).
+		return need{perm: permRead, anywhere: true}
 	case *fencedv1.StatusRequest:
+		if m.Name == "" {
+			return need{perm: permRead, anywhere: true}
+		}
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.KVGetRequest:
 		return need{perm: permRead, name: m.Key}
@@ -93,6 +97,26 @@ func (s *Server) authorize(ctx context.Context, procedure string, n need) error 
 	}
 	s.audit.record(auditEntry{Event: auditDenied, Identity: c.id.name, Source: identityOf(ctx), Procedure: procedure, Target: n.name, Permission: n.perm, Outcome: "refused", Detail: err.Error()})
 	return err
+}
+
+// readable returns which names the caller of ctx may read, for the
+// answers that list locks and sessions (Status, List) and the holder an
+// Acquire that was not granted names: nil when every name (no auth file,
+// a call made inside the server, or read on the prefix "").
+func (s *Server) readable(ctx context.Context) func(name string) bool {
+	if s.auth == nil {
+		return nil
+	}
+	c := callerOf(ctx)
+	switch {
+	case c == nil:
+		return nil
+	case c.id == nil:
+		return func(string) bool { return false }
+	case c.id.allows(permRead, ""):
+		return nil
+	}
+	return func(name string) bool { return c.id.allows(permRead, name) }
 }
 
 // authorizeRegister checks a RegisterNode: an identity with admin, or the

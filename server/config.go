@@ -32,6 +32,12 @@ type Config struct {
 	// verifying the other's certificate against the CA and presenting
 	// their own. Server.ReloadTLS reads the files again.
 	TLS raftstore.TLSFiles
+	// RequireClientCert makes the API's TLS mutual: a client must present
+	// a certificate of TLS.CA in the handshake, or the connection is
+	// refused before any HTTP (health checks and /metrics included). It
+	// needs TLS with a CA. A certificate is an identity only through a
+	// cert line of the AuthFile (AuthEntry.Cert).
+	RequireClientCert bool
 	// InsecureListenAny allows serving the API or the peer port without
 	// TLS on an address other than loopback. Without it Validate refuses
 	// that; with it Start logs a warning saying what is open.
@@ -126,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.TLS.Check("", false); err != nil {
 		errs = append(errs, err)
+	}
+	if c.RequireClientCert && (c.TLS.Cert == "" || c.TLS.CA == "") {
+		errs = append(errs, errors.New("require client certificates: the API needs TLS with a CA to verify them against (--cert, --key and --ca)"))
 	}
 	if c.Audit.MaxBytes < 0 || c.Audit.Keep < 0 {
 		errs = append(errs, fmt.Errorf("audit log: rotation size %d and files kept %d must not be negative", c.Audit.MaxBytes, c.Audit.Keep))

@@ -68,6 +68,13 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 			if id := identityOf(pr.In.Context()); id != "" {
 				pr.Out.Header.Set(headerSource, id)
 			}
+			// The leader cannot see the client's certificate: this node
+			// vouches for the identity it verified, with its own node
+			// certificate (authenticating).
+			pr.Out.Header.Del(headerClientIdentity)
+			if c := callerOf(pr.In.Context()); c != nil && c.certIdentity != "" {
+				pr.Out.Header.Set(headerClientIdentity, c.certIdentity)
+			}
 		},
 		Transport:     transport,
 		FlushInterval: -1,

@@ -87,6 +87,9 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 		}
 	}
 	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	if visible := h.s.readable(ctx); visible != nil && !visible(m.Name) {
+		resp.Holder = 0 // a session id, shown only to readers of the name
+	}
 	if res.Granted {
 		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
@@ -197,8 +200,10 @@ func (h *lockService) List(ctx context.Context, req *connect.Request[fencedv1.Li
 	}
 	var locks []fsm.LockInfo
 	var more bool
-	h.s.sm.read(func(fm *fsm.Machine) { locks, more = fm.LocksAfter(m.Prefix, after, limit) })
-	resp := &fencedv1.ListResponse{}
+	var hidden int
+	visible := h.s.readable(ctx)
+	h.s.sm.read(func(fm *fsm.Machine) { locks, hidden, more = fm.LocksVisible(m.Prefix, after, visible, limit) })
+	resp := &fencedv1.ListResponse{HiddenLocks: uint32(hidden)}
 	for _, l := range locks {
 		resp.Locks = append(resp.Locks, inlineLock(l))
 	}
@@ -225,7 +230,7 @@ func (h *lockService) Status(ctx context.Context, req *connect.Request[fencedv1.
 	resp := &fencedv1.StatusResponse{NodeId: st.NodeID, Leader: st.LeaderID, Term: st.Term}
 	h.s.sm.read(func(fm *fsm.Machine) {
 		resp.Issuer, resp.LastToken = fm.Issuer(), uint64(fm.LastToken())
-		err = statusPage(fm, resp, m.Name, m.PageToken, size)
+		err = statusPage(fm, resp, m.Name, m.PageToken, size, h.s.readable(ctx))
 	})
 	if err != nil {
 		return nil, toConnect(err)

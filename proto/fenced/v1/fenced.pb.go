@@ -2070,7 +2070,8 @@ type AcquireResponse struct {
 	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
 	// grant is set when granted.
 	Grant *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
-	// holder is the session holding the lock when not granted.
+	// holder is the session holding the lock when not granted; 0 when the
+	// server's auth file does not let the caller read the lock.
 	Holder uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
 	// secret is the per-grant session's secret when the request's session
 	// was 0 and the lock was granted; release the grant with it.
@@ -2811,6 +2812,10 @@ type ListResponse struct {
 	// next_page_token is set when more locks follow; send it as page_token
 	// to get them.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// hidden_locks counts the locks of the prefix this page skipped because
+	// the caller may not read them (an auth file's read permission); they
+	// are never named. The pages of a walk add up to all of them.
+	HiddenLocks   uint32 `protobuf:"varint,3,opt,name=hidden_locks,json=hiddenLocks,proto3" json:"hidden_locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2857,6 +2862,13 @@ func (x *ListResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *ListResponse) GetHiddenLocks() uint32 {
+	if x != nil {
+		return x.HiddenLocks
+	}
+	return 0
 }
 
 type SessionInfo struct {
@@ -3004,8 +3016,15 @@ type StatusResponse struct {
 	// next_page_token is set when more locks or sessions follow; send it as
 	// page_token to get them.
 	NextPageToken string `protobuf:"bytes,9,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// hidden_locks and hidden_sessions count what this page skipped because
+	// the caller may not read it (an auth file's read permission); it is
+	// never named. A session is shown when the caller may read a lock it
+	// holds or waits for, with only those locks; one that holds and waits
+	// for nothing only to a caller with read on every name.
+	HiddenLocks    uint32 `protobuf:"varint,10,opt,name=hidden_locks,json=hiddenLocks,proto3" json:"hidden_locks,omitempty"`
+	HiddenSessions uint32 `protobuf:"varint,11,opt,name=hidden_sessions,json=hiddenSessions,proto3" json:"hidden_sessions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -3099,6 +3118,20 @@ func (x *StatusResponse) GetNextPageToken() string {
 		return x.NextPageToken
 	}
 	return ""
+}
+
+func (x *StatusResponse) GetHiddenLocks() uint32 {
+	if x != nil {
+		return x.HiddenLocks
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetHiddenSessions() uint32 {
+	if x != nil {
+		return x.HiddenSessions
+	}
+	return 0
 }
 
 var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
@@ -3291,10 +3324,11 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"a\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x84\x01\n" +
 	"\fListResponse\x12)\n" +
 	"\x05locks\x18\x01 \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
+	"\fhidden_locks\x18\x03 \x01(\rR\vhiddenLocks\"l\n" +
 	"\vSessionInfo\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x12\n" +
@@ -3304,7 +3338,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb8\x02\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x84\x03\n" +
 	"\x0eStatusResponse\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -3315,7 +3349,10 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x122\n" +
 	"\bsessions\x18\a \x03(\v2\x16.fenced.v1.SessionInfoR\bsessions\x12)\n" +
 	"\x05locks\x18\b \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\t \x01(\tR\rnextPageToken*\x8f\x01\n" +
+	"\x0fnext_page_token\x18\t \x01(\tR\rnextPageToken\x12!\n" +
+	"\fhidden_locks\x18\n" +
+	" \x01(\rR\vhiddenLocks\x12'\n" +
+	"\x0fhidden_sessions\x18\v \x01(\rR\x0ehiddenSessions*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +
