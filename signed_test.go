@@ -121,7 +121,7 @@ func TestKeySet_VerifyGrant_Attacks(t *testing.T) {
 	unknownKey, _ := fence.SignedGrant{Issuer: "cluster-a", Kind: "lock", Scope: "orders", Token: 7}.Sign(other.id, other.priv)
 	for _, c := range []struct {
 		name, wire, want string
-		is             error
+		is               error
 	}{
 		{"forged signature", forged.String(), "does not verify", fence.ErrInvalidGrant},
 		{"token altered", altered.String(), "does not verify", fence.ErrInvalidGrant},
