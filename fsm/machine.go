@@ -21,6 +21,7 @@ type Machine struct {
 	locks       *lockTable
 	kv          *kvStore
 	nodes       nodeTable
+	keys        *keyring
 	// primitives are the session-bound primitives, indexed by kind.
 	primitives [numKinds]primitive
 	// sections are the snapshot sections after the sessions, in restore
@@ -51,8 +52,9 @@ func (m *Machine) reset() {
 	m.locks = newLockTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
+	m.keys = &keyring{}
 	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes}
+	m.sections = []section{m.locks, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -84,6 +86,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:
 		return m.nodes.register(op.RegisterNode)
+	case *statev1.Command_RotateKeys:
+		return m.keys.rotate(op.RotateKeys)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }
