@@ -88,7 +88,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	}
 	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
 	if res.Granted {
-		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
+		resp.Grant = h.s.handOut(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil

@@ -1444,8 +1444,15 @@ type Grant struct {
 	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// issued_at_unix_ms is the leader's wall clock at the grant (display only).
 	IssuedAtUnixMs int64 `protobuf:"varint,6,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// signed is the grant signed by the cluster (docs/design.md §10): the
+	// value of the X-Fencing-Grant header, "fg1." + base64url(canonical
+	// encoding of key id, issuer, kind, scope, token, issued_at) + "." +
+	// base64url(Ed25519 signature). Set only in the response that hands the
+	// grant to its holder (Acquire), never in Describe, Verify or Revoke;
+	// empty when the server signs no grants (--sign-grants=false).
+	Signed        string `protobuf:"bytes,9,opt,name=signed,proto3" json:"signed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
@@ -1518,6 +1525,13 @@ func (x *Grant) GetIssuedAtUnixMs() int64 {
 		return x.IssuedAtUnixMs
 	}
 	return 0
+}
+
+func (x *Grant) GetSigned() string {
+	if x != nil {
+		return x.Signed
+	}
+	return ""
 }
 
 type CreateSessionRequest struct {
@@ -3172,14 +3186,16 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x16\n" +
-	"\x14RegisterNodeResponse\"\xa5\x01\n" +
+	"\x14RegisterNodeResponse\"\xc3\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asession\x18\x04 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"d\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\x12\x16\n" +
+	"\x06signed\x18\t \x01(\tR\x06signedJ\x04\b\n" +
+	"\x10\v\"d\n" +
 	"\x14CreateSessionRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
