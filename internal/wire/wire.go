@@ -33,6 +33,7 @@ const (
 	ReasonInvalidToken    = "invalid-token"
 	ReasonStaleToken      = "stale-token"
 	ReasonIssuerMismatch  = "issuer-mismatch"
+	ReasonInvalidGrant    = "invalid-grant"
 	ReasonVersionMismatch = "version-mismatch"
 	ReasonSessionNotFound = "session-not-found"
 	ReasonNotGranted      = "not-granted"
@@ -78,6 +79,8 @@ type kind struct {
 var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
+	// Before the issuer: a signed grant of another issuer matches both.
+	{fence.ErrInvalidGrant, CodePermissionDenied, ReasonInvalidGrant, false},
 	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, false},
 	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidArgument, true},
