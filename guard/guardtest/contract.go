@@ -20,6 +20,10 @@ type Guard struct {
 	// fence.Guard allows to a store that cannot undo apply's writes
 	// (filefence).
 	KeepsWatermarkOnError bool
+	// FlatNames is set for a guard whose objects cannot contain "/" (a
+	// directory's file names, filefence): RunSigned then does not write
+	// an object below a grant's scope.
+	FlatNames bool
 }
 
 // RunGuard checks the contract of fence.Guard's Do that holds whatever
