@@ -33,8 +33,8 @@ type SignedGrant struct {
 	KeyID string
 	// Issuer is the cluster that issued Token.
 	Issuer string
-	// Kind is what the grant is ("lock" for the exclusive lock).
-	Kind string
+	// Kind is what the grant is (KindLock for the exclusive lock).
+	Kind Kind
 	// Scope is what Token is authority for; ScopeCovers says which objects.
 	Scope string
 	// Token is the grant's fencing token.
@@ -68,7 +68,7 @@ const signedGrantPrefix = "fg1."
 // tuple. It fails when a string field is empty, longer than
 // MaxGrantFieldLen or not UTF-8, or Token is invalid.
 func (g SignedGrant) SigningInput() ([]byte, error) {
-	for _, f := range [...]struct{ name, v string }{{"key id", g.KeyID}, {"issuer", g.Issuer}, {"kind", g.Kind}, {"scope", g.Scope}} {
+	for _, f := range [...]struct{ name, v string }{{"key id", g.KeyID}, {"issuer", g.Issuer}, {"kind", string(g.Kind)}, {"scope", g.Scope}} {
 		switch {
 		case f.v == "":
 			return nil, fmt.Errorf("%w: the %s is empty", ErrInvalidGrant, f.name)
@@ -83,7 +83,7 @@ func (g SignedGrant) SigningInput() ([]byte, error) {
 	}
 	b := make([]byte, 0, len(signedGrantMagic)+8+len(g.KeyID)+len(g.Issuer)+len(g.Kind)+len(g.Scope)+16)
 	b = append(b, signedGrantMagic...)
-	for _, s := range [...]string{g.KeyID, g.Issuer, g.Kind, g.Scope} {
+	for _, s := range [...]string{g.KeyID, g.Issuer, string(g.Kind), g.Scope} {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
 		b = append(b, s...)
 	}
@@ -176,7 +176,7 @@ func decodeSigningInput(b []byte) (SignedGrant, error) {
 		return SignedGrant{}, fmt.Errorf("%w: the grant has %d bytes after its scope, want 16 (token and issue time)", ErrInvalidGrant, len(rest))
 	}
 	g := SignedGrant{
-		KeyID: fields[0], Issuer: fields[1], Kind: fields[2], Scope: fields[3],
+		KeyID: fields[0], Issuer: fields[1], Kind: Kind(fields[2]), Scope: fields[3],
 		Token:    Token(binary.BigEndian.Uint64([]byte(rest[:8]))),
 		IssuedAt: time.UnixMilli(int64(binary.BigEndian.Uint64([]byte(rest[8:])))).UTC(),
 	}

@@ -152,7 +152,7 @@ func TestSignedGrant_Property(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		g := fence.SignedGrant{
 			Issuer:   s.issuer,
-			Kind:     field.Draw(rt, "kind"),
+			Kind:     fence.Kind(field.Draw(rt, "kind")),
 			Scope:    field.Draw(rt, "scope"),
 			Token:    fence.Token(rapid.Uint64Range(1, uint64(fence.MaxToken)).Draw(rt, "token")),
 			IssuedAt: time.UnixMilli(rapid.Int64().Draw(rt, "issued_at")),

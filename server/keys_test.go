@@ -43,7 +43,7 @@ func verified(t *testing.T, ks *fence.KeySet, g *fencedv1.Grant) fence.SignedGra
 	if err != nil {
 		t.Fatalf("grant %v: VerifyGrant: %v", g, err)
 	}
-	if sg.Token != fence.Token(g.Token) || sg.Scope != g.Name || sg.Kind != "lock" || sg.Issuer != g.Issuer || sg.IssuedAt.UnixMilli() != g.IssuedAtUnixMs {
+	if sg.Token != fence.Token(g.Token) || sg.Scope != g.Scope || sg.Scope != g.Name || sg.Kind != fence.Kind(g.Kind) || sg.Kind != fence.KindLock || sg.Issuer != g.Issuer || sg.IssuedAt.UnixMilli() != g.IssuedAtUnixMs {
 		t.Fatalf("signed grant %+v does not match the grant %v", sg, g)
 	}
 	return sg

@@ -45,7 +45,7 @@ func (is Issuer) Keys() *fence.KeySet {
 // by the issuer.
 func (is Issuer) Sign(t testing.TB, scope string, tok fence.Token) string {
 	t.Helper()
-	g, err := fence.SignedGrant{Issuer: is.ID, Kind: "lock", Scope: scope, Token: tok, IssuedAt: time.UnixMilli(1_764_590_400_000)}.Sign(is.KeyID, is.key)
+	g, err := fence.SignedGrant{Issuer: is.ID, Kind: fence.KindLock, Scope: scope, Token: tok, IssuedAt: time.UnixMilli(1_764_590_400_000)}.Sign(is.KeyID, is.key)
 	if err != nil {
 		t.Fatal(err)
 	}
