@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
 	"time"
 )
 
@@ -42,7 +41,8 @@ func KeyIDOf(pub ed25519.PublicKey) string {
 type KeySet struct {
 	issuer  string
 	current string
-	keys    []PublicKey // by ID
+	keys    []PublicKey // in the order given: the cluster's is oldest first
+	byID    map[string]PublicKey
 }
 
 var _ GrantVerifier = (*KeySet)(nil)
@@ -55,7 +55,7 @@ func NewKeySet(issuer, current string, keys []PublicKey) (*KeySet, error) {
 	if issuer == "" {
 		return nil, fmt.Errorf("%w: key set without an issuer", ErrInvalidArgument)
 	}
-	ks := &KeySet{issuer: issuer, current: current, keys: make([]PublicKey, 0, len(keys))}
+	ks := &KeySet{issuer: issuer, current: current, keys: make([]PublicKey, 0, len(keys)), byID: make(map[string]PublicKey, len(keys))}
 	for _, k := range keys {
 		switch {
 		case k.ID == "" || len(k.ID) > MaxGrantFieldLen:
@@ -63,14 +63,12 @@ func NewKeySet(issuer, current string, keys []PublicKey) (*KeySet, error) {
 		case len(k.Key) != ed25519.PublicKeySize:
 			return nil, fmt.Errorf("%w: key %q is %d bytes, want an Ed25519 public key of %d", ErrInvalidArgument, k.ID, len(k.Key), ed25519.PublicKeySize)
 		}
+		if _, dup := ks.byID[k.ID]; dup {
+			return nil, fmt.Errorf("%w: key id %q appears twice", ErrInvalidArgument, k.ID)
+		}
 		k.Key = bytes.Clone(k.Key)
 		ks.keys = append(ks.keys, k)
-	}
-	sort.Slice(ks.keys, func(i, j int) bool { return ks.keys[i].ID < ks.keys[j].ID })
-	for i := 1; i < len(ks.keys); i++ {
-		if ks.keys[i].ID == ks.keys[i-1].ID {
-			return nil, fmt.Errorf("%w: key id %q appears twice", ErrInvalidArgument, ks.keys[i].ID)
-		}
+		ks.byID[k.ID] = k
 	}
 	if _, ok := ks.key(current); current != "" && !ok {
 		return nil, fmt.Errorf("%w: the current key %q is not in the set", ErrInvalidArgument, current)
@@ -85,7 +83,8 @@ func (ks *KeySet) Issuer() string { return ks.issuer }
 // unknown.
 func (ks *KeySet) Current() string { return ks.current }
 
-// Keys returns the keys, by id.
+// Keys returns the keys in the order given (from the cluster: oldest
+// first, the current one last).
 func (ks *KeySet) Keys() []PublicKey {
 	out := make([]PublicKey, len(ks.keys))
 	copy(out, ks.keys)
@@ -93,11 +92,8 @@ func (ks *KeySet) Keys() []PublicKey {
 }
 
 func (ks *KeySet) key(id string) (PublicKey, bool) {
-	i := sort.Search(len(ks.keys), func(i int) bool { return ks.keys[i].ID >= id })
-	if i < len(ks.keys) && ks.keys[i].ID == id {
-		return ks.keys[i], true
-	}
-	return PublicKey{}, false
+	k, ok := ks.byID[id]
+	return k, ok
 }
 
 // VerifyGrant decodes a signed grant's wire form and checks it: it must

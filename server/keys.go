@@ -142,9 +142,7 @@ func (h *keyService) ListKeys(ctx context.Context, req *connect.Request[fencedv1
 		return nil, toConnect(err)
 	}
 	resp := &fencedv1.ListKeysResponse{Issuer: ks.Issuer(), Current: ks.Current()}
-	keys := ks.Keys()
-	slices.SortStableFunc(keys, func(a, b fence.PublicKey) int { return a.CreatedAt.Compare(b.CreatedAt) })
-	for _, k := range keys {
+	for _, k := range ks.Keys() { // oldest first
 		resp.Keys = append(resp.Keys, publicKeyProto(k))
 	}
 	return connect.NewResponse(resp), nil

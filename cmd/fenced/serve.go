@@ -103,6 +103,7 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 	f.Uint64Var(&cfg.TokenReserveBlock, "token-reserve-block", cfg.TokenReserveBlock, "tokens reserved at a time: the end of each block is fsynced to DATA-DIR/token-reservation before its tokens are issued, and the counter restarts above it after a restart or leader change")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
+	f.BoolVar(&cfg.SignGrants, "sign-grants", cfg.SignGrants, "sign every grant handed to a holder with the cluster's Ed25519 key (Grant.signed, X-Fencing-Grant), for resources behind guard.Signed; the keys are kept and published at /.well-known/fenced-keys either way")
 	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "without --auth-file: enable \"fenced revoke\" (force-revoke of a lock's holder) for anyone who can reach the API (with --auth-file, identities with admin on the name may revoke)")
 	f.StringVar(&cfg.AuthFile, "auth-file", "", "require a bearer token on every API call: identities, token hashes and roles, one JSON line each (fenced auth token prints them); SIGHUP reloads it. Without it the API is open to anyone who can reach it")
 	f.StringVar(&cfg.Audit.File, "audit-log", "", "append authentication failures, denials and admin actions to this file as JSON lines")
