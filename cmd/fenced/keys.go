@@ -37,7 +37,7 @@ served at GET /.well-known/fenced-keys on every member's API port.`,
 			}
 			msg := fmt.Sprintf("new key %s signs new grants", k.ID)
 			if len(dropped) > 0 {
-				msg += fmt.Sprintf("; dropped %s (grants it signed no longer verify)", strings.Join(dropped, ", "))
+				msg += fmt.Sprintf("; dropped %s (the grants they signed no longer verify)", strings.Join(dropped, ", "))
 			}
 			_, err = fmt.Fprintln(cmd.OutOrStdout(), msg)
 			return err
