@@ -26,6 +26,16 @@ type Guard struct {
 	FlatNames bool
 }
 
+// mark returns obj's watermark, failing t when it cannot be read.
+func (g Guard) mark(t *testing.T, obj string) fence.Token {
+	t.Helper()
+	m, err := g.Watermark(ctx(t), obj)
+	if err != nil {
+		t.Fatalf("Watermark(%q): %v", obj, err)
+	}
+	return m
+}
+
 // RunGuard checks the contract of fence.Guard's Do that holds whatever
 // apply writes: apply runs once, only for an accepted token, with a
 // context derived from Do's; its error comes back unchanged and (unless
@@ -35,14 +45,7 @@ type Guard struct {
 // Do, checks the atomicity of the writes themselves.
 func RunGuard(t *testing.T, g Guard) {
 	type key struct{}
-	mark := func(t *testing.T, obj string) fence.Token {
-		t.Helper()
-		m, err := g.Watermark(ctx(t), obj)
-		if err != nil {
-			t.Fatalf("Watermark(%q): %v", obj, err)
-		}
-		return m
-	}
+	mark := g.mark
 
 	t.Run("Apply", func(t *testing.T) {
 		obj := object(t)

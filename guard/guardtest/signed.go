@@ -78,14 +78,7 @@ func RunSigned(t *testing.T, g Guard) {
 		err = sg.Do(c, obj, tok, func(context.Context) error { applied = true; return nil })
 		return applied, err
 	}
-	mark := func(t *testing.T, obj string) fence.Token {
-		t.Helper()
-		m, err := g.Watermark(ctx(t), obj)
-		if err != nil {
-			t.Fatalf("Watermark(%q): %v", obj, err)
-		}
-		return m
-	}
+	mark := g.mark
 
 	obj := object(t)
 	if applied, err := do(t, obj, 5, is.Sign(t, obj, 5), ""); err != nil || !applied {
