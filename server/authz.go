@@ -193,7 +193,7 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 	case *fencedv1.RegisterNodeRequest:
 		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
 	case *fencedv1.RotateKeysRequest:
-		e.Target, e.Detail = "signing keys", fmt.Sprintf("keep %d: %s", m.Keep, m.Reason)
+		e.Target, e.Detail = "signing keys", fmt.Sprintf("keep %d: %s", keepOf(m), m.Reason)
 	}
 	if err != nil {
 		e.Outcome = "failed: " + connect.CodeOf(err).String()

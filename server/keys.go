@@ -126,6 +126,15 @@ func (s *Server) wellKnownKeys(w http.ResponseWriter, r *http.Request) {
 	w.Write(append(body, '\n'))
 }
 
+// keepOf returns how many keys a rotation keeps: its keep, 0 meaning
+// fsm.DefaultKeysKept.
+func keepOf(m *fencedv1.RotateKeysRequest) uint32 {
+	if m.Keep == 0 {
+		return fsm.DefaultKeysKept
+	}
+	return m.Keep
+}
+
 // keyService implements the KeyService API.
 type keyService struct{ s *Server }
 
@@ -153,10 +162,7 @@ func (h *keyService) ListKeys(ctx context.Context, req *connect.Request[fencedv1
 // The interceptor checked admin and audits the call.
 func (h *keyService) RotateKeys(ctx context.Context, req *connect.Request[fencedv1.RotateKeysRequest]) (*connect.Response[fencedv1.RotateKeysResponse], error) {
 	m := req.Msg
-	keep := m.Keep
-	if keep == 0 {
-		keep = fsm.DefaultKeysKept
-	}
+	keep := keepOf(m)
 	if keep > fsm.MaxKeysKept {
 		return nil, toConnect(fmt.Errorf("%w: keep %d keys is more than %d", fence.ErrInvalidArgument, keep, fsm.MaxKeysKept))
 	}

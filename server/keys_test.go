@@ -138,7 +138,7 @@ func TestKeys_RotateAdminOnlyAndAudited(t *testing.T) {
 	if rot.Msg.Key.GetId() == "" || rot.Msg.Key.Id == old.KeyID || len(rot.Msg.Dropped) != 0 {
 		t.Fatalf("RotateKeys=%v", rot.Msg)
 	}
-	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "admin", "identity": "admin", "procedure": fencedv1connect.KeyServiceRotateKeysProcedure, "outcome": "ok", "detail": "keep 0: scheduled"}) {
+	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "admin", "identity": "admin", "procedure": fencedv1connect.KeyServiceRotateKeysProcedure, "outcome": "ok", "detail": "keep 3: scheduled"}) {
 		t.Fatal("the rotation is not in the audit log")
 	}
 	if !testserver.AuditHas(t, auditFile, map[string]string{"event": "denied", "identity": "app", "procedure": fencedv1connect.KeyServiceRotateKeysProcedure}) {
