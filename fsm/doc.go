@@ -68,6 +68,9 @@
 //     createSession, checkHoldQuota before a new grant or place in a queue).
 //   - pages (page.go): LocksAfter and SessionsAfter read a bounded page
 //     after a cursor.
+//   - signing keys (keys.go): the cluster's Ed25519 keys, whose seeds the
+//     proposer generates (RotateKeys). A primitive does nothing with them:
+//     the server signs each grant it hands a holder (Server.handOut).
 //
 // # How to add a primitive
 //
