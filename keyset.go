@@ -91,6 +91,12 @@ func (ks *KeySet) Keys() []PublicKey {
 	return out
 }
 
+// Has reports whether the set holds the key id.
+func (ks *KeySet) Has(id string) bool {
+	_, ok := ks.byID[id]
+	return ok
+}
+
 func (ks *KeySet) key(id string) (PublicKey, bool) {
 	k, ok := ks.byID[id]
 	return k, ok
