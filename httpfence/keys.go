@@ -49,10 +49,10 @@ type Keys struct {
 	url string
 	cfg KeysConfig
 
-	mu      sync.Mutex
-	set     *fence.KeySet
-	loaded  time.Time // when set was loaded
-	tried   time.Time // when a load was last tried
+	mu     sync.Mutex
+	set    *fence.KeySet
+	loaded time.Time // when set was loaded
+	tried  time.Time // when a load was last tried
 }
 
 var _ fence.GrantVerifier = (*Keys)(nil)

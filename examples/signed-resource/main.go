@@ -112,4 +112,3 @@ func newHandler(keys *fence.KeySet) (http.Handler, error) {
 	})
 	return mw.Handler(mux), nil
 }
-
