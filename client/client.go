@@ -74,6 +74,7 @@ type endpoint struct {
 	locks    fencedv1connect.LockServiceClient
 	kv       fencedv1connect.KVServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
+	keys     fencedv1connect.KeyServiceClient
 	pipe     *pipeline // Acquire, Release and KV Put go through it
 }
 
@@ -169,6 +170,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
 			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
+			keys:     fencedv1connect.NewKeyServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

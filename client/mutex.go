@@ -346,6 +346,7 @@ func grantOf(g *fencedv1.Grant, session uint64, ttl time.Duration) fence.Grant {
 		Issuer:  g.GetIssuer(),
 		Session: g.GetSession(),
 		TTL:     time.Duration(g.GetTtlMs()) * time.Millisecond,
+		Signed:  g.GetSigned(),
 	}
 	if out.Session == 0 {
 		out.Session = session

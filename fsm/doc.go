@@ -69,6 +69,9 @@
 //   - pages (page.go): LocksAfter and SessionsAfter read a bounded page
 //     after a cursor; LocksVisible and SessionsVisible do for a reader
 //     who may see only some names, counting what they hide.
+//   - signing keys (keys.go): the cluster's Ed25519 keys, whose seeds the
+//     proposer generates (RotateKeys). A primitive does nothing with them:
+//     the server signs each grant it hands a holder (Server.handOut).
 //
 // # How to add a primitive
 //
@@ -106,8 +109,13 @@
 //     reading whether the session holds the grant or is still queued, and
 //     the command that cancels the wait (server/lock.go's wait is the
 //     example). Waits are keyed by kind, so a semaphore "orders" never wakes
-//     a waiter of the lock "orders". Register it in server.routes and add
-//     its read-only procedures to the list of linearizable reads
+//     a waiter of the lock "orders". The response that hands a grant to
+//     its holder (granted at once, pushed to a waiter, retried) builds it
+//     with Server.handOut(g), which signs kind, scope, token, issuer and
+//     issued_at with the cluster key (server/keys.go) — one call, nothing
+//     else to do; a grant shown to anyone else (describe, status) uses
+//     grantProto and is never signed. Register it in server.routes and
+//     add its read-only procedures to the list of linearizable reads
 //     (server/forward.go).
 //  6. client/semaphore.go: the SDK calls on a Session, with retries under
 //     the same seq; grants converted with grantOf (client/mutex.go).

@@ -21,6 +21,7 @@ type Machine struct {
 	locks       *lockTable
 	kv          *kvStore
 	nodes       nodeTable
+	keys        *keyring // the signing keys (keys.go)
 	// live is every grant in force by token (livegrants.go), rebuilt from
 	// the primitives on restore.
 	live liveGrants
@@ -55,8 +56,9 @@ func (m *Machine) reset() {
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
 	m.live = liveGrants{}
+	m.keys = &keyring{}
 	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes}
+	m.sections = []section{m.locks, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -88,6 +90,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:
 		return m.nodes.register(op.RegisterNode)
+	case *statev1.Command_RotateKeys:
+		return m.keys.rotate(op.RotateKeys)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

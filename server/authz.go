@@ -62,8 +62,11 @@ func needOf(msg any) need {
 		return need{perm: permAdmin, name: m.Name}
 	case *fencedv1.ClusterStatusRequest:
 		return need{perm: permRead}
+	case *fencedv1.ListKeysRequest:
+		return need{perm: permRead, anywhere: true}
 	default:
-		// AddMember, RemoveMember, TransferLeader and anything unknown.
+		// AddMember, RemoveMember, TransferLeader, RotateKeys and
+		// anything unknown.
 		return need{perm: permAdmin}
 	}
 }
@@ -213,6 +216,8 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 		e.Target = m.Id
 	case *fencedv1.RegisterNodeRequest:
 		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
+	case *fencedv1.RotateKeysRequest:
+		e.Target, e.Detail = "signing keys", fmt.Sprintf("keep %d: %s", keepOf(m), m.Reason)
 	}
 	if err != nil {
 		e.Outcome = "failed: " + connect.CodeOf(err).String()

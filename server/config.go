@@ -79,6 +79,12 @@ type Config struct {
 	// needs on its name (docs/design.md §10). Server.ReloadAuth reads it
 	// again. Without it the API is open to anyone who can reach it.
 	AuthFile string
+	// SignGrants makes the leader sign every grant it hands a holder
+	// with the cluster's Ed25519 key (the Grant's signed field,
+	// docs/design.md §10), so resources behind guard.Signed can verify its
+	// scope offline. It costs one signature per grant on the leader.
+	// Default true (DefaultConfig); keys are kept and published either way.
+	SignGrants bool
 	// Audit configures the audit log of authentication failures, denials
 	// and admin actions; the zero value keeps none.
 	Audit AuditConfig
@@ -108,6 +114,7 @@ func DefaultConfig() Config {
 		Limits:          DefaultLimits(),
 
 		TokenReserveBlock: 1000,
+		SignGrants:        true,
 	}
 }
 

@@ -39,6 +39,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.LockServiceStatusProcedure:    true,
 	fencedv1connect.KVServiceGetProcedure:         true,
 	fencedv1connect.ClusterServiceStatusProcedure: true,
+	fencedv1connect.KeyServiceListKeysProcedure:   true,
 }
 
 func isRead(r *http.Request) bool {
@@ -51,7 +52,7 @@ func isRead(r *http.Request) bool {
 // isAPI reports whether the path is served by the leader (everything but
 // the node's own endpoints).
 func isAPI(path string) bool {
-	return path != "/metrics" && path != "/healthz" && path != "/readyz"
+	return path != "/metrics" && path != "/healthz" && path != "/readyz" && path != WellKnownKeysPath
 }
 
 // forwarding routes API calls: the leader serves them (reads after

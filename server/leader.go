@@ -47,6 +47,7 @@ func (s *Server) followLeadership() {
 // earlier terms (barrier), record this leadership in the log so expiries of
 // older terms are ignored from here on, restart the token counter above
 // this node's recorded reservation, initialise the issuer and token floor,
+// create the first signing key if the state has none (keys.go),
 // then restart every session's full TTL from now.
 func (s *Server) lead(l raftstore.Leadership) {
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -103,14 +104,17 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 			return err
 		}
 	}
-	if issuer != "" && uint64(s.cfg.TokenFloor) <= last {
-		return nil
+	if issuer == "" || uint64(s.cfg.TokenFloor) > last {
+		if issuer == "" {
+			issuer = newIssuer()
+		}
+		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: issuer, TokenFloor: uint64(s.cfg.TokenFloor)}}}); err != nil {
+			return err
+		}
 	}
-	if issuer == "" {
-		issuer = newIssuer()
-	}
-	_, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: issuer, TokenFloor: uint64(s.cfg.TokenFloor)}}})
-	return err
+	// The first signing key, before this leader serves a grant; a state
+	// from before signed grants gets one here too.
+	return s.bootstrapKey(ctx)
 }
 
 // newIssuer returns a random issuer id for a new cluster.

@@ -91,7 +91,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 		resp.Holder = 0 // a session id, shown only to readers of the name
 	}
 	if res.Granted {
-		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
+		resp.Grant = h.s.handOut(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil

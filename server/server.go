@@ -187,6 +187,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
+	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
+	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)

@@ -20,6 +20,8 @@
 //	fenced certs issue --node ID          issue a node (or --client NAME) certificate
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
 //	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
+//	fenced keys list                      the cluster's public grant-signing keys
+//	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock); fenced kv also 3 key not found, 5 stale

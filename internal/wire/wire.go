@@ -33,6 +33,7 @@ const (
 	ReasonInvalidToken    = "invalid-token"
 	ReasonStaleToken      = "stale-token"
 	ReasonIssuerMismatch  = "issuer-mismatch"
+	ReasonInvalidGrant    = "invalid-grant"
 	ReasonVersionMismatch = "version-mismatch"
 	ReasonSessionNotFound = "session-not-found"
 	ReasonNotGranted      = "not-granted"
@@ -86,6 +87,8 @@ type kind struct {
 var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
+	// Before the issuer: a signed grant of another issuer matches both.
+	{fence.ErrInvalidGrant, CodePermissionDenied, ReasonInvalidGrant, false},
 	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, false},
 	{fence.ErrScopeMismatch, CodePermissionDenied, ReasonScopeMismatch, false},
 	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},

@@ -1452,7 +1452,14 @@ type Grant struct {
 	// a claim. It covers itself and every object below it ("orders" covers
 	// "orders/17", never "orders2"). Empty from a server that predates
 	// scopes: the name.
-	Scope         string `protobuf:"bytes,8,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,8,opt,name=scope,proto3" json:"scope,omitempty"`
+	// signed is the grant signed by the cluster (docs/design.md §10): the
+	// value of the X-Fencing-Grant header, "fg1." + base64url(canonical
+	// encoding of key id, issuer, kind, scope, token, issued_at) + "." +
+	// base64url(Ed25519 signature). Set only in the response that hands the
+	// grant to its holder (Acquire), never in Describe, Verify or Revoke;
+	// empty when the server signs no grants (--sign-grants=false).
+	Signed        string `protobuf:"bytes,9,opt,name=signed,proto3" json:"signed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1539,6 +1546,13 @@ func (x *Grant) GetKind() string {
 func (x *Grant) GetScope() string {
 	if x != nil {
 		return x.Scope
+	}
+	return ""
+}
+
+func (x *Grant) GetSigned() string {
+	if x != nil {
+		return x.Signed
 	}
 	return ""
 }
@@ -3228,7 +3242,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x16\n" +
-	"\x14RegisterNodeResponse\"\xcf\x01\n" +
+	"\x14RegisterNodeResponse\"\xed\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
@@ -3237,7 +3251,9 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12)\n" +
 	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\x12\x12\n" +
 	"\x04kind\x18\a \x01(\tR\x04kind\x12\x14\n" +
-	"\x05scope\x18\b \x01(\tR\x05scope\"d\n" +
+	"\x05scope\x18\b \x01(\tR\x05scope\x12\x16\n" +
+	"\x06signed\x18\t \x01(\tR\x06signedJ\x04\b\n" +
+	"\x10\v\"d\n" +
 	"\x14CreateSessionRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +

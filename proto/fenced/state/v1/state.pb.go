@@ -43,6 +43,7 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_RotateKeys
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -205,6 +206,15 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetRotateKeys() *RotateKeys {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RotateKeys); ok {
+			return x.RotateKeys
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -268,6 +278,10 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_RotateKeys struct {
+	RotateKeys *RotateKeys `protobuf:"bytes,35,opt,name=rotate_keys,json=rotateKeys,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -294,6 +308,149 @@ func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
 
+func (*Command_RotateKeys) isCommand_Op() {}
+
+// RotateKeys adds a new cluster signing key and makes it the one grants
+// are signed with; the oldest keys beyond keep are dropped. The proposer
+// generated the seed (the state machine has no random source). A leader
+// proposes it with bootstrap set when it takes over a state without keys:
+// then it changes nothing if a key exists.
+type RotateKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seed is the new Ed25519 private key's 32-byte seed.
+	Seed []byte `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`
+	// created_at_unix_ms is the proposer's wall clock (display only).
+	CreatedAtUnixMs int64 `protobuf:"varint,2,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
+	// keep is how many keys stay published, the new one included: 1 to 16.
+	Keep uint32 `protobuf:"varint,3,opt,name=keep,proto3" json:"keep,omitempty"`
+	// bootstrap makes the command a no-op when the state has a key.
+	Bootstrap     bool `protobuf:"varint,4,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeys) Reset() {
+	*x = RotateKeys{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeys) ProtoMessage() {}
+
+func (x *RotateKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeys.ProtoReflect.Descriptor instead.
+func (*RotateKeys) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RotateKeys) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *RotateKeys) GetCreatedAtUnixMs() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMs
+	}
+	return 0
+}
+
+func (x *RotateKeys) GetKeep() uint32 {
+	if x != nil {
+		return x.Keep
+	}
+	return 0
+}
+
+func (x *RotateKeys) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// SigningKey is one cluster signing key in the state (docs/design.md §10).
+type SigningKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is fence.KeyIDOf of the public key.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// seed is the Ed25519 private key's seed: the state (log, snapshots)
+	// holds the cluster's signing keys.
+	Seed            []byte `protobuf:"bytes,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	CreatedAtUnixMs int64  `protobuf:"varint,3,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SigningKey) Reset() {
+	*x = SigningKey{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKey) ProtoMessage() {}
+
+func (x *SigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
+func (*SigningKey) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SigningKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SigningKey) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *SigningKey) GetCreatedAtUnixMs() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMs
+	}
+	return 0
+}
+
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
 // its own. A batch never contains a batch.
@@ -306,7 +463,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +475,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +488,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{1}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -352,7 +509,7 @@ type Init struct {
 
 func (x *Init) Reset() {
 	*x = Init{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -364,7 +521,7 @@ func (x *Init) String() string {
 func (*Init) ProtoMessage() {}
 
 func (x *Init) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -377,7 +534,7 @@ func (x *Init) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Init.ProtoReflect.Descriptor instead.
 func (*Init) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Init) GetIssuer() string {
@@ -414,7 +571,7 @@ type ReserveTokens struct {
 
 func (x *ReserveTokens) Reset() {
 	*x = ReserveTokens{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -426,7 +583,7 @@ func (x *ReserveTokens) String() string {
 func (*ReserveTokens) ProtoMessage() {}
 
 func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -439,7 +596,7 @@ func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveTokens.ProtoReflect.Descriptor instead.
 func (*ReserveTokens) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReserveTokens) GetFloor() uint64 {
@@ -466,7 +623,7 @@ type NewLeader struct {
 
 func (x *NewLeader) Reset() {
 	*x = NewLeader{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -478,7 +635,7 @@ func (x *NewLeader) String() string {
 func (*NewLeader) ProtoMessage() {}
 
 func (x *NewLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -491,7 +648,7 @@ func (x *NewLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewLeader.ProtoReflect.Descriptor instead.
 func (*NewLeader) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NewLeader) GetTerm() uint64 {
@@ -518,7 +675,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -530,7 +687,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -543,7 +700,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSession) GetRequestId() string {
@@ -593,7 +750,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -605,7 +762,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -618,7 +775,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Quota) GetOwner() string {
@@ -661,7 +818,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -673,7 +830,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -686,7 +843,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseSession) GetSession() uint64 {
@@ -716,7 +873,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -728,7 +885,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -741,7 +898,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Revoke) GetName() string {
@@ -771,7 +928,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +940,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +953,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -834,7 +991,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1003,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1016,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -941,7 +1098,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1110,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1123,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -1036,7 +1193,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1205,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1218,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -1109,7 +1266,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1278,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1291,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1220,7 +1377,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1232,7 +1389,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1245,7 +1402,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1274,7 +1431,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1443,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1456,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1334,14 +1491,17 @@ type State struct {
 	// was issued; 0 before the first ReserveTokens.
 	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
 	// reserve_block is how many tokens are reserved at a time.
-	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	// signing_keys are the cluster's signing keys, oldest first; the last
+	// signs new grants.
+	SigningKeys   []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1353,7 +1513,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1366,7 +1526,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *State) GetIssuer() string {
@@ -1446,6 +1606,13 @@ func (x *State) GetReserveBlock() uint64 {
 	return 0
 }
 
+func (x *State) GetSigningKeys() []*SigningKey {
+	if x != nil {
+		return x.SigningKeys
+	}
+	return nil
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1458,7 +1625,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1470,7 +1637,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1483,7 +1650,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1529,7 +1696,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1708,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1721,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1611,7 +1778,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1623,7 +1790,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1636,7 +1803,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1703,7 +1870,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1882,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1895,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1786,7 +1953,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1798,7 +1965,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1811,7 +1978,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lock) GetName() string {
@@ -1859,7 +2026,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +2038,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +2051,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1905,7 +2072,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9f\a\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1922,9 +2089,22 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12>\n" +
+	"\vrotate_keys\x18# \x01(\v2\x1b.fenced.state.v1.RotateKeysH\x00R\n" +
+	"rotateKeys\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
-	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
+	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
+	"\n" +
+	"RotateKeys\x12\x12\n" +
+	"\x04seed\x18\x01 \x01(\fR\x04seed\x12+\n" +
+	"\x12created_at_unix_ms\x18\x02 \x01(\x03R\x0fcreatedAtUnixMs\x12\x12\n" +
+	"\x04keep\x18\x03 \x01(\rR\x04keep\x12\x1c\n" +
+	"\tbootstrap\x18\x04 \x01(\bR\tbootstrap\"]\n" +
+	"\n" +
+	"SigningKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\fR\x04seed\x12+\n" +
+	"\x12created_at_unix_ms\x18\x03 \x01(\x03R\x0fcreatedAtUnixMs\"=\n" +
 	"\x05Batch\x124\n" +
 	"\bcommands\x18\x01 \x03(\v2\x18.fenced.state.v1.CommandR\bcommands\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -2004,7 +2184,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x89\x04\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -2020,7 +2200,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
-	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x12>\n" +
+	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2072,63 +2253,67 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*Batch)(nil),         // 1: fenced.state.v1.Batch
-	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 6: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
-	(*Release)(nil),       // 11: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 16: fenced.state.v1.State
-	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 19: fenced.state.v1.Session
-	(*Reply)(nil),         // 20: fenced.state.v1.Reply
-	(*Lock)(nil),          // 21: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
+	(*RotateKeys)(nil),    // 1: fenced.state.v1.RotateKeys
+	(*SigningKey)(nil),    // 2: fenced.state.v1.SigningKey
+	(*Batch)(nil),         // 3: fenced.state.v1.Batch
+	(*Init)(nil),          // 4: fenced.state.v1.Init
+	(*ReserveTokens)(nil), // 5: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),     // 6: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 7: fenced.state.v1.CreateSession
+	(*Quota)(nil),         // 8: fenced.state.v1.Quota
+	(*CloseSession)(nil),  // 9: fenced.state.v1.CloseSession
+	(*Revoke)(nil),        // 10: fenced.state.v1.Revoke
+	(*ExpireSession)(nil), // 11: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 12: fenced.state.v1.Acquire
+	(*Release)(nil),       // 13: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 14: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 15: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 16: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 17: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 18: fenced.state.v1.State
+	(*KVReply)(nil),       // 19: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 20: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 21: fenced.state.v1.Session
+	(*Reply)(nil),         // 22: fenced.state.v1.Reply
+	(*Lock)(nil),          // 23: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 24: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
-	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	4,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	5,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	7,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	9,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	10, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	11, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	12, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	13, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	15, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
-	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
+	6,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	7,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	9,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	11, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	12, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	13, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	14, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	15, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	17, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	3,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
+	5,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	10, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	1,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
+	0,  // 14: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	8,  // 15: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	8,  // 16: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 17: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	16, // 18: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	21, // 19: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	23, // 20: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	20, // 21: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	17, // 22: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	19, // 23: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	2,  // 24: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	22, // 25: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	24, // 26: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2150,6 +2335,7 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_RotateKeys)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2157,7 +2343,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
