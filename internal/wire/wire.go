@@ -42,6 +42,7 @@ const (
 	ReasonLimitExceeded   = "limit-exceeded"
 	ReasonNotOwner        = "not-owner"
 	ReasonPermission      = "permission-denied"
+	ReasonCapacity        = "capacity-mismatch"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -90,6 +91,7 @@ var kinds = []kind{
 	{fence.ErrLimitExceeded, CodeResourceExhausted, ReasonLimitExceeded, false},
 	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
 	{fence.ErrPermissionDenied, CodePermissionDenied, ReasonPermission, false},
+	{fence.ErrCapacityMismatch, CodeFailedPrecondition, ReasonCapacity, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of
