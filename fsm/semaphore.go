@@ -207,13 +207,13 @@ func (t *semaphoreTable) acquire(a *statev1.SemAcquire, now int64) Result {
 	}
 	switch {
 	case grant:
-		t.take(sem, sid, a.GetPermits(), now)
+		t.take(sem, sid, t.freeSlots(sem, a.GetPermits()), fence.Grant{}, now)
 		s.bound[kindSemaphore].hold(name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: rname, token: sem.bySlot[sem.held[sid][0]].token, issuedAt: now})
 		return t.granted(sem, sid)
 	case a.GetWait():
 		if !queued {
-			m.enqueue(kindSemaphore, name, &sem.queue, s, seq)
+			m.enqueue(kindSemaphore, fence.KindPermit, name, &sem.queue, s, seq)
 			sem.want[sid] = a.GetPermits()
 		}
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: rname})
@@ -235,23 +235,33 @@ func (t *semaphoreTable) granted(sem *semaphore, sid uint64) Result {
 	return Result{Session: sid, Granted: true, Grant: ps[0].Grant, Permits: ps, Capacity: sem.capacity}
 }
 
-// take gives session sid n permits of sem: the n lowest free slots, in
-// slot order, each with the next token, and pushes each grant. The caller
-// checked that n are free and that n tokens are left, and binds the
-// holding to the session.
-func (t *semaphoreTable) take(sem *semaphore, sid uint64, n uint32, now int64) {
-	m := t.m
+// freeSlots returns the n lowest free slots of sem; the caller checked
+// that n are free.
+func (t *semaphoreTable) freeSlots(sem *semaphore, n uint32) []uint32 {
 	slots := make([]uint32, 0, n)
 	for slot := uint32(0); uint32(len(slots)) < n; slot++ {
 		if sem.bySlot[slot] == nil {
 			slots = append(slots, slot)
 		}
 	}
-	for _, slot := range slots {
-		tok, _ := m.tokens.next() // exhaustion was checked by the caller
-		p := &permit{slot: slot, session: sid, token: tok, issuedAt: now}
-		sem.bySlot[slot] = p
-		m.obs.Granted(t.permitOf(sem, p).Grant)
+	return slots
+}
+
+// take gives session sid the permits of slots (ascending), each a grant
+// of kind permit with scope "name/slot" and its own token, and pushes each
+// grant. first, when its token is not 0, is the grant of slots[0] already
+// issued (Machine.promote issues a waiter's first grant). The caller
+// checked that the slots are free and that enough tokens are left, and
+// binds the holding to the session.
+func (t *semaphoreTable) take(sem *semaphore, sid uint64, slots []uint32, first fence.Grant, now int64) {
+	m := t.m
+	for i, slot := range slots {
+		g := first
+		if i > 0 || g.Token == 0 {
+			g = m.issueGrant(fence.KindPermit, sem.name, SlotScope(sem.name, slot), sid, now)
+		}
+		sem.bySlot[slot] = &permit{slot: slot, session: sid, token: g.Token, issuedAt: now}
+		m.obs.Granted(g)
 	}
 	sem.held[sid] = slots
 }
@@ -267,10 +277,10 @@ func (t *semaphoreTable) serve(sem *semaphore, now int64) {
 		if n > sem.free() || fence.MaxToken-m.tokens.last < fence.Token(n) {
 			return
 		}
-		first := m.tokens.last + 1
-		m.promote(kindSemaphore, sem.name, &sem.queue, first, now)
+		slots := t.freeSlots(sem, n)
+		_, g, _ := m.promote(kindSemaphore, sem.name, SlotScope(sem.name, slots[0]), &sem.queue, now)
 		delete(sem.want, head.session)
-		t.take(sem, head.session, n, now)
+		t.take(sem, head.session, slots, g, now)
 	}
 }
 
@@ -290,7 +300,7 @@ func (t *semaphoreTable) releaseHolding(sem *semaphore, sid uint64, reason EndRe
 	for _, slot := range sem.held[sid] {
 		p := sem.bySlot[slot]
 		delete(sem.bySlot, slot)
-		m.obs.Released(sem.name, sid, p.token, reason)
+		m.endGrant(p.token, reason)
 	}
 	delete(sem.held, sid)
 	t.serve(sem, now)
@@ -490,7 +500,7 @@ func (t *semaphoreTable) restore(st *statev1.State) error {
 			if s == nil {
 				return fmt.Errorf("semaphore %q has unknown waiter session %d", sem.name, w.GetSession())
 			}
-			if !sem.queue.push(waiter{session: w.GetSession(), seq: w.GetSeq()}) {
+			if !sem.queue.push(waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindPermit}) {
 				return fmt.Errorf("semaphore %q lists waiter session %d twice", sem.name, w.GetSession())
 			}
 			s.bound[kindSemaphore].wait(sem.name)
@@ -504,6 +514,15 @@ func (t *semaphoreTable) restore(st *statev1.State) error {
 	return nil
 }
 
+// eachGrant implements primitive.
+func (t *semaphoreTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
+	for _, sem := range t.byName {
+		for _, p := range sem.bySlot {
+			fn(p.token, liveGrant{kind: fence.KindPermit, name: sem.name, scope: SlotScope(sem.name, p.slot), session: p.session, issuedAt: p.issuedAt})
+		}
+	}
+}
+
 func sortedSlots(bySlot map[uint32]*permit) []uint32 {
 	slots := make([]uint32, 0, len(bySlot))
 	for s := range bySlot {
@@ -514,7 +533,7 @@ func sortedSlots(bySlot map[uint32]*permit) []uint32 {
 }
 
 func (t *semaphoreTable) permitOf(sem *semaphore, p *permit) Permit {
-	return Permit{Slot: p.slot, Grant: t.m.grant(sem.name, p.token, p.session, p.issuedAt)}
+	return Permit{Slot: p.slot, Grant: t.m.grant(fence.KindPermit, sem.name, SlotScope(sem.name, p.slot), p.token, p.session, p.issuedAt)}
 }
 
 // permitsOf returns the permits session sid holds of sem, by slot.

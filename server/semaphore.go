@@ -92,57 +92,34 @@ func (h *semaphoreService) Acquire(ctx context.Context, req *connect.Request[fen
 }
 
 // waitPermits blocks until the queued session is granted its permits of
-// semaphore name, leaves the queue, or wait passes; then it takes the
-// session out of the queue (if the permits won that race, it returns
-// them).
+// semaphore name, leaves the queue, or wait passes (Server.await), and
+// returns all the permits it was granted.
 func (s *Server) waitPermits(ctx context.Context, name string, session uint64, wait time.Duration) (fsm.Result, error) {
-	key := semWaitKey(name, session)
-	ch := s.waits.add(key)
-	defer s.waits.remove(key, ch)
-
-	// holding reads the session's permits; the grant may have been applied
-	// before the waiter was registered.
-	holding := func() (res fsm.Result, queued, alive bool) {
-		s.sm.read(func(m *fsm.Machine) {
-			var ps []fsm.Permit
-			ps, queued = m.SemaphoreHolding(name, session)
-			info := m.Semaphore(name)
-			res = fsm.Result{Session: session, Granted: len(ps) > 0, Permits: ps, Capacity: info.Capacity, Available: info.Capacity - uint32(len(info.Permits))}
-			_, alive = m.Session(session)
-		})
-		return res, queued, alive
-	}
-	gone := func() error {
-		return fmt.Errorf("%w: session %d ended while it waited for semaphore %q", fence.ErrSessionNotFound, session, name)
-	}
-	res, queued, alive := holding()
-	switch {
-	case res.Granted:
-		return res, nil
-	case !alive:
-		return fsm.Result{}, gone()
-	case !queued:
-		return res, nil
-	}
-
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case <-ch:
-		res, _, alive := holding()
-		if !res.Granted && !alive {
-			return fsm.Result{}, gone()
+	look := func(m *fsm.Machine) waitState {
+		ps, queued := m.SemaphoreHolding(name, session)
+		st := waitState{queued: queued}
+		if len(ps) > 0 {
+			st.granted, st.grant = true, ps[0].Grant
 		}
-		return res, nil
-	case <-timer.C:
-	case <-ctx.Done():
+		return st
 	}
-	if s.ctx.Err() != nil {
-		return fsm.Result{}, errUnavailable
+	cancel := &statev1.Command{Op: &statev1.Command_SemCancelWait{SemCancelWait: &statev1.SemCancelWait{Session: session, Name: name}}}
+	res, err := s.await(ctx, waitKey{fence.KindPermit, name, session}, wait, look, cancel)
+	if err != nil || res.Permits != nil {
+		return res, err
 	}
-	cctx, cancel := context.WithTimeout(s.ctx, cancelWaitTimeout)
-	defer cancel()
-	return s.propose(cctx, &statev1.Command{Op: &statev1.Command_SemCancelWait{SemCancelWait: &statev1.SemCancelWait{Session: session, Name: name}}})
+	// The push named the first permit; read them all, and what is free.
+	s.sm.read(func(m *fsm.Machine) {
+		info := m.Semaphore(name)
+		res.Capacity, res.Available = info.Capacity, info.Capacity-uint32(len(info.Permits))
+		if res.Granted {
+			res.Permits, _ = m.SemaphoreHolding(name, session)
+		}
+	})
+	if res.Granted && len(res.Permits) == 0 {
+		return fsm.Result{}, fmt.Errorf("%w: the permits of %q granted to session %d ended before the reply", fence.ErrLockLost, name, session)
+	}
+	return res, nil
 }
 
 // Release implements SemaphoreServiceHandler: it releases every permit
@@ -216,5 +193,3 @@ func (s *Server) permitsProto(ps []fsm.Permit) []*fencedv1.Permit {
 	return out
 }
 
-// semWaitKey names a queued semaphore acquire.
-func semWaitKey(name string, session uint64) waitKey { return waitKey{"\x00semaphore\x00" + name, session} }
