@@ -192,4 +192,3 @@ func (s *Server) permitsProto(ps []fsm.Permit) []*fencedv1.Permit {
 	}
 	return out
 }
-
