@@ -288,16 +288,38 @@ func (p *Permits) Release(ctx context.Context) error {
 // release sends one Release of every permit the session holds, retried
 // with one seq.
 func (m *Semaphore) release(ctx context.Context) (fencedv1.ReleaseResult, error) {
+	return releasePermits(ctx, m.s.c, m.name, m.s.id, m.s.secret, m.s.nextSeq())
+}
+
+// releasePermits releases every permit of semaphore name held by session,
+// whose secret is secret, with the request seq.
+func releasePermits(ctx context.Context, c *Client, name string, session uint64, secret string, seq uint64) (fencedv1.ReleaseResult, error) {
 	var res fencedv1.ReleaseResult
-	seq := m.s.nextSeq()
-	err := m.s.c.retry(ctx, "release", m.s.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.semaphores.Release(ctx, connect.NewRequest(&fencedv1.SemaphoreReleaseRequest{Name: m.name, Session: m.s.id, Seq: seq, Secret: m.s.secret}))
+	err := c.retry(ctx, "release", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.semaphores.Release(ctx, connect.NewRequest(&fencedv1.SemaphoreReleaseRequest{Name: name, Session: session, Seq: seq, Secret: secret}))
 		if err == nil {
 			res = r.Msg.GetResult()
 		}
 		return err
 	})
 	return res, err
+}
+
+// ReleaseSemaphore releases every permit of semaphore name that session
+// holds, for a program that has the session's id and secret but not the
+// Session (fenced semaphore release), as Release does for a lock.
+func (c *Client) ReleaseSemaphore(ctx context.Context, name string, session uint64, secret string) (ReleaseResult, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return "", fmt.Errorf("client: %w", err)
+	}
+	if session == 0 {
+		return "", fmt.Errorf("client: %w: session is 0; give the session id the permits were granted to", fence.ErrInvalidArgument)
+	}
+	res, err := releasePermits(ctx, c, name, session, secret, 0)
+	if err != nil {
+		return "", err
+	}
+	return releaseResultOf(res), nil
 }
 
 // SemaphoreState describes a semaphore: its capacity (0 when not in use),
