@@ -354,7 +354,9 @@ func runPermits(acquireCtx context.Context, c *client.Client, name string, sf se
 		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
 		"FENCED_SESSION_SECRET=" + s.Secret(),
 	}
-	lost := func() string { return fmt.Sprintf("permits of %q lost (slots %s, tokens %s)", name, strings.Join(slots, ","), strings.Join(tokens, ",")) }
+	lost := func() string {
+		return fmt.Sprintf("permits of %q lost (slots %s, tokens %s)", name, strings.Join(slots, ","), strings.Join(tokens, ","))
+	}
 	return runHeld(p.Context(), env, argv, grace, lost, func() {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
