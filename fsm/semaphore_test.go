@@ -311,3 +311,34 @@ func TestSemaphore_GoldenSnapshot(t *testing.T) {
 		t.Fatalf("a holds %v after the releases, want 3 permits", ps)
 	}
 }
+
+// An owner's quota counts a session's permits of one semaphore as one
+// grant (held with the owner's locks) and a queued acquire as one waiter;
+// a refusal changes nothing.
+func TestSemaphore_Quota(t *testing.T) {
+	m := newMachine(t)
+	q := &statev1.Quota{Owner: "10.0.0.1", MaxHeld: 2, MaxWaiting: 1}
+	a, b := ownedSession(m, q).Session, ownedSession(m, q).Session
+	acq := func(s, seq uint64, name string, capacity, permits uint32, wait bool) fsm.Result {
+		return m.Apply(&statev1.Command{Op: &statev1.Command_SemAcquire{SemAcquire: &statev1.SemAcquire{Session: s, Seq: seq, Name: name, Capacity: capacity, Permits: permits, Wait: wait, Quota: q}}})
+	}
+	if res := acq(a, 1, "pool", 4, 3, false); !res.Granted {
+		t.Fatalf("3 permits: %+v", res)
+	}
+	if res := quotaAcquire(m, b, "job", false, q); !res.Granted {
+		t.Fatalf("a lock next to the permits: %+v", res)
+	}
+	if _, held, _ := m.Usage("10.0.0.1"); held != 2 {
+		t.Fatalf("held %d, want 2 (3 permits count as one grant, plus the lock)", held)
+	}
+	before := mustSnapshot(t, m)
+	wantQuotaError(t, acq(b, 2, "other", 2, 1, false), fsm.QuotaHeld)
+	if !bytes.Equal(before, mustSnapshot(t, m)) {
+		t.Fatal("a refused acquire changed the state")
+	}
+	if res := acq(b, 3, "pool", 4, 2, true); !res.Queued {
+		t.Fatalf("2 permits with 1 free: %+v, want queued", res)
+	}
+	c := ownedSession(m, q).Session
+	wantQuotaError(t, acq(c, 1, "pool", 4, 1, true), fsm.QuotaWaiting)
+}
