@@ -193,6 +193,9 @@ func (t *semaphoreTable) acquire(a *statev1.SemAcquire, now int64) Result {
 		t.byName[name] = sem
 	}
 	queued := sem.queue.has(sid)
+	if queued && sem.want[sid] != a.GetPermits() {
+		return Result{Err: fmt.Errorf("%w: session %d already waits for %d permits of %q; it cannot ask for %d as well", fence.ErrInvalidArgument, sid, sem.want[sid], name, a.GetPermits())}
+	}
 	// FIFO without overtaking: permits are free for a new request only
 	// when nobody waits.
 	grant := !queued && sem.queue.len() == 0 && a.GetPermits() <= sem.free()

@@ -117,8 +117,11 @@ func (g *grantLog) sessions() []uint64 {
 // capacity may be set.
 func TestSemaphore_BadInputChangesNothing(t *testing.T) {
 	m := newMachine(t)
-	a, b := createSession(t, m), createSession(t, m)
+	a, b, w := createSession(t, m), createSession(t, m), createSession(t, m)
 	semAcquire(m, a, 1, "pool", 3, 2, false)
+	if res := semAcquire(m, w, 1, "pool", 3, 2, true); !res.Queued {
+		t.Fatalf("w: %+v, want queued", res)
+	}
 	perGrant := func(capacity, permits uint32) *statev1.Command {
 		return &statev1.Command{Op: &statev1.Command_SemAcquire{SemAcquire: &statev1.SemAcquire{Name: "pool", Capacity: capacity, Permits: permits, TtlMs: 1000, RequestId: "x"}}}
 	}
@@ -137,6 +140,7 @@ func TestSemaphore_BadInputChangesNothing(t *testing.T) {
 		{"bad name", semCmd(b, 1, "", 3, 1), fence.ErrInvalidArgument, nil},
 		{"a holder asks for another count", semCmd(a, 2, "pool", 3, 1), fence.ErrInvalidArgument, []string{"already holds 2 permits"}},
 		{"unknown session", semCmd(99, 1, "pool", 3, 1), fence.ErrSessionNotFound, nil},
+		{"a waiter asks for another count", semCmd(w, 2, "pool", 3, 1), fence.ErrInvalidArgument, []string{"already waits for 2 permits"}},
 	} {
 		before := mustSnapshot(t, m)
 		res := m.Apply(tc.cmd)
@@ -154,6 +158,7 @@ func TestSemaphore_BadInputChangesNothing(t *testing.T) {
 		}
 	}
 	// All permits gone: a new capacity is taken.
+	semRelease(m, w, 3, "pool")
 	semRelease(m, a, 3, "pool")
 	if res := semAcquire(m, b, 2, "pool", 5, 5, false); !res.Granted || res.Capacity != 5 {
 		t.Fatalf("acquire with a new capacity after every release: %+v", res)
