@@ -347,3 +347,31 @@ func TestSemaphore_Quota(t *testing.T) {
 	c := ownedSession(m, q).Session
 	wantQuotaError(t, acq(c, 1, "pool", 4, 1, true), fsm.QuotaWaiting)
 }
+
+// A permit's token writes the fenced kv under its slot's scope (name/slot
+// and below) while the permit is live, and nothing else: not another
+// slot, not the semaphore's name, and nothing once released.
+func TestSemaphore_PermitScopeInTheKV(t *testing.T) {
+	m := newMachine(t)
+	a, b := createSession(t, m), createSession(t, m)
+	ra := semAcquire(m, a, 1, "pool", 2, 1, false)
+	rb := semAcquire(m, b, 1, "pool", 2, 1, false)
+	zero, one := ra.Permits[0].Grant.Token, rb.Permits[0].Grant.Token
+	for _, tc := range []struct {
+		key string
+		tok fence.Token
+		ok  bool
+	}{
+		{"pool/1", one, true}, {"pool/1/conn", one, true}, {"pool/0", zero, true},
+		{"pool/0", one, false}, {"pool", one, false}, {"pool/10", one, false},
+	} {
+		res := scopedPut(m, tc.key, "", tc.tok)
+		if (res.Err == nil) != tc.ok || (!tc.ok && !errors.Is(res.Err, fence.ErrScopeMismatch)) {
+			t.Errorf("write %q with token %d: %v, want ok=%v", tc.key, tc.tok, res.Err, tc.ok)
+		}
+	}
+	semRelease(m, b, 2, "pool")
+	if res := scopedPut(m, "pool/1", "", one); !errors.Is(res.Err, fence.ErrScopeMismatch) {
+		t.Errorf("write with a released permit's token: %v, want a scope mismatch", res.Err)
+	}
+}
