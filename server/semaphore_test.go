@@ -176,3 +176,27 @@ func TestSemaphore_Authorization(t *testing.T) {
 	_, err = readerSem.Verify(ctx, connect.NewRequest(&fencedv1.SemaphoreVerifyRequest{Name: "billing/pool", Token: 1}))
 	denied(t, "reader verifies billing/pool", err, "read")
 }
+
+// Per-grant permits (session 0): the answer carries the new session's
+// secret, the permits live in a session of their own TTL, and the secret
+// releases them.
+func TestSemaphore_PerGrantPermits(t *testing.T) {
+	a := newAPI(t)
+	sem := semaphoreAPI(h2c(), a.addr)
+	ctx := context.Background()
+	r, err := sem.Acquire(ctx, connect.NewRequest(&fencedv1.SemaphoreAcquireRequest{Name: "pool", Capacity: 4, Permits: 2, TtlMs: 5000, RequestId: "job-1"}))
+	if err != nil || !r.Msg.Granted || len(r.Msg.Permits) != 2 || len(r.Msg.Secret) != 32 {
+		t.Fatalf("per-grant acquire: %v %v", r, err)
+	}
+	g := r.Msg.Permits[1].Grant
+	if g.TtlMs != 5000 || g.Session == 0 || g.Scope != "pool/1" {
+		t.Fatalf("permit %v, want ttl 5000 on its own session, scope pool/1", g)
+	}
+	if _, err := sem.Release(ctx, connect.NewRequest(&fencedv1.SemaphoreReleaseRequest{Name: "pool", Session: g.Session, Secret: r.Msg.Secret})); err != nil {
+		t.Fatalf("release with the secret: %v", err)
+	}
+	d, err := sem.Describe(ctx, connect.NewRequest(&fencedv1.SemaphoreDescribeRequest{Name: "pool"}))
+	if err != nil || d.Msg.Capacity != 0 {
+		t.Fatalf("after the release: %v %v, want not in use", d, err)
+	}
+}
