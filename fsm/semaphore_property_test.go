@@ -227,6 +227,7 @@ func TestSemaphore_Properties(t *testing.T) {
 		var snap []byte
 		var lastSession uint64
 		perGrant := map[uint64]bool{} // sessions created by a per-grant acquire (its seq 1)
+		withdrawn := map[[2]uint64]string{} // withdrawn (session, seq) -> name
 		for i := 0; i < n; i++ {
 			if i == cut {
 				snap = mustSnapshot(t, m)
@@ -243,6 +244,7 @@ func TestSemaphore_Properties(t *testing.T) {
 			mismatch := inUse && a.GetCapacity() != c.capacity[a.GetName()]
 			before := mustSnapshot(t, m)
 			beforeToken := m.LastToken()
+			_, wasLive := m.Session(cmd.GetSemRelease().GetSession())
 			c.applying = a
 			res := m.Apply(cmd)
 			c.applying = nil
@@ -259,10 +261,25 @@ func TestSemaphore_Properties(t *testing.T) {
 			if a != nil && a.GetSession() == 0 && res.Session != 0 {
 				perGrant[res.Session] = true
 			}
+			if r := cmd.GetSemRelease(); r != nil && r.GetWithdrawSeq() != 0 && wasLive && res.Err == nil {
+				// A withdrawal undoes its acquire: none of the permits it
+				// was granted is live any more, and a copy of it applied
+				// later is refused.
+				key := [2]uint64{r.GetSession(), r.GetWithdrawSeq()}
+				for _, p := range grantedBy[key] {
+					if _, live := c.live[r.GetName()][p.Slot]; live && c.live[r.GetName()][p.Slot].token == p.Grant.Token {
+						t.Fatalf("withdrawal of %v left its permit %d (slot %d) live", key, p.Grant.Token, p.Slot)
+					}
+				}
+				withdrawn[key] = r.GetName()
+			}
 			if a == nil {
 				continue
 			}
 			key := [2]uint64{a.GetSession(), a.GetSeq()}
+			if name, ok := withdrawn[key]; ok && name == a.GetName() && a.GetSession() != 0 && res.Err == nil {
+				t.Fatalf("acquire %v was applied after a withdrawal of it: %+v", key, res)
+			}
 			if mismatch && fresh && a.GetSession() != 0 {
 				// Refused: a capacity mismatch, or another refusal of a seq a
 				// withdrawal reserved.
