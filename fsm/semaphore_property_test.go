@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
 	"pgregory.net/rapid"
 
 	fence "github.com/fenced-dev/fenced"
@@ -226,13 +227,21 @@ func TestSemaphore_Properties(t *testing.T) {
 		var rest []*statev1.Command
 		var snap []byte
 		var lastSession uint64
-		perGrant := map[uint64]bool{} // sessions created by a per-grant acquire (its seq 1)
+		perGrant := map[uint64]bool{}       // sessions created by a per-grant acquire (its seq 1)
 		withdrawn := map[[2]uint64]string{} // withdrawn (session, seq) -> name
+		var sent []*statev1.Command         // acquires applied so far, to resend
 		for i := 0; i < n; i++ {
 			if i == cut {
 				snap = mustSnapshot(t, m)
 			}
 			cmd, fresh := drawSemCommand(t, seqs, lastSession)
+			if len(sent) > 0 && rapid.IntRange(0, 5).Draw(t, "resend") == 0 {
+				// A retry as a client sends it: the same acquire again.
+				cmd, fresh = proto.Clone(rapid.SampledFrom(sent).Draw(t, "resent")).(*statev1.Command), false
+			}
+			if cmd.GetSemAcquire() != nil {
+				sent = append(sent, cmd)
+			}
 			if a := cmd.GetSemAcquire(); a != nil && perGrant[a.GetSession()] && a.GetSeq() == 1 {
 				fresh = false
 			}
