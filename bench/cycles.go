@@ -21,6 +21,17 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
 		}
 	}
+	if o.Workload == WorkloadSemaphore {
+		if _, ok := lockers[0].(Semaphorer); !ok {
+			return Result{}, fmt.Errorf("bench: %s has no semaphore; the semaphore workload needs one", sys.Name())
+		}
+	}
+	ops := lockOps
+	var sem *semaphoreCheck
+	if o.Workload == WorkloadSemaphore {
+		sem = &semaphoreCheck{capacity: int64(o.Capacity)}
+		ops = sem.ops(o.Capacity)
+	}
 
 	id := runID()
 	value := make([]byte, o.ValueSize)
@@ -40,7 +51,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	defer stop()
 	for i, l := range lockers {
 		name := fmt.Sprintf("bench/%s/%s/%d", o.Workload, id, i)
-		if o.Workload == WorkloadHandoff {
+		if o.Workload == WorkloadHandoff || o.Workload == WorkloadSemaphore {
 			name = fmt.Sprintf("bench/%s/%s", o.Workload, id)
 		}
 		wg.Add(1)
@@ -50,7 +61,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			for runCtx.Err() == nil {
 				counted := measuring.Load()
 				start := time.Now()
-				token, err := l.Lock(runCtx, name)
+				token, err := ops.acquire(runCtx, l, name)
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs.add(fmt.Errorf("lock %s: %w", name, err))
@@ -69,7 +80,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 				}
 				// The release is not cut short by the end of the run:
 				// the next run must find the lock free.
-				if err := l.Unlock(context.WithoutCancel(runCtx), name); err != nil {
+				if err := ops.release(context.WithoutCancel(runCtx), l, name); err != nil {
 					errs.add(fmt.Errorf("unlock %s: %w", name, err))
 					pause(runCtx, 10*time.Millisecond)
 					continue
@@ -115,7 +126,8 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		MaxMs:                acquire.percentile(1),
 		CycleP50Ms:           cycle.percentile(0.50),
 		CycleP99Ms:           cycle.percentile(0.99),
-		TokenOrderViolations: order.violations.Load(),
+		TokenOrderViolations: order.violations.Load() + sem.tokenViolations(),
+		CapacityViolations:   sem.capacityViolations(),
 		Server:               server,
 	}
 	errs.fill(&r)
@@ -123,6 +135,81 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
 	}
 	return r, nil
+}
+
+// cycleOps are the acquire and release of one cycle: a lock's, or a
+// semaphore permit's.
+type cycleOps struct {
+	acquire func(ctx context.Context, l Locker, name string) (uint64, error)
+	release func(ctx context.Context, l Locker, name string) error
+}
+
+var lockOps = cycleOps{
+	acquire: func(ctx context.Context, l Locker, name string) (uint64, error) { return l.Lock(ctx, name) },
+	release: func(ctx context.Context, l Locker, name string) error { return l.Unlock(ctx, name) },
+}
+
+// semaphoreCheck checks the semaphore workload as it runs: no more
+// clients hold a permit at once than the capacity, and the tokens of
+// successive holders of each slot increase.
+type semaphoreCheck struct {
+	capacity int64
+	holding  atomic.Int64
+	over     atomic.Int64
+	mu       sync.Mutex
+	slots    map[int]*tokenOrder
+}
+
+func (c *semaphoreCheck) ops(capacity int) cycleOps {
+	return cycleOps{
+		acquire: func(ctx context.Context, l Locker, name string) (uint64, error) {
+			token, slot, err := l.(Semaphorer).AcquirePermit(ctx, name, capacity)
+			if err != nil {
+				return 0, err
+			}
+			if c.holding.Add(1) > c.capacity {
+				c.over.Add(1)
+			}
+			c.slot(slot).observe(token)
+			return token, nil
+		},
+		release: func(ctx context.Context, l Locker, name string) error {
+			c.holding.Add(-1)
+			return l.(Semaphorer).ReleasePermit(ctx, name)
+		},
+	}
+}
+
+func (c *semaphoreCheck) slot(n int) *tokenOrder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slots == nil {
+		c.slots = map[int]*tokenOrder{}
+	}
+	if c.slots[n] == nil {
+		c.slots[n] = &tokenOrder{}
+	}
+	return c.slots[n]
+}
+
+func (c *semaphoreCheck) tokenViolations() int64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, o := range c.slots {
+		n += o.violations.Load()
+	}
+	return n
+}
+
+func (c *semaphoreCheck) capacityViolations() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.over.Load()
 }
 
 // tokenOrder checks that the tokens of successive holders of one lock

@@ -22,7 +22,8 @@
 //	err = store.Write(m.Context(), "reports/daily", data, m.Token())
 //
 // For one grant with a TTL of its own and no keep-alive, use Client.Acquire
-// and the TTLLock it returns.
+// and the TTLLock it returns. For up to N holders at once, each with its
+// own token and slot, use NewSemaphore (docs/semaphore.md).
 //
 // # What the SDK promises, and what not
 //

@@ -1,6 +1,7 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks with FIFO wait queues, the fenced kv, the one token
-// counter of the cluster and the tables that de-duplicate retried requests.
+// exclusive locks and counting semaphores (semaphore.go) with FIFO wait
+// queues, the fenced kv, the one token counter of the cluster and the
+// tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no
 // clock, does no I/O and iterates in sorted order wherever the order
@@ -16,7 +17,7 @@
 //
 // # Shared parts
 //
-// A primitive (the exclusive lock today) is built from parts every
+// A primitive (the exclusive lock, the semaphore) is built from parts every
 // primitive shares; each lives in its own file:
 //
 //   - session binding (binding.go, session.go): a grant hangs off a

@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
+	semaphores  *semaphoreTable
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
@@ -55,10 +56,11 @@ func (m *Machine) reset() {
 	m.locks = newLockTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
+	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes, m.keys}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores}
+	m.sections = []section{m.locks, m.semaphores, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -86,6 +88,12 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_SemAcquire:
+		return m.semaphores.acquire(op.SemAcquire, now)
+	case *statev1.Command_SemRelease:
+		return m.semaphores.release(op.SemRelease, now)
+	case *statev1.Command_SemCancelWait:
+		return m.semaphores.cancelWait(op.SemCancelWait.GetSession(), op.SemCancelWait.GetName(), now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

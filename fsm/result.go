@@ -53,6 +53,12 @@ type Result struct {
 	Ended bool
 	// KV is the outcome of a kv write.
 	KV KVResult
+	// Permits are the permits a semaphore acquire holds when Granted, by
+	// slot; Grant is the first.
+	Permits []Permit
+	// Available and Capacity are a semaphore's free permits and capacity
+	// after an acquire.
+	Available, Capacity uint32
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool

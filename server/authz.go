@@ -40,6 +40,14 @@ func needOf(msg any) need {
 		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.ReleaseRequest:
 		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreAcquireRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreReleaseRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreVerifyRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.SemaphoreDescribeRequest:
+		return need{perm: permRead, name: m.Name}
 	case *fencedv1.VerifyRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.DescribeRequest:

@@ -13,6 +13,7 @@ import (
 type metrics struct {
 	registry        *prometheus.Registry
 	grants          prometheus.Counter
+	permits         prometheus.Counter
 	releases        *prometheus.CounterVec
 	expiries        prometheus.Counter
 	staleSession    prometheus.Counter
@@ -29,6 +30,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		registry: prometheus.NewRegistry(),
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_grants_total", Help: "Locks granted, immediately or to a waiter (on this node's state machine).",
+		}),
+		permits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_semaphore_permits_granted_total", Help: "Semaphore permits granted, immediately or to a waiter (on this node's state machine); each permit is also a grant.",
 		}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_releases_total", Help: "Grants ended, by reason: released, closed (session closed), expired.",
@@ -63,10 +67,12 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
+		m.grants, m.permits, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
+		gauge("fenced_semaphore_permits_held", "Semaphore permits currently held, over all semaphores.", func(fm *fsm.Machine) int { n, _ := fm.SemaphoreCounts(); return n }),
+		gauge("fenced_semaphore_waiters", "Acquires waiting in semaphore queues.", func(fm *fsm.Machine) int { _, n := fm.SemaphoreCounts(); return n }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fenced_last_token", Help: "The last fencing token issued."}, func() float64 {
 			var v float64
 			sm.read(func(fm *fsm.Machine) { v = float64(fm.LastToken()) })

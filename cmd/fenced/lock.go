@@ -105,19 +105,33 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		s.Close(cctx)
 	}()
 	g := m.Grant()
+	env := []string{
+		"FENCED_TOKEN=" + g.Token.String(),
+		"FENCED_LOCK=" + g.Name,
+		"FENCED_ISSUER=" + g.Issuer,
+		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
+		"FENCED_SESSION_SECRET=" + s.Secret(),
+	}
+	lost := func() string { return fmt.Sprintf("lock %q lost (token %d)", g.Name, g.Token) }
+	return runHeld(m.Context(), env, argv, grace, lost, func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Unlock(uctx)
+	})
+}
 
+// runHeld runs argv with env added to its environment while held is
+// alive, and calls release when argv exits (or cannot start). When held
+// ends first, it says so on stderr (lost describes what was lost), sends
+// SIGTERM to argv's process group, SIGKILL after grace, and returns exit
+// status 4. Signals to fenced are passed on to argv's process group.
+func runHeld(held context.Context, env, argv []string, grace time.Duration, lost func() string, release func()) error {
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(),
-		"FENCED_TOKEN="+g.Token.String(),
-		"FENCED_LOCK="+g.Name,
-		"FENCED_ISSUER="+g.Issuer,
-		"FENCED_SESSION="+strconv.FormatUint(s.ID(), 10),
-		"FENCED_SESSION_SECRET="+s.Secret(),
-	)
+	child.Env = append(os.Environ(), env...)
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
-		m.Unlock(context.Background())
+		release()
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
@@ -131,14 +145,12 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	for {
 		select {
 		case err := <-exited:
-			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			m.Unlock(uctx)
-			cancel()
+			release()
 			return childExit(err)
 		case sig := <-sigs:
 			syscall.Kill(-child.Process.Pid, sig.(syscall.Signal))
-		case <-m.Context().Done():
-			fmt.Fprintf(os.Stderr, "fenced: lock %q lost (token %d): %v; stopping %s\n", g.Name, g.Token, context.Cause(m.Context()), argv[0])
+		case <-held.Done():
+			fmt.Fprintf(os.Stderr, "fenced: %s: %v; stopping %s\n", lost(), context.Cause(held), argv[0])
 			stopGroup(child.Process.Pid, exited, grace)
 			return withExit(exitLockLost, nil)
 		}

@@ -7,6 +7,10 @@
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
+//	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
+//	fenced semaphore release NAME --session ID --secret S      release a session's permits
+//	fenced semaphore describe NAME        capacity, holders (slots, tokens), waiters
+//	fenced semaphore run NAME --capacity N -- CMD ARGS...      run CMD while holding permits
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
 //	fenced kv del KEY --token T           delete a key under a token

@@ -44,6 +44,7 @@ const (
 	ReasonNotOwner        = "not-owner"
 	ReasonPermission      = "permission-denied"
 	ReasonScopeMismatch   = "scope-mismatch"
+	ReasonCapacity        = "capacity-mismatch"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -102,6 +103,7 @@ var kinds = []kind{
 	{fence.ErrLimitExceeded, CodeResourceExhausted, ReasonLimitExceeded, false},
 	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
 	{fence.ErrPermissionDenied, CodePermissionDenied, ReasonPermission, false},
+	{fence.ErrCapacityMismatch, CodeFailedPrecondition, ReasonCapacity, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of

@@ -44,6 +44,9 @@ type Command struct {
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
 	//	*Command_RotateKeys
+	//	*Command_SemAcquire
+	//	*Command_SemRelease
+	//	*Command_SemCancelWait
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -215,6 +218,33 @@ func (x *Command) GetRotateKeys() *RotateKeys {
 	return nil
 }
 
+func (x *Command) GetSemAcquire() *SemAcquire {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemAcquire); ok {
+			return x.SemAcquire
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSemRelease() *SemRelease {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemRelease); ok {
+			return x.SemRelease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSemCancelWait() *SemCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemCancelWait); ok {
+			return x.SemCancelWait
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -282,6 +312,19 @@ type Command_RotateKeys struct {
 	RotateKeys *RotateKeys `protobuf:"bytes,35,opt,name=rotate_keys,json=rotateKeys,proto3,oneof"`
 }
 
+type Command_SemAcquire struct {
+	// 20-24: the semaphore (fsm/semaphore.go).
+	SemAcquire *SemAcquire `protobuf:"bytes,20,opt,name=sem_acquire,json=semAcquire,proto3,oneof"`
+}
+
+type Command_SemRelease struct {
+	SemRelease *SemRelease `protobuf:"bytes,21,opt,name=sem_release,json=semRelease,proto3,oneof"`
+}
+
+type Command_SemCancelWait struct {
+	SemCancelWait *SemCancelWait `protobuf:"bytes,22,opt,name=sem_cancel_wait,json=semCancelWait,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -309,6 +352,12 @@ func (*Command_ReserveTokens) isCommand_Op() {}
 func (*Command_Revoke) isCommand_Op() {}
 
 func (*Command_RotateKeys) isCommand_Op() {}
+
+func (*Command_SemAcquire) isCommand_Op() {}
+
+func (*Command_SemRelease) isCommand_Op() {}
+
+func (*Command_SemCancelWait) isCommand_Op() {}
 
 // RotateKeys adds a new cluster signing key and makes it the one grants
 // are signed with; the oldest keys beyond keep are dropped. The proposer
@@ -1494,7 +1543,9 @@ type State struct {
 	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
 	// signing_keys are the cluster's signing keys, oldest first; the last
 	// signs new grants.
-	SigningKeys   []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	SigningKeys []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	// semaphores in use, by name.
+	Semaphores    []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1609,6 +1660,13 @@ func (x *State) GetReserveBlock() uint64 {
 func (x *State) GetSigningKeys() []*SigningKey {
 	if x != nil {
 		return x.SigningKeys
+	}
+	return nil
+}
+
+func (x *State) GetSemaphores() []*Semaphore {
+	if x != nil {
+		return x.Semaphores
 	}
 	return nil
 }
@@ -2068,11 +2126,490 @@ func (x *Waiter) GetSeq() uint64 {
 	return 0
 }
 
+// SemAcquire takes permits of a counting semaphore (fsm/semaphore.go) for
+// a session, or queues the session (FIFO) for them. Its session fields are
+// Acquire's.
+type SemAcquire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session 0 creates a per-grant session of ttl_ms in the same command.
+	Session uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// capacity is the semaphore's number of permits, 1 to 1000000; it must
+	// be the semaphore's while any permit of it is live.
+	Capacity uint32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// permits is how many permits to take at once, 1 to capacity.
+	Permits       uint32 `protobuf:"varint,5,opt,name=permits,proto3" json:"permits,omitempty"`
+	Wait          bool   `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs         int64  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemAcquire) Reset() {
+	*x = SemAcquire{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemAcquire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemAcquire) ProtoMessage() {}
+
+func (x *SemAcquire) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
+func (*SemAcquire) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SemAcquire) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SemAcquire) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *SemAcquire) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SemAcquire) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SemAcquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// SemRelease releases every permit a session holds of a semaphore, or
+// withdraws one of its acquires (withdraw_seq), like Release for a lock.
+type SemRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	WithdrawSeq   uint64                 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemRelease) Reset() {
+	*x = SemRelease{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemRelease) ProtoMessage() {}
+
+func (x *SemRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
+func (*SemRelease) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SemRelease) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemRelease) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemRelease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SemRelease) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *SemRelease) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SemRelease) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SemRelease) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SemRelease) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// SemCancelWait removes a session from a semaphore's queue.
+type SemCancelWait struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemCancelWait) Reset() {
+	*x = SemCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemCancelWait) ProtoMessage() {}
+
+func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
+func (*SemCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *SemCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemCancelWait) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Semaphore is a counting semaphore in use: its capacity, live permits
+// (sorted by slot) and waiters in arrival order.
+type Semaphore struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Capacity      uint32                 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Permits       []*Permit              `protobuf:"bytes,3,rep,name=permits,proto3" json:"permits,omitempty"`
+	Waiters       []*SemWaiter           `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Semaphore) Reset() {
+	*x = Semaphore{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Semaphore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Semaphore) ProtoMessage() {}
+
+func (x *Semaphore) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
+func (*Semaphore) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *Semaphore) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Semaphore) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Semaphore) GetPermits() []*Permit {
+	if x != nil {
+		return x.Permits
+	}
+	return nil
+}
+
+func (x *Semaphore) GetWaiters() []*SemWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+// Permit is one live permit: its slot (0 to capacity-1), holder and token.
+type Permit struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Slot           uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Session        uint64                 `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
+	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Permit) Reset() {
+	*x = Permit{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Permit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Permit) ProtoMessage() {}
+
+func (x *Permit) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Permit.ProtoReflect.Descriptor instead.
+func (*Permit) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *Permit) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *Permit) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Permit) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Permit) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+// SemWaiter is a queued semaphore acquire: its session, request and the
+// number of permits it waits for.
+type SemWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Permits       uint32                 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemWaiter) Reset() {
+	*x = SemWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemWaiter) ProtoMessage() {}
+
+func (x *SemWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
+func (*SemWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SemWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemWaiter) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x9f\a\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe9\b\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -2091,7 +2628,12 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
 	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12>\n" +
 	"\vrotate_keys\x18# \x01(\v2\x1b.fenced.state.v1.RotateKeysH\x00R\n" +
-	"rotateKeys\x12\x1e\n" +
+	"rotateKeys\x12>\n" +
+	"\vsem_acquire\x18\x14 \x01(\v2\x1b.fenced.state.v1.SemAcquireH\x00R\n" +
+	"semAcquire\x12>\n" +
+	"\vsem_release\x18\x15 \x01(\v2\x1b.fenced.state.v1.SemReleaseH\x00R\n" +
+	"semRelease\x12H\n" +
+	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
@@ -2184,7 +2726,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x89\x04\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc5\x04\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -2201,7 +2743,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
 	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x12>\n" +
-	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\"r\n" +
+	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\x12:\n" +
+	"\n" +
+	"semaphores\x18\x14 \x03(\v2\x1a.fenced.state.v1.SemaphoreR\n" +
+	"semaphores\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2239,7 +2784,50 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seqB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x9b\x02\n" +
+	"\n" +
+	"SemAcquire\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity\x12\x18\n" +
+	"\apermits\x18\x05 \x01(\rR\apermits\x12\x12\n" +
+	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x15\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xf4\x01\n" +
+	"\n" +
+	"SemRelease\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"=\n" +
+	"\rSemCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x01\n" +
+	"\tSemaphore\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\rR\bcapacity\x121\n" +
+	"\apermits\x18\x03 \x03(\v2\x17.fenced.state.v1.PermitR\apermits\x124\n" +
+	"\awaiters\x18\x04 \x03(\v2\x1a.fenced.state.v1.SemWaiterR\awaiters\"w\n" +
+	"\x06Permit\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x18\n" +
+	"\asession\x18\x02 \x01(\x04R\asession\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\"Q\n" +
+	"\tSemWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
+	"\apermits\x18\x03 \x01(\rR\apermitsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -2253,7 +2841,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*RotateKeys)(nil),    // 1: fenced.state.v1.RotateKeys
@@ -2280,6 +2868,12 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Reply)(nil),         // 22: fenced.state.v1.Reply
 	(*Lock)(nil),          // 23: fenced.state.v1.Lock
 	(*Waiter)(nil),        // 24: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),    // 25: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),    // 26: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil), // 27: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),     // 28: fenced.state.v1.Semaphore
+	(*Permit)(nil),        // 29: fenced.state.v1.Permit
+	(*SemWaiter)(nil),     // 30: fenced.state.v1.SemWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -2296,24 +2890,32 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	10, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
 	1,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	0,  // 14: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	8,  // 15: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	8,  // 16: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 17: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	16, // 18: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	21, // 19: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	23, // 20: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	20, // 21: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	17, // 22: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	19, // 23: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	2,  // 24: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	22, // 25: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	24, // 26: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	25, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	26, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	27, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	0,  // 17: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	8,  // 18: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	8,  // 19: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 20: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	16, // 21: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	21, // 22: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	23, // 23: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	20, // 24: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	17, // 25: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	19, // 26: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	2,  // 27: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	28, // 28: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	22, // 29: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	24, // 30: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	8,  // 31: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 32: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	29, // 33: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	30, // 34: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2336,6 +2938,9 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
 		(*Command_RotateKeys)(nil),
+		(*Command_SemAcquire)(nil),
+		(*Command_SemRelease)(nil),
+		(*Command_SemCancelWait)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2343,7 +2948,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   25,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
