@@ -80,6 +80,10 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_EndLockDelay:
+		return m.locks.endDelay(op.EndLockDelay, now)
+	case *statev1.Command_RenewGrant:
+		return m.locks.renew(op.RenewGrant)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -43,6 +43,8 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_EndLockDelay
+	//	*Command_RenewGrant
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -205,6 +207,24 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetEndLockDelay() *EndLockDelay {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndLockDelay); ok {
+			return x.EndLockDelay
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewGrant() *RenewGrant {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewGrant); ok {
+			return x.RenewGrant
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -268,6 +288,14 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_EndLockDelay struct {
+	EndLockDelay *EndLockDelay `protobuf:"bytes,38,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
+}
+
+type Command_RenewGrant struct {
+	RenewGrant *RenewGrant `protobuf:"bytes,39,opt,name=renew_grant,json=renewGrant,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -293,6 +321,10 @@ func (*Command_Batch) isCommand_Op() {}
 func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
+
+func (*Command_EndLockDelay) isCommand_Op() {}
+
+func (*Command_RenewGrant) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -758,6 +790,155 @@ func (x *Revoke) GetToken() uint64 {
 	return 0
 }
 
+// EndLockDelay ends a lock's delay (docs/design.md §3, "Lock delay"): the
+// proposing leader's clock says the delay after the expiry or revocation
+// of the grant with token after_token has run out. The lock then goes to
+// its first waiter. Ignored when term is older than the newest leadership
+// applied (a new leader arms every pending delay again, in full), or when
+// the lock is not in the delay that followed after_token.
+type EndLockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AfterToken    uint64                 `protobuf:"varint,2,opt,name=after_token,json=afterToken,proto3" json:"after_token,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLockDelay) Reset() {
+	*x = EndLockDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLockDelay) ProtoMessage() {}
+
+func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLockDelay.ProtoReflect.Descriptor instead.
+func (*EndLockDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *EndLockDelay) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndLockDelay) GetAfterToken() uint64 {
+	if x != nil {
+		return x.AfterToken
+	}
+	return 0
+}
+
+func (x *EndLockDelay) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// RenewGrant renews the grant of lock name held by session: the session's
+// TTL becomes ttl_ms (0 keeps it) and the leader restarts its deadline
+// when the command is applied. The grant keeps its token. A session that
+// does not hold the lock (or holds it under another token than a non-zero
+// token) changes nothing.
+type RenewGrant struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token   uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	TtlMs   int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented; it
+	// must be the session's.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewGrant) Reset() {
+	*x = RenewGrant{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewGrant) ProtoMessage() {}
+
+func (x *RenewGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewGrant.ProtoReflect.Descriptor instead.
+func (*RenewGrant) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *RenewGrant) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewGrant) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // ExpireSession ends a session whose TTL ran out on the proposer's clock.
 type ExpireSession struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -771,7 +952,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -783,7 +964,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -796,7 +977,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -827,14 +1008,19 @@ type Acquire struct {
 	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	// secret_hash is the SHA-256 of the secret the request presented: it
 	// must be the session's (for session 0, it is the per-grant session's).
-	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	SecretHash []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// lock_delay_ms is the lock delay of this grant (0: none, at most
+	// 60000): when the session holding it expires or is revoked, the lock
+	// is not granted again until an EndLockDelay. The proposing server
+	// fills in its default.
+	LockDelayMs   int64 `protobuf:"varint,60,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -846,7 +1032,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -859,7 +1045,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -918,6 +1104,13 @@ func (x *Acquire) GetSecretHash() []byte {
 	return nil
 }
 
+func (x *Acquire) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Release struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -941,7 +1134,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1146,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1159,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -1036,7 +1229,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1241,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1254,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -1100,7 +1293,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1305,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1318,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1197,7 +1390,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1209,7 +1402,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1222,7 +1415,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1251,7 +1444,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1263,7 +1456,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1276,7 +1469,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1318,7 +1511,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1330,7 +1523,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1343,7 +1536,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *State) GetIssuer() string {
@@ -1435,7 +1628,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1447,7 +1640,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1460,7 +1653,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1506,7 +1699,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1518,7 +1711,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1531,7 +1724,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1588,7 +1781,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1600,7 +1793,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1613,7 +1806,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1680,7 +1873,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1692,7 +1885,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1705,7 +1898,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1757,13 +1950,27 @@ type Lock struct {
 	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
 	Waiters        []*Waiter              `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lock_delay_ms is the lock delay of the current grant (0: none).
+	LockDelayMs int64 `protobuf:"varint,10,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	// delay_after_token is the token of the grant whose expiry or
+	// revocation started the lock's pending delay; 0 when none. While it is
+	// set the lock has no holder and grants nothing.
+	DelayAfterToken uint64 `protobuf:"varint,11,opt,name=delay_after_token,json=delayAfterToken,proto3" json:"delay_after_token,omitempty"`
+	// delay_ms is the length of the pending delay.
+	DelayMs int64 `protobuf:"varint,12,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// delay_since_unix_ms is the proposer's wall clock when the pending
+	// delay started (display only).
+	DelaySinceUnixMs int64 `protobuf:"varint,13,opt,name=delay_since_unix_ms,json=delaySinceUnixMs,proto3" json:"delay_since_unix_ms,omitempty"`
+	// waiter_delays are the lock delays of the waiters that asked for one,
+	// by session, in queue order.
+	WaiterDelays  []*WaiterDelay `protobuf:"bytes,14,rep,name=waiter_delays,json=waiterDelays,proto3" json:"waiter_delays,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1775,7 +1982,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1788,7 +1995,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Lock) GetName() string {
@@ -1826,6 +2033,94 @@ func (x *Lock) GetWaiters() []*Waiter {
 	return nil
 }
 
+func (x *Lock) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayAfterToken() uint64 {
+	if x != nil {
+		return x.DelayAfterToken
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelaySinceUnixMs() int64 {
+	if x != nil {
+		return x.DelaySinceUnixMs
+	}
+	return 0
+}
+
+func (x *Lock) GetWaiterDelays() []*WaiterDelay {
+	if x != nil {
+		return x.WaiterDelays
+	}
+	return nil
+}
+
+// WaiterDelay is the lock delay a queued acquire asked for.
+type WaiterDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockDelayMs   int64                  `protobuf:"varint,2,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaiterDelay) Reset() {
+	*x = WaiterDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaiterDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaiterDelay) ProtoMessage() {}
+
+func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
+func (*WaiterDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WaiterDelay) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *WaiterDelay) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1836,7 +2131,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2143,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2156,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -1882,7 +2177,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe6\a\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1899,7 +2194,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12E\n" +
+	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
+	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
+	"renewGrant\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1932,10 +2230,23 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"secretHash\"2\n" +
 	"\x06Revoke\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"=\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"W\n" +
+	"\fEndLockDelay\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vafter_token\x18\x02 \x01(\x04R\n" +
+	"afterToken\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"\x88\x01\n" +
+	"\n" +
+	"RenewGrant\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\xe2\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\x86\x02\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -1946,7 +2257,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12,\n" +
 	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
 	"\vsecret_hash\x182 \x01(\fR\n" +
-	"secretHash\"\xf1\x01\n" +
+	"secretHash\x12\"\n" +
+	"\rlock_delay_ms\x18< \x01(\x03R\vlockDelayMs\"\xf1\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2023,13 +2335,22 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06holder\x18\x05 \x01(\x04R\x06holder\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\xa6\x01\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\x83\x03\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\x04R\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
 	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\x121\n" +
-	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
+	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\x12\"\n" +
+	"\rlock_delay_ms\x18\n" +
+	" \x01(\x03R\vlockDelayMs\x12*\n" +
+	"\x11delay_after_token\x18\v \x01(\x04R\x0fdelayAfterToken\x12\x19\n" +
+	"\bdelay_ms\x18\f \x01(\x03R\adelayMs\x12-\n" +
+	"\x13delay_since_unix_ms\x18\r \x01(\x03R\x10delaySinceUnixMs\x12A\n" +
+	"\rwaiter_delays\x18\x0e \x03(\v2\x1c.fenced.state.v1.WaiterDelayR\fwaiterDelays\"K\n" +
+	"\vWaiterDelay\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\"\n" +
+	"\rlock_delay_ms\x18\x02 \x01(\x03R\vlockDelayMs\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seqB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
@@ -2046,7 +2367,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*Batch)(nil),         // 1: fenced.state.v1.Batch
@@ -2057,52 +2378,58 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Quota)(nil),         // 6: fenced.state.v1.Quota
 	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
 	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
-	(*Release)(nil),       // 11: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 16: fenced.state.v1.State
-	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 19: fenced.state.v1.Session
-	(*Reply)(nil),         // 20: fenced.state.v1.Reply
-	(*Lock)(nil),          // 21: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
+	(*EndLockDelay)(nil),  // 9: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),    // 10: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil), // 11: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 12: fenced.state.v1.Acquire
+	(*Release)(nil),       // 13: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 14: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 15: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 16: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 17: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 18: fenced.state.v1.State
+	(*KVReply)(nil),       // 19: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 20: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 21: fenced.state.v1.Session
+	(*Reply)(nil),         // 22: fenced.state.v1.Reply
+	(*Lock)(nil),          // 23: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),   // 24: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),        // 25: fenced.state.v1.Waiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
 	4,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
 	5,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
 	7,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	9,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	10, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	11, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	12, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	13, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	15, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	11, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	12, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	13, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	14, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	15, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	17, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	9,  // 13: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	10, // 14: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	0,  // 15: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	6,  // 16: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	6,  // 17: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	6,  // 18: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	16, // 19: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	21, // 20: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	23, // 21: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	20, // 22: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	17, // 23: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	19, // 24: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	22, // 25: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	25, // 26: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	24, // 27: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2124,6 +2451,8 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_EndLockDelay)(nil),
+		(*Command_RenewGrant)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2131,7 +2460,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
