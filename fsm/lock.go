@@ -56,8 +56,9 @@ func (t *lockTable) dropIfIdle(name string) {
 	}
 }
 
+// A lock's grants are of kind lock with the lock's name as their scope.
 func (t *lockTable) grantOf(l *lock) fence.Grant {
-	return t.m.grant(l.name, l.token, l.holder, l.issuedAt)
+	return t.m.grant(fence.KindLock, l.name, l.name, l.token, l.holder, l.issuedAt)
 }
 
 func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
@@ -88,7 +89,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 			return Result{Err: fmt.Errorf("%w: request seq %d was already used for a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
 		}
 		if ok && rep.kind == replyGranted {
-			return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
+			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLock, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
 		}
 		if ok && rep.kind == replyWithdrawn {
 			return Result{Err: fmt.Errorf("%w: request seq %d was withdrawn by a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
@@ -111,19 +112,18 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	}
 	switch {
 	case free:
-		tok, _ := m.tokens.next() // exhaustion was checked above
-		l.holder, l.token, l.issuedAt = sid, tok, now
+		g := m.issueGrant(fence.KindLock, name, name, sid, now) // exhaustion was checked above
+		l.holder, l.token, l.issuedAt = sid, g.Token, now
 		l.delay.holderMs = a.GetLockDelayMs()
 		s.bound[kindLock].hold(name)
-		g := t.grantOf(l)
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: tok, issuedAt: now})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
 	case l.holder == sid:
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: l.token, issuedAt: l.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
-		m.enqueue(kindLock, name, &l.queue, s, seq)
+		m.enqueue(kindLock, fence.KindLock, name, &l.queue, s, seq)
 		l.delay.setWaiter(sid, a.GetLockDelayMs())
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.holder})
 		return Result{Session: sid, Queued: true, Holder: l.holder}
@@ -200,8 +200,8 @@ func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 	if s := m.sessions[l.holder]; s != nil {
 		s.bound[kindLock].unhold(l.name)
 	}
-	m.obs.Released(l.name, l.holder, l.token, reason)
 	ended := l.token
+	m.endGrant(ended, reason)
 	l.holder, l.token, l.issuedAt = 0, 0, 0
 	if t.startDelay(l, ended, reason, now) {
 		return
@@ -213,11 +213,10 @@ func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 func (t *lockTable) grantNext(l *lock, now int64) {
 	m := t.m
 	if l.queue.len() > 0 && !m.tokens.exhausted() {
-		tok, _ := m.tokens.next()
-		w, _ := m.promote(kindLock, l.name, &l.queue, tok, now)
-		l.holder, l.token, l.issuedAt = w.session, tok, now
+		w, g, _ := m.promote(kindLock, l.name, l.name, &l.queue, now)
+		l.holder, l.token, l.issuedAt = w.session, g.Token, now
 		l.delay.grantedTo(w.session)
-		m.obs.Granted(t.grantOf(l))
+		m.obs.Granted(g)
 		return
 	}
 	t.dropIfIdle(l.name)
@@ -277,7 +276,7 @@ func (t *lockTable) restore(st *statev1.State) error {
 				return fmt.Errorf("lock %q has unknown waiter session %d", l.name, w.GetSession())
 			}
 			s.bound[kindLock].wait(l.name)
-			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq()})
+			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindLock})
 		}
 		if err := l.delay.restore(l, pl); err != nil {
 			return err
@@ -285,6 +284,15 @@ func (t *lockTable) restore(st *statev1.State) error {
 		t.byName[l.name] = l
 	}
 	return nil
+}
+
+// eachGrant implements primitive.
+func (t *lockTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
+	for _, l := range t.byName {
+		if l.holder != 0 {
+			fn(l.token, liveGrant{kind: fence.KindLock, name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt})
+		}
+	}
 }
 
 // Lock describes one lock; a free lock without waiters reports a zero Holder.
