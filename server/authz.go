@@ -40,6 +40,8 @@ func needOf(msg any) need {
 		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.ReleaseRequest:
 		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.RenewRequest:
+		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.VerifyRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.DescribeRequest:

@@ -74,6 +74,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 		}
 	}
 	s.expiry.restartAll()
+	s.rearmDelays()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -134,6 +135,7 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 			return
 		case <-tick.C:
 		}
+		s.endDueDelays(ctx, term, sem, &inflight)
 		for _, id := range s.expiry.due() {
 			select {
 			case sem <- struct{}{}:
