@@ -24,9 +24,6 @@ import (
 // new leader arms every pending delay again, in full, from the state), and
 // so is one for another delay of the same lock.
 
-// MaxLockDelay is the longest lock delay a grant may ask for.
-const MaxLockDelay = time.Minute
-
 // lockDelay is a lock's delay: the one its current grant asked for, the
 // ones its waiters asked for, and the pending delay, if any.
 type lockDelay struct {
@@ -86,12 +83,7 @@ type DelayObserver interface {
 	LockDelayEnded(name string, after fence.Token)
 }
 
-func validateLockDelay(ms int64) error {
-	if ms < 0 || ms > MaxLockDelay.Milliseconds() {
-		return fmt.Errorf("%w: lock delay %dms is outside 0..%dms (0: none)", fence.ErrInvalidArgument, ms, MaxLockDelay.Milliseconds())
-	}
-	return nil
-}
+func validateLockDelay(ms int64) error { return fence.ValidateLockDelayMillis(ms) }
 
 // setWaiterDelay records the delay the queued acquire of session sid asked
 // for. An entry of a session that left the queue is never read: every
@@ -192,7 +184,7 @@ func (d *lockDelay) restore(l *lock, pl *statev1.Lock) error {
 			return fmt.Errorf("lock %q lists the lock delay of session %d twice", l.name, wd.GetSession())
 		}
 		if err := validateLockDelay(wd.GetLockDelayMs()); err != nil || wd.GetLockDelayMs() == 0 {
-			return fmt.Errorf("lock %q: waiter %d: lock delay %dms is outside 1..%dms", l.name, wd.GetSession(), wd.GetLockDelayMs(), MaxLockDelay.Milliseconds())
+			return fmt.Errorf("lock %q: waiter %d: lock delay %dms is outside 1..%dms", l.name, wd.GetSession(), wd.GetLockDelayMs(), fence.MaxLockDelay.Milliseconds())
 		}
 		d.setWaiter(wd.GetSession(), wd.GetLockDelayMs())
 	}
@@ -203,7 +195,7 @@ func (d *lockDelay) restore(l *lock, pl *statev1.Lock) error {
 // delay out of range or without a grant, a pending delay on a held lock,
 // after a token not issued yet, or of a length out of range.
 func (d *lockDelay) check(l *lock, last fence.Token) error {
-	max := MaxLockDelay.Milliseconds()
+	max := fence.MaxLockDelay.Milliseconds()
 	switch {
 	case d.holderMs < 0 || d.holderMs > max:
 		return broken("lock %q has a lock delay of %dms, outside 0..%dms", l.name, d.holderMs, max)

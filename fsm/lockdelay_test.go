@@ -133,7 +133,7 @@ func TestLockDelay_BadInput(t *testing.T) {
 	m := newMachine(t)
 	s := createSession(t, m)
 	before := mustSnapshot(t, m)
-	for _, ms := range []int64{-1, fsm.MaxLockDelay.Milliseconds() + 1} {
+	for _, ms := range []int64{-1, fence.MaxLockDelay.Milliseconds() + 1} {
 		res := acquireDelayed(m, s, 1, "x", false, ms)
 		if !errors.Is(res.Err, fence.ErrInvalidArgument) {
 			t.Fatalf("acquire with a delay of %dms: %+v, want invalid argument", ms, res)

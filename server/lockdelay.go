@@ -135,15 +135,18 @@ func (s *Server) lockDelayMs(asked *int64) int64 {
 }
 
 func validateLockDelayMs(asked *int64) error {
-	if asked != nil && (*asked < 0 || *asked > fsm.MaxLockDelay.Milliseconds()) {
-		return fmt.Errorf("%w: lock_delay_ms %d is outside 0..%d (0: none; unset: the server's default)", fence.ErrInvalidArgument, *asked, fsm.MaxLockDelay.Milliseconds())
+	if asked == nil {
+		return nil
+	}
+	if err := fence.ValidateLockDelayMillis(*asked); err != nil {
+		return fmt.Errorf("lock_delay_ms (unset: the server's default): %w", err)
 	}
 	return nil
 }
 
 func validateLockDelayConfig(d time.Duration) error {
-	if d < 0 || d > fsm.MaxLockDelay {
-		return fmt.Errorf("lock delay %v is out of range; want 0 (off) to %v", d, fsm.MaxLockDelay)
+	if d < 0 || d > fence.MaxLockDelay {
+		return fmt.Errorf("lock delay %v is out of range; want 0 (off) to %v", d, fence.MaxLockDelay)
 	}
 	return nil
 }
