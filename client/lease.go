@@ -237,15 +237,8 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	l.v.renewing(sent, ttl)
 	vctx, cancel := l.c.until(ctx, l.v.ValidUntil(), errTooLate)
 	defer cancel()
-	var resp *fencedv1.RenewResponse
-	err := l.c.retry(vctx, "renew", l.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.locks.Renew(ctx, connect.NewRequest(&fencedv1.RenewRequest{
-			Name: g.Name, Session: g.Session, Secret: l.secret, TtlMs: ttl.Milliseconds(), Token: uint64(g.Token),
-		}))
-		if err == nil {
-			resp = r.Msg
-		}
-		return err
+	resp, err := renewGrant(vctx, l.c, &fencedv1.RenewRequest{
+		Name: g.Name, Session: g.Session, Secret: l.secret, TtlMs: ttl.Milliseconds(), Token: uint64(g.Token),
 	})
 	lose := func(err error) error {
 		err = fmt.Errorf("client: renew %q (token %d): %w", g.Name, g.Token, err)
@@ -269,4 +262,50 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 	l.grant.TTL = ttl
 	l.mu.Unlock()
 	return nil
+}
+
+// renewGrant sends a Renew, retrying network failures until ctx ends; a
+// renewal only sets a TTL, so applying it twice does no harm.
+func renewGrant(ctx context.Context, c *Client, req *fencedv1.RenewRequest) (*fencedv1.RenewResponse, error) {
+	var resp *fencedv1.RenewResponse
+	err := c.retry(ctx, "renew", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.locks.Renew(ctx, connect.NewRequest(req))
+		if err == nil {
+			resp = r.Msg
+		}
+		return err
+	})
+	return resp, err
+}
+
+// Renew renews the grant of lock name held by session, whose secret is
+// secret, for another process than the one holding it (fenced renew): the
+// server keeps it for at least ttl from when it applies the renewal, and
+// ttl becomes the TTL of the session (0 keeps it). The grant keeps its
+// token; Renew returns it with the TTL now in force. It fails with an
+// error wrapping ErrNotOwned when the session does not hold the lock
+// (nothing changes), fence.ErrNotOwner for a wrong secret and
+// fence.ErrSessionNotFound when the session is gone or expiring. A
+// program holding the Lease uses Lease.Renew, which also moves its
+// ValidUntil.
+func (c *Client) Renew(ctx context.Context, name string, session uint64, secret string, ttl time.Duration) (fence.Grant, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return fence.Grant{}, fmt.Errorf("client: renew: %w", err)
+	}
+	if session == 0 {
+		return fence.Grant{}, fmt.Errorf("client: renew %q: %w: session is 0; give the session id the grant was made to", name, fence.ErrInvalidArgument)
+	}
+	if ttl != 0 {
+		if err := fence.ValidateTTL(ttl); err != nil {
+			return fence.Grant{}, fmt.Errorf("client: renew %q: %w", name, err)
+		}
+	}
+	resp, err := renewGrant(ctx, c, &fencedv1.RenewRequest{Name: name, Session: session, Secret: secret, TtlMs: ttl.Milliseconds()})
+	switch {
+	case err != nil:
+		return fence.Grant{}, fmt.Errorf("client: renew %q: %w", name, err)
+	case resp.GetResult() != fencedv1.RenewResult_RENEW_RESULT_RENEWED:
+		return fence.Grant{}, fmt.Errorf("client: renew %q: %w: session %d does not hold it; nothing changed", name, ErrNotOwned, session)
+	}
+	return grantOf(resp.GetGrant(), session, ttl), nil
 }
