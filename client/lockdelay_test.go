@@ -10,8 +10,8 @@ import (
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/internal/testserver"
-	"github.com/fenced-dev/fenced/server"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/server"
 )
 
 // waitGrant locks name on a new session of c and returns how long it
