@@ -63,7 +63,11 @@ gone; 2 usage.`,
 			if err != nil {
 				return classify(err)
 			}
-			return printGrant(cmd.OutOrStdout(), cf.json, g, "")
+			if cf.json {
+				return printGrant(cmd.OutOrStdout(), true, g, "")
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "%s: renewed token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)
+			return err
 		},
 	}
 	cf.register(cmd)
