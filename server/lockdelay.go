@@ -89,6 +89,7 @@ var _ fsm.DelayObserver = (*events)(nil)
 // LockDelayStarted implements fsm.DelayObserver.
 func (e *events) LockDelayStarted(name string, after fence.Token, length time.Duration) {
 	e.delays.start(name, after, length)
+	e.metrics.lockDelays.Inc()
 	e.debug("lock delay", slog.String("name", name), slog.Uint64("after_token", uint64(after)), slog.Duration("delay", length))
 }
 

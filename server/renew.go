@@ -31,6 +31,7 @@ var _ fsm.RenewObserver = (*events)(nil)
 // restarts from now with its TTL, which may be shorter than before.
 func (e *events) SessionRenewed(session uint64, ttlMs int64) {
 	e.expiry.retime(session, time.Duration(ttlMs)*time.Millisecond)
+	e.metrics.renewals.Inc()
 }
 
 // pin stops the expiry of session id from being proposed until unpin. It
