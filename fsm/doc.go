@@ -55,6 +55,14 @@
 //     session).
 //   - expiry (expiry.go): ExpireSession and NewLeader. A primitive adds
 //     nothing: an expired session ends like a closed one.
+//   - lock delay (lockdelay.go) and renewal (renew.go), the exclusive
+//     lock's so far: a lockDelay kept beside a grant holds the name free
+//     after an expiry or revocation until the leader's term-stamped
+//     EndLockDelay; RenewGrant sets a holding session's TTL under its
+//     secret, never granting. A primitive that wants either keeps a
+//     lockDelay per object and calls the same helpers (startDelay when its
+//     grant ends, grantNext when the delay ends), or lets its per-grant
+//     sessions be renewed with RenewGrant.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
 //     retried request is answered with its original result.
