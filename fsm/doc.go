@@ -59,10 +59,10 @@
 //     lock's so far: a lockDelay kept beside a grant holds the name free
 //     after an expiry or revocation until the leader's term-stamped
 //     EndLockDelay; RenewGrant sets a holding session's TTL under its
-//     secret, never granting. A primitive that wants either keeps a
-//     lockDelay per object and calls the same helpers (startDelay when its
-//     grant ends, grantNext when the delay ends), or lets its per-grant
-//     sessions be renewed with RenewGrant.
+//     secret, never granting. A primitive that wants a delay keeps a
+//     lockDelay per object (pending, setWaiter, grantedTo, snapshot,
+//     restore and check do not depend on the lock) and starts and ends it
+//     as lockTable.startDelay and endDelay do.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
 //     retried request is answered with its original result.
