@@ -1,6 +1,7 @@
 package client
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -46,11 +47,16 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 	return o, o.err
 }
 
+// ErrLockDelayed is wrapped, with fence.ErrNotGranted, by the error of a
+// try that found the lock in its lock delay: free, but granted to no one
+// until the delay after its last holder's expiry or revocation ends.
+var ErrLockDelayed = errors.New("client: lock in its lock delay after its holder expired or was revoked")
+
 // heldBy says why an acquire was not granted: the holder, or, with no
 // holder, the lock delay after its last holder expired.
-func heldBy(holder uint64) string {
+func heldBy(holder uint64) error {
 	if holder == 0 {
-		return "in its lock delay after its holder expired or was revoked"
+		return ErrLockDelayed
 	}
-	return fmt.Sprintf("held by session %d", holder)
+	return fmt.Errorf("held by session %d", holder)
 }

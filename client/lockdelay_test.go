@@ -45,8 +45,8 @@ func TestLockDelay_AfterLeaseExpiry(t *testing.T) {
 		l := resp.Msg.GetLock()
 		return l.GetDelayed() && l.GetDelayMs() == delay.Milliseconds() && l.GetHolder() == nil
 	})
-	if _, err := c.Acquire(testCtx(t), "delayed", ttl); !errors.Is(err, fence.ErrNotGranted) {
-		t.Fatalf("Acquire during the delay: %v, want not granted", err)
+	if _, err := c.Acquire(testCtx(t), "delayed", ttl); !errors.Is(err, fence.ErrNotGranted) || !errors.Is(err, client.ErrLockDelayed) {
+		t.Fatalf("Acquire during the delay: %v, want not granted, in its lock delay", err)
 	}
 	if got := waitGrant(t, c, "delayed", start); got < ttl+delay || got > ttl+delay+bound {
 		t.Fatalf("waiter granted %v after the first acquire, want at least ttl+delay %v (and within %v more)", got, ttl+delay, bound)

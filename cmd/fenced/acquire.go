@@ -49,6 +49,9 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			g, secret, err := acquire(ctx, c, name, ttl, wait, opts...)
 			if errors.Is(err, fence.ErrNotGranted) {
 				c.Close()
+				if wait == 0 && errors.Is(err, client.ErrLockDelayed) {
+					return withExit(exitNotGranted, fmt.Errorf("%s: not granted: in its lock delay after its holder expired or was revoked", name))
+				}
 				return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
 			}
 			if err != nil {
