@@ -260,19 +260,7 @@ func TestLockDelay_Properties(t *testing.T) {
 			}
 		}
 		seen.delays += c.started
-		if snap == nil {
-			snap = mustSnapshot(t, m)
-		}
-		replayed := fsm.New(nil)
-		if err := replayed.Restore(snap); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
-		for _, cmd := range rest {
-			replayed.Apply(cmd)
-		}
-		if got, want := mustSnapshot(t, replayed), mustSnapshot(t, m); !bytes.Equal(got, want) {
-			t.Fatalf("snapshot at %d, restore and replay of %d commands gave a different state", cut, len(rest))
-		}
+		checkReplay(t, m, snap, cut, rest)
 	})
 }
 

@@ -107,23 +107,16 @@ func (s *Server) rearmDelays() {
 }
 
 // endDueDelays proposes the end of every delay that ran out, stamped with
-// term; called on each tick of the leader's expiry loop.
-func (s *Server) endDueDelays(ctx context.Context, term uint64, sem chan struct{}, inflight *sync.WaitGroup) {
+// term; called on each tick of the leader's expiry loop. It reports false
+// when ctx ended.
+func (s *Server) endDueDelays(ctx context.Context, term uint64, props *leaderProposals) bool {
 	for _, d := range s.delays.due() {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
+		cmd := &statev1.Command{Op: &statev1.Command_EndLockDelay{EndLockDelay: &statev1.EndLockDelay{Name: d.Name, AfterToken: uint64(d.After), Term: term}}}
+		if !props.propose(ctx, cmd, "end lock delay", "name", d.Name) {
+			return false
 		}
-		inflight.Add(1)
-		go func() {
-			defer func() { <-sem; inflight.Done() }()
-			cmd := &statev1.Command{Op: &statev1.Command_EndLockDelay{EndLockDelay: &statev1.EndLockDelay{Name: d.Name, AfterToken: uint64(d.After), Term: term}}}
-			if _, err := s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
-				s.log.Warn("end lock delay", "name", d.Name, "err", err)
-			}
-		}()
 	}
+	return true
 }
 
 // lockDelayMs is the lock delay of an acquire: the one it asks for, or the
