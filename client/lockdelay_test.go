@@ -101,3 +101,21 @@ func TestLockDelay_ServerDefault(t *testing.T) {
 		t.Fatal("server started with a lock delay above one minute")
 	}
 }
+
+// A force-revoke is not a clean end: the revoked grant's delay applies.
+func TestLockDelay_AfterRevoke(t *testing.T) {
+	srv := testserver.Start(t, func(c *server.Config) { c.AllowRevoke = true })
+	c := newClient(t, []string{srv.Addr()})
+	const delay = 1500 * time.Millisecond
+	m := client.NewMutex(newSession(t, c), "revoked", client.WithLockDelay(delay))
+	if err := m.Lock(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, ok, err := c.Revoke(testCtx(t), "revoked", m.Token(), "test"); err != nil || !ok {
+		t.Fatalf("Revoke: %v %v", ok, err)
+	}
+	if got := waitGrant(t, c, "revoked", start); got < delay || got > delay+bound {
+		t.Fatalf("waiter granted %v after the revoke, want at least the delay %v (and within %v more)", got, delay, bound)
+	}
+}
