@@ -231,7 +231,11 @@ func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
 		return fmt.Errorf("client: renew %q: %w", g.Name, ErrNotHeld)
 	}
 	if !l.v.valid() {
-		return fmt.Errorf("client: renew %q: %w", g.Name, context.Cause(l.v.ctx))
+		cause := context.Cause(l.v.ctx)
+		if cause == nil { // run out, and the timer has not fired yet
+			cause = l.v.lost
+		}
+		return fmt.Errorf("client: renew %q: %w", g.Name, cause)
 	}
 	sent := l.c.clock.Now()
 	l.v.renewing(sent, ttl)
