@@ -6,6 +6,7 @@ import (
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
 // A LockOption configures an acquire of a lock (NewMutex, Client.Acquire).
@@ -52,11 +53,14 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 // until the delay after its last holder's expiry or revocation ends.
 var ErrLockDelayed = errors.New("client: lock in its lock delay after its holder expired or was revoked")
 
-// heldBy says why an acquire was not granted: the holder, or, with no
-// holder, the lock delay after its last holder expired.
-func heldBy(holder uint64) error {
-	if holder == 0 {
+// heldBy says why an acquire was not granted: the lock delay after its
+// last holder expired, or the holder (0 when the server does not show it).
+func heldBy(r *fencedv1.AcquireResponse) error {
+	switch {
+	case r.GetDelayed():
 		return ErrLockDelayed
+	case r.GetHolder() == 0:
+		return errors.New("held by another session")
 	}
-	return fmt.Errorf("held by session %d", holder)
+	return fmt.Errorf("held by session %d", r.GetHolder())
 }

@@ -128,12 +128,12 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.holder})
 		return Result{Session: sid, Queued: true, Holder: l.holder}
 	default:
-		holder := l.holder
+		holder, delayed := l.holder, l.delay.pending()
 		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: holder})
 		if created {
 			m.endSession(sid, OneShotUnused, now)
 		}
-		return Result{Session: sid, Holder: holder}
+		return Result{Session: sid, Holder: holder, Delayed: delayed}
 	}
 }
 

@@ -54,8 +54,8 @@ func TestLockDelay_AfterExpiry(t *testing.T) {
 	if got := m.PendingDelays(); len(got) != 1 || got[0].Name != "x" || got[0].After != first.Grant.Token {
 		t.Fatalf("PendingDelays()=%+v", got)
 	}
-	if res := acquire(m, other, 1, "x", false); res.Granted || res.Queued || res.Holder != 0 {
-		t.Fatalf("try during the delay=%+v, want not granted, no holder", res)
+	if res := acquire(m, other, 1, "x", false); res.Granted || res.Queued || res.Holder != 0 || !res.Delayed {
+		t.Fatalf("try during the delay=%+v, want not granted, delayed, no holder", res)
 	}
 	before := mustSnapshot(t, m)
 	for _, bad := range []struct {

@@ -87,7 +87,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 			return nil, toConnect(err)
 		}
 	}
-	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Delayed: res.Delayed}
 	if res.Granted {
 		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0

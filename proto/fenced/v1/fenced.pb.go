@@ -2274,7 +2274,10 @@ type AcquireResponse struct {
 	Holder uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
 	// secret is the per-grant session's secret when the request's session
 	// was 0 and the lock was granted; release the grant with it.
-	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	// delayed reports a try that was not granted because the lock is in its
+	// lock delay after its holder expired or was revoked (holder is then 0).
+	Delayed       bool `protobuf:"varint,40,opt,name=delayed,proto3" json:"delayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2335,6 +2338,13 @@ func (x *AcquireResponse) GetSecret() string {
 		return x.Secret
 	}
 	return ""
+}
+
+func (x *AcquireResponse) GetDelayed() bool {
+	if x != nil {
+		return x.Delayed
+	}
+	return false
 }
 
 type ReleaseRequest struct {
@@ -3492,12 +3502,13 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x16\n" +
 	"\x06secret\x18\a \x01(\tR\x06secret\x12'\n" +
 	"\rlock_delay_ms\x18( \x01(\x03H\x00R\vlockDelayMs\x88\x01\x01B\x10\n" +
-	"\x0e_lock_delay_ms\"\x83\x01\n" +
+	"\x0e_lock_delay_ms\"\x9d\x01\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12&\n" +
 	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\x12\x16\n" +
 	"\x06holder\x18\x03 \x01(\x04R\x06holder\x12\x16\n" +
-	"\x06secret\x18\x04 \x01(\tR\x06secret\"\xc1\x01\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\x12\x18\n" +
+	"\adelayed\x18( \x01(\bR\adelayed\"\xc1\x01\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
