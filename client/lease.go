@@ -127,7 +127,7 @@ func (c *Client) Acquire(ctx context.Context, name string, ttl time.Duration, op
 			// would apply it as a new try: withdraw it.
 			withdraw()
 		}
-		return nil, fmt.Errorf("client: acquire %q: %w: %w", name, fence.ErrNotGranted, heldBy(resp))
+		return nil, fmt.Errorf("client: acquire %q: %w: %w", name, fence.ErrNotGranted, notGrantedReason(resp))
 	}
 	lost := fmt.Errorf("%w: lease on %q (token %d): %w", fence.ErrLockLost, name, resp.GetGrant().GetToken(), ErrExpired)
 	l := &Lease{c: c, grant: grantOf(resp.GetGrant(), 0, ttl), secret: secret, v: newOwnTTL(c.clock, sent, ttl, lost)}

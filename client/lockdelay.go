@@ -53,14 +53,16 @@ func lockOptionsOf(opts []LockOption) (lockOptions, error) {
 // until the delay after its last holder's expiry or revocation ends.
 var ErrLockDelayed = errors.New("client: lock in its lock delay after its holder expired or was revoked")
 
-// heldBy says why an acquire was not granted: the lock delay after its
-// last holder expired, or the holder (0 when the server does not show it).
-func heldBy(r *fencedv1.AcquireResponse) error {
+// notGrantedReason says why an acquire was not granted: the lock delay
+// after its last holder expired, or the holder, whose session a server
+// with an auth file names only to identities that may read the lock (0
+// otherwise).
+func notGrantedReason(r *fencedv1.AcquireResponse) error {
 	switch {
 	case r.GetDelayed():
 		return ErrLockDelayed
 	case r.GetHolder() == 0:
-		return errors.New("held by another session")
+		return errors.New("held by a session the server did not name (with an auth file it names it only to identities with read on the lock)")
 	}
 	return fmt.Errorf("held by session %d", r.GetHolder())
 }

@@ -190,7 +190,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				// server would apply it as a new try: withdraw it.
 				m.withdraw(ctx, seq, true)
 			}
-			return fmt.Errorf("client: %s %q: %w: %w", op, m.name, fence.ErrNotGranted, heldBy(resp))
+			return fmt.Errorf("client: %s %q: %w: %w", op, m.name, fence.ErrNotGranted, notGrantedReason(resp))
 		case ctx.Err() != nil:
 			// The server answered "not granted" and dropped the wait; an
 			// earlier attempt of seq may still be on its way.
