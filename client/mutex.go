@@ -29,8 +29,11 @@ const maxWaitChunk = 5 * time.Minute
 // Token, Grant and Context are safe to call from any goroutine; Lock,
 // TryLock and Unlock of one Mutex are meant to be called one at a time.
 type Mutex struct {
-	s    *Session
-	name string
+	validity // the session's: ValidUntil and Remaining
+	s        *Session
+	name     string
+	opts     lockOptions
+	optsErr  error
 
 	mu     sync.Mutex
 	grant  fence.Grant // zero when not held
@@ -38,17 +41,20 @@ type Mutex struct {
 	cancel context.CancelCauseFunc
 }
 
-// notHeld is the Context of a Mutex or TTLLock that holds no grant.
+// notHeld is the Context of a Mutex or Lease that holds no grant.
 var notHeld = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(ErrNotHeld)
 	return ctx
 }()
 
-// NewMutex returns a Mutex for the lock name held through session s. It
-// does not contact the server; the name is checked by Lock and TryLock.
-func NewMutex(s *Session, name string) *Mutex {
-	return &Mutex{s: s, name: name, ctx: notHeld}
+// NewMutex returns a Mutex for the lock name held through session s, with
+// opts for its grants (WithLockDelay). It does not contact the server; the
+// name and options are checked by Lock and TryLock. Its ValidUntil and
+// Remaining are its session's.
+func NewMutex(s *Session, name string, opts ...LockOption) *Mutex {
+	o, err := lockOptionsOf(opts)
+	return &Mutex{validity: validity{s}, s: s, name: name, opts: o, optsErr: err, ctx: notHeld}
 }
 
 // Name returns the lock's name.
@@ -103,7 +109,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 	if wait {
 		op = "lock"
 	}
-	if err := fence.ValidateName(m.name); err != nil {
+	if err := errors.Join(fence.ValidateName(m.name), m.optsErr); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	c, s := m.s.c, m.s
@@ -144,6 +150,8 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				Secret:  s.secret,
 				Seq:     seq,
 				WaitMs:  waitFor.Milliseconds(),
+
+				LockDelayMs: m.opts.lockDelayMs,
 			})
 			if !errors.Is(err, errNotSent) {
 				sends++
@@ -182,7 +190,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 				// server would apply it as a new try: withdraw it.
 				m.withdraw(ctx, seq, true)
 			}
-			return fmt.Errorf("client: %s %q: %w: %s", op, m.name, fence.ErrNotGranted, heldBy(resp.GetHolder()))
+			return fmt.Errorf("client: %s %q: %w: %w", op, m.name, fence.ErrNotGranted, notGrantedReason(resp))
 		case ctx.Err() != nil:
 			// The server answered "not granted" and dropped the wait; an
 			// earlier attempt of seq may still be on its way.

@@ -56,6 +56,14 @@
 //     session).
 //   - expiry (expiry.go): ExpireSession and NewLeader. A primitive adds
 //     nothing: an expired session ends like a closed one.
+//   - lock delay (lockdelay.go) and renewal (renew.go), the exclusive
+//     lock's so far: a lockDelay kept beside a grant holds the name free
+//     after an expiry or revocation until the leader's term-stamped
+//     EndLockDelay; RenewGrant sets a holding session's TTL under its
+//     secret, never granting. A primitive that wants a delay keeps a
+//     lockDelay per object (pending, setWaiter, grantedTo, snapshot,
+//     restore and check do not depend on the lock) and starts and ends it
+//     as lockTable.startDelay and endDelay do.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
 //     retried request is answered with its original result.

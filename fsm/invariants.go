@@ -153,8 +153,11 @@ func (t *lockTable) check() error {
 		if err := storedName(name); err != nil {
 			return broken("lock %q: %v", name, err)
 		}
-		if l.holder == 0 && l.queue.len() == 0 {
-			return broken("lock %q is free with no waiters but kept", name)
+		if l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
+			return broken("lock %q is free with no waiters and no delay but kept", name)
+		}
+		if err := l.delay.check(l, m.tokens.last); err != nil {
+			return err
 		}
 		if l.holder == 0 && l.token != 0 {
 			return broken("lock %q is free but has token %d", name, l.token)

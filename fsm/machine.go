@@ -94,6 +94,10 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.semaphores.release(op.SemRelease, now)
 	case *statev1.Command_SemCancelWait:
 		return m.semaphores.cancelWait(op.SemCancelWait.GetSession(), op.SemCancelWait.GetName(), now)
+	case *statev1.Command_EndLockDelay:
+		return m.locks.endDelay(op.EndLockDelay, now)
+	case *statev1.Command_RenewGrant:
+		return m.locks.renew(op.RenewGrant)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -144,6 +144,24 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 	return &c
 }
 
+// checkReplay checks that restoring snap (taken before command cut; nil
+// for the end) and applying rest gives the state of m.
+func checkReplay(t *rapid.T, m *fsm.Machine, snap []byte, cut int, rest []*statev1.Command) {
+	if snap == nil {
+		snap = mustSnapshot(t, m)
+	}
+	replayed := fsm.New(nil)
+	if err := replayed.Restore(snap); err != nil {
+		t.Fatalf("Restore: %v", err)
+	}
+	for _, cmd := range rest {
+		replayed.Apply(cmd)
+	}
+	if got, want := mustSnapshot(t, replayed), mustSnapshot(t, m); !bytes.Equal(got, want) {
+		t.Fatalf("snapshot at %d, restore and replay of %d commands gave a different state", cut, len(rest))
+	}
+}
+
 func initCommand(floor uint64) *statev1.Command {
 	return &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "test-issuer", TokenFloor: floor}}}
 }
@@ -213,19 +231,7 @@ func TestMachine_Properties(t *testing.T) {
 				}
 			}
 		}
-		if snap == nil {
-			snap = mustSnapshot(t, m)
-		}
-		replayed := fsm.New(nil)
-		if err := replayed.Restore(snap); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
-		for _, cmd := range rest {
-			replayed.Apply(cmd)
-		}
-		if got, want := mustSnapshot(t, replayed), mustSnapshot(t, m); !bytes.Equal(got, want) {
-			t.Fatalf("snapshot at %d, restore and replay of %d commands gave a different state", cut, len(rest))
-		}
+		checkReplay(t, m, snap, cut, rest)
 		// Every holder the checker tracked is the holder the machine reports.
 		for _, name := range names {
 			info := m.Lock(name)

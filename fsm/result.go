@@ -46,6 +46,9 @@ type Result struct {
 	Queued bool
 	// Holder is the session holding the lock when an acquire was not granted.
 	Holder uint64
+	// Delayed reports an acquire not granted because the lock is in its
+	// lock delay (lockdelay.go); Holder is then 0.
+	Delayed bool
 	// Release is the outcome of a Release command.
 	Release ReleaseResult
 	// Ended reports that a CloseSession, ExpireSession or Revoke ended a

@@ -48,6 +48,8 @@ func needOf(msg any) need {
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.SemaphoreDescribeRequest:
 		return need{perm: permRead, name: m.Name}
+	case *fencedv1.RenewRequest:
+		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.VerifyRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.DescribeRequest:

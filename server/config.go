@@ -58,6 +58,12 @@ type Config struct {
 	// ExpiryInterval is how often the leader looks for leases that ran out.
 	// A session is expired at most this long after its TTL. Default 25ms.
 	ExpiryInterval time.Duration
+	// LockDelay is the lock delay of an acquire that does not ask for one
+	// (docs/lock-delay.md): after the session holding the grant expires
+	// or is revoked, the lock is granted to no one for this long. A
+	// mitigation for resources that cannot check tokens, not a safety
+	// mechanism. Default 0 (off); at most 1 minute.
+	LockDelay time.Duration
 	// MaxMessageBytes caps a request message. Default 64 KiB.
 	MaxMessageBytes int
 	// ProposeTimeout bounds one proposal when the caller sets no deadline.
@@ -159,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.ExpiryInterval < time.Millisecond || c.ExpiryInterval > time.Second {
 		errs = append(errs, fmt.Errorf("expiry interval %v is out of range; want 1ms to 1s", c.ExpiryInterval))
+	}
+	if err := validateLockDelayConfig(c.LockDelay); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxMessageBytes < 1024 {
 		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))

@@ -15,6 +15,7 @@ import (
 type events struct {
 	waits   *waits
 	expiry  *sessionExpiry
+	delays  *lockDelays
 	revokes *revokePush
 	metrics *metrics
 	log     *slog.Logger

@@ -75,6 +75,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 		}
 	}
 	s.expiry.restartAll()
+	s.rearmDelays()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -129,31 +130,51 @@ func newIssuer() string {
 func (s *Server) expireLoop(ctx context.Context, term uint64) {
 	tick := time.NewTicker(s.cfg.ExpiryInterval)
 	defer tick.Stop()
-	sem := make(chan struct{}, maxParallelExpiries)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	props := &leaderProposals{s: s, sem: make(chan struct{}, maxParallelExpiries)}
+	defer props.inflight.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		if !s.endDueDelays(ctx, term, props) {
+			return
+		}
 		for _, id := range s.expiry.due() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
+			cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
+			if !props.propose(ctx, cmd, "expire session", "session", id) {
 				return
 			}
-			inflight.Add(1)
-			go func() {
-				defer func() { <-sem; inflight.Done() }()
-				cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
-				if _, err := s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
-					s.log.Warn("expire session", "session", id, "err", err)
-				}
-			}()
 		}
 	}
+}
+
+// leaderProposals are the proposals the leader makes of its own accord
+// (expiries, ends of lock delays), at most maxParallelExpiries in flight.
+type leaderProposals struct {
+	s        *Server
+	sem      chan struct{}
+	inflight sync.WaitGroup
+}
+
+// propose proposes cmd in the background, logging a failure as what with
+// attrs, once fewer than the maximum are in flight. It reports false when
+// ctx ended first.
+func (p *leaderProposals) propose(ctx context.Context, cmd *statev1.Command, what string, attrs ...any) bool {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	p.inflight.Add(1)
+	go func() {
+		defer func() { <-p.sem; p.inflight.Done() }()
+		if _, err := p.s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+			p.s.log.Warn(what, append(attrs, "err", err)...)
+		}
+	}()
+	return true
 }
 
 // registerWithLeader records this follower's API address through the

@@ -32,7 +32,7 @@ type lockService struct{ s *Server }
 var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
 
 func validateAcquire(m *fencedv1.AcquireRequest) error {
-	errs := []error{fence.ValidateName(m.Name), fence.ValidateWaitMillis(m.WaitMs), validateRequestID(m.RequestId)}
+	errs := []error{fence.ValidateName(m.Name), fence.ValidateWaitMillis(m.WaitMs), validateRequestID(m.RequestId), validateLockDelayMs(m.LockDelayMs)}
 	if m.Session == 0 {
 		if m.TtlMs == 0 {
 			errs = append(errs, fmt.Errorf("%w: session is 0 and ttl_ms is 0; give a session, or a ttl_ms for a per-grant session", fence.ErrInvalidArgument))
@@ -76,6 +76,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
+		LockDelayMs: h.s.lockDelayMs(m.LockDelayMs),
 	}}})
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
@@ -86,7 +87,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 			return nil, toConnect(err)
 		}
 	}
-	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Delayed: res.Delayed}
 	if visible := h.s.readable(ctx); visible != nil && !visible(m.Name) {
 		resp.Holder = 0 // a session id, shown only to readers of the name
 	}

@@ -22,12 +22,20 @@ type metrics struct {
 	diskErrors      *prometheus.CounterVec
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
+	lockDelays      prometheus.Counter // lockdelay.go
+	renewals        prometheus.Counter // renew.go
 }
 
 func newMetrics(sm *stateMachine) *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs .. ~13s
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
+		lockDelays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_lock_delays_total", Help: "Lock delays started after the expiry or revocation of a grant that asked for one.",
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_grant_renewals_total", Help: "Grants renewed with Renew (fenced renew, Lease.Renew).",
+		}),
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_grants_total", Help: "Locks granted, immediately or to a waiter (on this node's state machine).",
 		}),
@@ -73,6 +81,8 @@ func newMetrics(sm *stateMachine) *metrics {
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
 		gauge("fenced_semaphore_permits_held", "Semaphore permits currently held, over all semaphores.", func(fm *fsm.Machine) int { n, _ := fm.SemaphoreCounts(); return n }),
 		gauge("fenced_semaphore_waiters", "Acquires waiting in semaphore queues.", func(fm *fsm.Machine) int { _, n := fm.SemaphoreCounts(); return n }),
+		m.lockDelays, m.renewals,
+		gauge("fenced_locks_delayed", "Locks in their lock delay.", func(fm *fsm.Machine) int { return len(fm.PendingDelays()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fenced_last_token", Help: "The last fencing token issued."}, func() float64 {
 			var v float64
 			sm.read(func(fm *fsm.Machine) { v = float64(fm.LastToken()) })

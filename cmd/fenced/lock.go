@@ -20,6 +20,7 @@ import (
 func newLockCommand() *cobra.Command {
 	var cf clientFlags
 	var ttl, wait, grace time.Duration
+	var delay lockDelayFlag
 	cmd := &cobra.Command{
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
 		Short: "Run CMD while holding a lock",
@@ -54,13 +55,17 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			if grace < 0 || grace > maxTimeout {
 				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 			}
+			opts, err := delay.options()
+			if err != nil {
+				return err
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
 			actx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
-			err = runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv)
+			err = runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv, opts...)
 			var ec *exitCodeError
 			if errors.As(err, &ec) && ec.code == exitLockLost {
 				// Exit now: Close would wait for the SDK's last attempt to
@@ -72,6 +77,7 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 		},
 	}
 	cf.register(cmd)
+	delay.register(cmd)
 	cmd.Flags().DurationVar(&ttl, "ttl", 15*time.Second, "session TTL (100ms to 24h); renewed every TTL/3")
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the lock")
 	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
@@ -80,12 +86,12 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 
 // runLocked holds name while argv runs. acquireCtx bounds taking the lock,
 // ctx the whole run.
-func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, ttl, wait, grace time.Duration, argv []string) error {
+func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, ttl, wait, grace time.Duration, argv []string, opts ...client.LockOption) error {
 	s, err := c.NewSession(acquireCtx, client.WithTTL(ttl))
 	if err != nil {
 		return classify(err)
 	}
-	m := client.NewMutex(s, name)
+	m := client.NewMutex(s, name, opts...)
 	wctx, cancel := context.WithTimeout(acquireCtx, wait)
 	err = m.Lock(wctx)
 	cancel()

@@ -4,6 +4,7 @@
 //	fenced serve                          run a server (single node, data in ./fenced-data)
 //	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
+//	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
 //	fenced status [NAME]                  holders, tokens, waiters, sessions

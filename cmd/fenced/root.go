@@ -20,6 +20,7 @@ func newRootCommand() *cobra.Command {
 		newServeCommand(),
 		newAcquireCommand(),
 		newReleaseCommand(),
+		newRenewCommand(),
 		newRevokeCommand(),
 		newLockCommand(),
 		newStatusCommand(),

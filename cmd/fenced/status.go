@@ -66,7 +66,7 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 		for _, wt := range l.Waiters {
 			waiters = append(waiters, fmt.Sprint(wt.Session))
 		}
-		fmt.Fprintf(w, "  %-30s %s", shown(l.Name), holder)
+		fmt.Fprintf(w, "  %-30s %s%s", shown(l.Name), holder, delayNote(l))
 		if more := int(l.WaiterCount) - len(waiters); more > 0 {
 			waiters = append(waiters, fmt.Sprintf("and %d more", more))
 		}

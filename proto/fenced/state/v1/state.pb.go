@@ -47,6 +47,8 @@ type Command struct {
 	//	*Command_SemAcquire
 	//	*Command_SemRelease
 	//	*Command_SemCancelWait
+	//	*Command_EndLockDelay
+	//	*Command_RenewGrant
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -245,6 +247,24 @@ func (x *Command) GetSemCancelWait() *SemCancelWait {
 	return nil
 }
 
+func (x *Command) GetEndLockDelay() *EndLockDelay {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndLockDelay); ok {
+			return x.EndLockDelay
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewGrant() *RenewGrant {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewGrant); ok {
+			return x.RenewGrant
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -325,6 +345,14 @@ type Command_SemCancelWait struct {
 	SemCancelWait *SemCancelWait `protobuf:"bytes,22,opt,name=sem_cancel_wait,json=semCancelWait,proto3,oneof"`
 }
 
+type Command_EndLockDelay struct {
+	EndLockDelay *EndLockDelay `protobuf:"bytes,38,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
+}
+
+type Command_RenewGrant struct {
+	RenewGrant *RenewGrant `protobuf:"bytes,39,opt,name=renew_grant,json=renewGrant,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -358,6 +386,10 @@ func (*Command_SemAcquire) isCommand_Op() {}
 func (*Command_SemRelease) isCommand_Op() {}
 
 func (*Command_SemCancelWait) isCommand_Op() {}
+
+func (*Command_EndLockDelay) isCommand_Op() {}
+
+func (*Command_RenewGrant) isCommand_Op() {}
 
 // RotateKeys adds a new cluster signing key and makes it the one grants
 // are signed with; the oldest keys beyond keep are dropped. The proposer
@@ -964,6 +996,155 @@ func (x *Revoke) GetToken() uint64 {
 	return 0
 }
 
+// EndLockDelay ends a lock's delay (docs/design.md §3, "Lock delay"): the
+// proposing leader's clock says the delay after the expiry or revocation
+// of the grant with token after_token has run out. The lock then goes to
+// its first waiter. Ignored when term is older than the newest leadership
+// applied (a new leader arms every pending delay again, in full), or when
+// the lock is not in the delay that followed after_token.
+type EndLockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AfterToken    uint64                 `protobuf:"varint,2,opt,name=after_token,json=afterToken,proto3" json:"after_token,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLockDelay) Reset() {
+	*x = EndLockDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLockDelay) ProtoMessage() {}
+
+func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLockDelay.ProtoReflect.Descriptor instead.
+func (*EndLockDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EndLockDelay) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndLockDelay) GetAfterToken() uint64 {
+	if x != nil {
+		return x.AfterToken
+	}
+	return 0
+}
+
+func (x *EndLockDelay) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// RenewGrant renews the grant of lock name held by session: the session's
+// TTL becomes ttl_ms (0 keeps it) and the leader restarts its deadline
+// when the command is applied. The grant keeps its token. A session that
+// does not hold the lock (or holds it under another token than a non-zero
+// token) changes nothing.
+type RenewGrant struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token   uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	TtlMs   int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented; it
+	// must be the session's.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewGrant) Reset() {
+	*x = RenewGrant{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewGrant) ProtoMessage() {}
+
+func (x *RenewGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewGrant.ProtoReflect.Descriptor instead.
+func (*RenewGrant) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RenewGrant) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewGrant) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // ExpireSession ends a session whose TTL ran out on the proposer's clock.
 type ExpireSession struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -977,7 +1158,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -989,7 +1170,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1002,7 +1183,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -1033,14 +1214,19 @@ type Acquire struct {
 	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	// secret_hash is the SHA-256 of the secret the request presented: it
 	// must be the session's (for session 0, it is the per-grant session's).
-	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	SecretHash []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// lock_delay_ms is the lock delay of this grant (0: none, at most
+	// 60000): when the session holding it expires or is revoked, the lock
+	// is not granted again until an EndLockDelay. The proposing server
+	// fills in its default.
+	LockDelayMs   int64 `protobuf:"varint,60,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1052,7 +1238,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1065,7 +1251,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -1124,6 +1310,13 @@ func (x *Acquire) GetSecretHash() []byte {
 	return nil
 }
 
+func (x *Acquire) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Release struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1147,7 +1340,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1159,7 +1352,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1172,7 +1365,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -1242,7 +1435,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1254,7 +1447,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1267,7 +1460,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -1315,7 +1508,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1327,7 +1520,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1340,7 +1533,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1426,7 +1619,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1438,7 +1631,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1451,7 +1644,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1480,7 +1673,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1492,7 +1685,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1505,7 +1698,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1552,7 +1745,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1757,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1770,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *State) GetIssuer() string {
@@ -1683,7 +1876,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1888,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +1901,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1754,7 +1947,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1959,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1972,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1836,7 +2029,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +2041,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +2054,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1928,7 +2121,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1940,7 +2133,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1953,7 +2146,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -2005,13 +2198,27 @@ type Lock struct {
 	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
 	Waiters        []*Waiter              `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lock_delay_ms is the lock delay of the current grant (0: none).
+	LockDelayMs int64 `protobuf:"varint,10,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	// delay_after_token is the token of the grant whose expiry or
+	// revocation started the lock's pending delay; 0 when none. While it is
+	// set the lock has no holder and grants nothing.
+	DelayAfterToken uint64 `protobuf:"varint,11,opt,name=delay_after_token,json=delayAfterToken,proto3" json:"delay_after_token,omitempty"`
+	// delay_ms is the length of the pending delay.
+	DelayMs int64 `protobuf:"varint,12,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// delay_since_unix_ms is the proposer's wall clock when the pending
+	// delay started (display only).
+	DelaySinceUnixMs int64 `protobuf:"varint,13,opt,name=delay_since_unix_ms,json=delaySinceUnixMs,proto3" json:"delay_since_unix_ms,omitempty"`
+	// waiter_delays are the lock delays of the waiters that asked for one,
+	// by session, in queue order.
+	WaiterDelays  []*WaiterDelay `protobuf:"bytes,14,rep,name=waiter_delays,json=waiterDelays,proto3" json:"waiter_delays,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2230,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2243,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Lock) GetName() string {
@@ -2074,6 +2281,94 @@ func (x *Lock) GetWaiters() []*Waiter {
 	return nil
 }
 
+func (x *Lock) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayAfterToken() uint64 {
+	if x != nil {
+		return x.DelayAfterToken
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelaySinceUnixMs() int64 {
+	if x != nil {
+		return x.DelaySinceUnixMs
+	}
+	return 0
+}
+
+func (x *Lock) GetWaiterDelays() []*WaiterDelay {
+	if x != nil {
+		return x.WaiterDelays
+	}
+	return nil
+}
+
+// WaiterDelay is the lock delay a queued acquire asked for.
+type WaiterDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockDelayMs   int64                  `protobuf:"varint,2,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaiterDelay) Reset() {
+	*x = WaiterDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaiterDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaiterDelay) ProtoMessage() {}
+
+func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
+func (*WaiterDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WaiterDelay) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *WaiterDelay) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -2084,7 +2379,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2096,7 +2391,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2109,7 +2404,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2151,7 +2446,7 @@ type SemAcquire struct {
 
 func (x *SemAcquire) Reset() {
 	*x = SemAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2163,7 +2458,7 @@ func (x *SemAcquire) String() string {
 func (*SemAcquire) ProtoMessage() {}
 
 func (x *SemAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2176,7 +2471,7 @@ func (x *SemAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
 func (*SemAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SemAcquire) GetSession() uint64 {
@@ -2267,7 +2562,7 @@ type SemRelease struct {
 
 func (x *SemRelease) Reset() {
 	*x = SemRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2279,7 +2574,7 @@ func (x *SemRelease) String() string {
 func (*SemRelease) ProtoMessage() {}
 
 func (x *SemRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2292,7 +2587,7 @@ func (x *SemRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
 func (*SemRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SemRelease) GetSession() uint64 {
@@ -2362,7 +2657,7 @@ type SemCancelWait struct {
 
 func (x *SemCancelWait) Reset() {
 	*x = SemCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2374,7 +2669,7 @@ func (x *SemCancelWait) String() string {
 func (*SemCancelWait) ProtoMessage() {}
 
 func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2387,7 +2682,7 @@ func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
 func (*SemCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SemCancelWait) GetSession() uint64 {
@@ -2418,7 +2713,7 @@ type Semaphore struct {
 
 func (x *Semaphore) Reset() {
 	*x = Semaphore{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2430,7 +2725,7 @@ func (x *Semaphore) String() string {
 func (*Semaphore) ProtoMessage() {}
 
 func (x *Semaphore) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2443,7 +2738,7 @@ func (x *Semaphore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
 func (*Semaphore) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Semaphore) GetName() string {
@@ -2487,7 +2782,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2794,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2807,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Permit) GetSlot() uint32 {
@@ -2556,7 +2851,7 @@ type SemWaiter struct {
 
 func (x *SemWaiter) Reset() {
 	*x = SemWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2568,7 +2863,7 @@ func (x *SemWaiter) String() string {
 func (*SemWaiter) ProtoMessage() {}
 
 func (x *SemWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2581,7 +2876,7 @@ func (x *SemWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
 func (*SemWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SemWaiter) GetSession() uint64 {
@@ -2609,7 +2904,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe9\b\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xf0\t\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -2633,7 +2928,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"semAcquire\x12>\n" +
 	"\vsem_release\x18\x15 \x01(\v2\x1b.fenced.state.v1.SemReleaseH\x00R\n" +
 	"semRelease\x12H\n" +
-	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12\x1e\n" +
+	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12E\n" +
+	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
+	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
+	"renewGrant\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
@@ -2677,10 +2975,23 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"secretHash\"2\n" +
 	"\x06Revoke\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"=\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"W\n" +
+	"\fEndLockDelay\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vafter_token\x18\x02 \x01(\x04R\n" +
+	"afterToken\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"\x88\x01\n" +
+	"\n" +
+	"RenewGrant\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\xe2\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\x86\x02\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2691,7 +3002,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12,\n" +
 	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
 	"\vsecret_hash\x182 \x01(\fR\n" +
-	"secretHash\"\xf1\x01\n" +
+	"secretHash\x12\"\n" +
+	"\rlock_delay_ms\x18< \x01(\x03R\vlockDelayMs\"\xf1\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2775,13 +3087,22 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06holder\x18\x05 \x01(\x04R\x06holder\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\xa6\x01\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\x83\x03\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\x04R\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
 	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\x121\n" +
-	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
+	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\x12\"\n" +
+	"\rlock_delay_ms\x18\n" +
+	" \x01(\x03R\vlockDelayMs\x12*\n" +
+	"\x11delay_after_token\x18\v \x01(\x04R\x0fdelayAfterToken\x12\x19\n" +
+	"\bdelay_ms\x18\f \x01(\x03R\adelayMs\x12-\n" +
+	"\x13delay_since_unix_ms\x18\r \x01(\x03R\x10delaySinceUnixMs\x12A\n" +
+	"\rwaiter_delays\x18\x0e \x03(\v2\x1c.fenced.state.v1.WaiterDelayR\fwaiterDelays\"K\n" +
+	"\vWaiterDelay\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\"\n" +
+	"\rlock_delay_ms\x18\x02 \x01(\x03R\vlockDelayMs\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x9b\x02\n" +
@@ -2841,7 +3162,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*RotateKeys)(nil),    // 1: fenced.state.v1.RotateKeys
@@ -2854,68 +3175,74 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Quota)(nil),         // 8: fenced.state.v1.Quota
 	(*CloseSession)(nil),  // 9: fenced.state.v1.CloseSession
 	(*Revoke)(nil),        // 10: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 11: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 12: fenced.state.v1.Acquire
-	(*Release)(nil),       // 13: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 14: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 15: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 16: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 17: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 18: fenced.state.v1.State
-	(*KVReply)(nil),       // 19: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 20: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 21: fenced.state.v1.Session
-	(*Reply)(nil),         // 22: fenced.state.v1.Reply
-	(*Lock)(nil),          // 23: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 24: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),    // 25: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),    // 26: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil), // 27: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),     // 28: fenced.state.v1.Semaphore
-	(*Permit)(nil),        // 29: fenced.state.v1.Permit
-	(*SemWaiter)(nil),     // 30: fenced.state.v1.SemWaiter
+	(*EndLockDelay)(nil),  // 11: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),    // 12: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil), // 13: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 14: fenced.state.v1.Acquire
+	(*Release)(nil),       // 15: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 16: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 17: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 18: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 19: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 20: fenced.state.v1.State
+	(*KVReply)(nil),       // 21: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 22: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 23: fenced.state.v1.Session
+	(*Reply)(nil),         // 24: fenced.state.v1.Reply
+	(*Lock)(nil),          // 25: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),   // 26: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),        // 27: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),    // 28: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),    // 29: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil), // 30: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),     // 31: fenced.state.v1.Semaphore
+	(*Permit)(nil),        // 32: fenced.state.v1.Permit
+	(*SemWaiter)(nil),     // 33: fenced.state.v1.SemWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
 	6,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
 	7,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
 	9,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	11, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	12, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	13, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	14, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	15, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	17, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	13, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	14, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	15, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	16, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	17, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	19, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
 	3,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	5,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	10, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
 	1,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	25, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	26, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	27, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
-	0,  // 17: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	8,  // 18: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	8,  // 19: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 20: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	16, // 21: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	21, // 22: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	23, // 23: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	20, // 24: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	17, // 25: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	19, // 26: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	2,  // 27: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	28, // 28: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	22, // 29: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	24, // 30: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	8,  // 31: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 32: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	29, // 33: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	30, // 34: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	35, // [35:35] is the sub-list for method output_type
-	35, // [35:35] is the sub-list for method input_type
-	35, // [35:35] is the sub-list for extension type_name
-	35, // [35:35] is the sub-list for extension extendee
-	0,  // [0:35] is the sub-list for field type_name
+	28, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	29, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	30, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	11, // 17: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	12, // 18: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	0,  // 19: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	8,  // 20: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	8,  // 21: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 22: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	18, // 23: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	23, // 24: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	25, // 25: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	22, // 26: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	19, // 27: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	21, // 28: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	2,  // 29: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	31, // 30: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	24, // 31: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	27, // 32: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	26, // 33: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	8,  // 34: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 35: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	32, // 36: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	33, // 37: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2941,6 +3268,8 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_SemAcquire)(nil),
 		(*Command_SemRelease)(nil),
 		(*Command_SemCancelWait)(nil),
+		(*Command_EndLockDelay)(nil),
+		(*Command_RenewGrant)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2948,7 +3277,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
