@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
+	elections   *electionTable
 	kv          *kvStore
 	nodes       nodeTable
 	// primitives are the session-bound primitives, indexed by kind.
@@ -49,10 +50,11 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
+	m.elections = newElectionTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
-	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindElection: m.elections}
+	m.sections = []section{m.locks, m.elections, m.kv, m.nodes}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -80,6 +82,12 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_Campaign:
+		return m.elections.campaign(op.Campaign, now)
+	case *statev1.Command_Resign:
+		return m.elections.resign(op.Resign, now)
+	case *statev1.Command_Proclaim:
+		return m.elections.proclaim(op.Proclaim, now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

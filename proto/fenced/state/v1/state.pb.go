@@ -43,6 +43,9 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_Campaign
+	//	*Command_Resign
+	//	*Command_Proclaim
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -205,6 +208,33 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetCampaign() *Campaign {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Campaign); ok {
+			return x.Campaign
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetResign() *Resign {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Resign); ok {
+			return x.Resign
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetProclaim() *Proclaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -268,6 +298,18 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_Campaign struct {
+	Campaign *Campaign `protobuf:"bytes,30,opt,name=campaign,proto3,oneof"`
+}
+
+type Command_Resign struct {
+	Resign *Resign `protobuf:"bytes,31,opt,name=resign,proto3,oneof"`
+}
+
+type Command_Proclaim struct {
+	Proclaim *Proclaim `protobuf:"bytes,32,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -293,6 +335,12 @@ func (*Command_Batch) isCommand_Op() {}
 func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
+
+func (*Command_Campaign) isCommand_Op() {}
+
+func (*Command_Resign) isCommand_Op() {}
+
+func (*Command_Proclaim) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -1311,9 +1359,18 @@ type State struct {
 	// was issued; 0 before the first ReserveTokens.
 	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
 	// reserve_block is how many tokens are reserved at a time.
-	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	// elections are the elections with a leader or a candidate, by name.
+	Elections []*Election `protobuf:"bytes,26,rep,name=elections,proto3" json:"elections,omitempty"`
+	// election_revision is the revision of the newest change of any
+	// election (one counter for all of them).
+	ElectionRevision uint64 `protobuf:"varint,27,opt,name=election_revision,json=electionRevision,proto3" json:"election_revision,omitempty"`
+	// election_forgotten is the newest revision of an election that was
+	// dropped when it had neither leader nor candidate: a resume from below
+	// it, of a name without history, may have missed changes.
+	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
@@ -1419,6 +1476,27 @@ func (x *State) GetReservedToken() uint64 {
 func (x *State) GetReserveBlock() uint64 {
 	if x != nil {
 		return x.ReserveBlock
+	}
+	return 0
+}
+
+func (x *State) GetElections() []*Election {
+	if x != nil {
+		return x.Elections
+	}
+	return nil
+}
+
+func (x *State) GetElectionRevision() uint64 {
+	if x != nil {
+		return x.ElectionRevision
+	}
+	return 0
+}
+
+func (x *State) GetElectionForgotten() uint64 {
+	if x != nil {
+		return x.ElectionForgotten
 	}
 	return 0
 }
@@ -1878,11 +1956,532 @@ func (x *Waiter) GetSeq() uint64 {
 	return 0
 }
 
+// Campaign queues a session as a candidate of an election (FIFO); the
+// first candidate becomes the leader with the next token (its term). It
+// waits like an Acquire with wait set, and has no per-grant session: a
+// candidate hangs off a session.
+type Campaign struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// value is the candidate's value, the leader's once it leads.
+	Value []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// quota is the proposing leader's limits for the session's owner.
+	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Campaign) Reset() {
+	*x = Campaign{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Campaign) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Campaign) ProtoMessage() {}
+
+func (x *Campaign) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Campaign.ProtoReflect.Descriptor instead.
+func (*Campaign) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Campaign) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Campaign) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Campaign) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Campaign) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Campaign) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *Campaign) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Resign ends a session's leadership of an election (the next candidate
+// leads, with a new token) or takes it out of the candidates.
+type Resign struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// withdraw_seq, when set, undoes only the campaign of that seq, whether
+	// it is applied before or after this resign.
+	WithdrawSeq uint64 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	// cancel_wait is the server's end of a campaign call whose wait ran out:
+	// the session leaves the candidates but keeps a leadership it won. It
+	// is proposed by the server only and needs no secret.
+	CancelWait    bool   `protobuf:"varint,5,opt,name=cancel_wait,json=cancelWait,proto3" json:"cancel_wait,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resign) Reset() {
+	*x = Resign{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resign) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resign) ProtoMessage() {}
+
+func (x *Resign) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resign.ProtoReflect.Descriptor instead.
+func (*Resign) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Resign) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Resign) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Resign) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resign) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *Resign) GetCancelWait() bool {
+	if x != nil {
+		return x.CancelWait
+	}
+	return false
+}
+
+func (x *Resign) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Proclaim changes the leader's value; its token stays.
+type Proclaim struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Value   []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// token, when set, must be the leadership's token.
+	Token         uint64 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Proclaim) Reset() {
+	*x = Proclaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Proclaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Proclaim) ProtoMessage() {}
+
+func (x *Proclaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Proclaim.ProtoReflect.Descriptor instead.
+func (*Proclaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *Proclaim) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Proclaim) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Proclaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Proclaim) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Proclaim) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Proclaim) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+type Election struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// leader is the leader's session; 0 when there is none.
+	Leader         uint64       `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Token          uint64       `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64        `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	Value          []byte       `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	Candidates     []*Candidate `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	// history is the newest changes, oldest first.
+	History []*ElectionChange `protobuf:"bytes,7,rep,name=history,proto3" json:"history,omitempty"`
+	// floor: an observer resuming from a revision below it may have missed
+	// changes that are no longer in the history.
+	Floor         uint64 `protobuf:"varint,8,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Election) Reset() {
+	*x = Election{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Election) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Election) ProtoMessage() {}
+
+func (x *Election) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Election.ProtoReflect.Descriptor instead.
+func (*Election) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Election) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Election) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *Election) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Election) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Election) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Election) GetCandidates() []*Candidate {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+func (x *Election) GetHistory() []*ElectionChange {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *Election) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+type Candidate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Candidate) Reset() {
+	*x = Candidate{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Candidate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Candidate) ProtoMessage() {}
+
+func (x *Candidate) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
+func (*Candidate) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Candidate) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Candidate) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Candidate) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// ElectionChange is an election's state after one change of its leader or
+// value.
+type ElectionChange struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// prev_revision is the revision of the election's change before this
+	// one; 0 for the first change after the election had neither leader nor
+	// candidate.
+	PrevRevision   uint64 `protobuf:"varint,2,opt,name=prev_revision,json=prevRevision,proto3" json:"prev_revision,omitempty"`
+	Leader         uint64 `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Token          uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Value          []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	IssuedAtUnixMs int64  `protobuf:"varint,6,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ElectionChange) Reset() {
+	*x = ElectionChange{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectionChange) ProtoMessage() {}
+
+func (x *ElectionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectionChange.ProtoReflect.Descriptor instead.
+func (*ElectionChange) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ElectionChange) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetPrevRevision() uint64 {
+	if x != nil {
+		return x.PrevRevision
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *ElectionChange) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x84\b\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1899,7 +2498,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x127\n" +
+	"\bcampaign\x18\x1e \x01(\v2\x19.fenced.state.v1.CampaignH\x00R\bcampaign\x121\n" +
+	"\x06resign\x18\x1f \x01(\v2\x17.fenced.state.v1.ResignH\x00R\x06resign\x127\n" +
+	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1978,7 +2580,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xde\x04\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1994,7 +2596,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
-	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x127\n" +
+	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
+	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
+	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2032,7 +2637,54 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seqB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xaf\x01\n" +
+	"\bCampaign\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xad\x01\n" +
+	"\x06Resign\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1f\n" +
+	"\vcancel_wait\x18\x05 \x01(\bR\n" +
+	"cancelWait\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x97\x01\n" +
+	"\bProclaim\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x9a\x02\n" +
+	"\bElection\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12:\n" +
+	"\n" +
+	"candidates\x18\x06 \x03(\v2\x1a.fenced.state.v1.CandidateR\n" +
+	"candidates\x129\n" +
+	"\ahistory\x18\a \x03(\v2\x1f.fenced.state.v1.ElectionChangeR\ahistory\x12\x14\n" +
+	"\x05floor\x18\b \x01(\x04R\x05floor\"M\n" +
+	"\tCandidate\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xc0\x01\n" +
+	"\x0eElectionChange\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
+	"\rprev_revision\x18\x02 \x01(\x04R\fprevRevision\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -2046,31 +2698,37 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*Batch)(nil),         // 1: fenced.state.v1.Batch
-	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 6: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
-	(*Release)(nil),       // 11: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 16: fenced.state.v1.State
-	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 19: fenced.state.v1.Session
-	(*Reply)(nil),         // 20: fenced.state.v1.Reply
-	(*Lock)(nil),          // 21: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
+	(*Command)(nil),        // 0: fenced.state.v1.Command
+	(*Batch)(nil),          // 1: fenced.state.v1.Batch
+	(*Init)(nil),           // 2: fenced.state.v1.Init
+	(*ReserveTokens)(nil),  // 3: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),      // 4: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),  // 5: fenced.state.v1.CreateSession
+	(*Quota)(nil),          // 6: fenced.state.v1.Quota
+	(*CloseSession)(nil),   // 7: fenced.state.v1.CloseSession
+	(*Revoke)(nil),         // 8: fenced.state.v1.Revoke
+	(*ExpireSession)(nil),  // 9: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),        // 10: fenced.state.v1.Acquire
+	(*Release)(nil),        // 11: fenced.state.v1.Release
+	(*CancelWait)(nil),     // 12: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),        // 13: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),       // 14: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),   // 15: fenced.state.v1.RegisterNode
+	(*State)(nil),          // 16: fenced.state.v1.State
+	(*KVReply)(nil),        // 17: fenced.state.v1.KVReply
+	(*KVEntry)(nil),        // 18: fenced.state.v1.KVEntry
+	(*Session)(nil),        // 19: fenced.state.v1.Session
+	(*Reply)(nil),          // 20: fenced.state.v1.Reply
+	(*Lock)(nil),           // 21: fenced.state.v1.Lock
+	(*Waiter)(nil),         // 22: fenced.state.v1.Waiter
+	(*Campaign)(nil),       // 23: fenced.state.v1.Campaign
+	(*Resign)(nil),         // 24: fenced.state.v1.Resign
+	(*Proclaim)(nil),       // 25: fenced.state.v1.Proclaim
+	(*Election)(nil),       // 26: fenced.state.v1.Election
+	(*Candidate)(nil),      // 27: fenced.state.v1.Candidate
+	(*ElectionChange)(nil), // 28: fenced.state.v1.ElectionChange
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -2086,23 +2744,30 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	23, // 13: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	24, // 14: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	25, // 15: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	0,  // 16: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	6,  // 17: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	6,  // 18: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	6,  // 19: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	14, // 20: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	19, // 21: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	21, // 22: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	18, // 23: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	15, // 24: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	17, // 25: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	26, // 26: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	20, // 27: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	22, // 28: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	6,  // 29: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	27, // 30: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	28, // 31: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2124,6 +2789,9 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_Campaign)(nil),
+		(*Command_Resign)(nil),
+		(*Command_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2131,7 +2799,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
