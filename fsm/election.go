@@ -448,7 +448,6 @@ func (t *electionTable) proclaim(p *statev1.Proclaim, now int64) Result {
 	return Result{Session: sid, Granted: true, Grant: t.grantOf(e)}
 }
 
-
 // endSession implements primitive.
 func (t *electionTable) endSession(s *session, reason EndReason, now int64) {
 	s.bound[kindElection].end(func(name string) {

@@ -57,7 +57,9 @@ func TestElection_CandidatesLeadInOrderWithRisingTerms(t *testing.T) {
 		terms = append(terms, info.Leader.Token)
 	}
 	next("resign", func() { resign(m, a, 2, "e") }, b, fmt.Sprint("v", b))
-	next("close", func() { m.Apply(&statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: b}}}) }, c, fmt.Sprint("v", c))
+	next("close", func() {
+		m.Apply(&statev1.Command{Op: &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: b}}})
+	}, c, fmt.Sprint("v", c))
 	next("expiry", func() { expire(m, c, 0) }, d, fmt.Sprint("v", d))
 	if res := resign(m, d, 2, "e"); res.Release != fsm.Released {
 		t.Fatalf("last resign=%+v", res)
