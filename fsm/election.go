@@ -128,8 +128,9 @@ func (t *electionTable) dropIfIdle(name string) {
 	delete(t.byName, name)
 }
 
+// grantOf is the leader's grant: kind leader, scope the election's name.
 func (t *electionTable) grantOf(e *election) fence.Grant {
-	return t.m.grant(e.name, e.token, e.leader, e.issuedAt)
+	return t.m.grant(fence.KindLeader, e.name, e.name, e.token, e.leader, e.issuedAt)
 }
 
 // record appends the election's current state to its history as a new
@@ -153,7 +154,7 @@ func (t *electionTable) record(e *election) {
 func (t *electionTable) changeOf(e *election, c change) ElectionChange {
 	out := ElectionChange{Name: e.name, Revision: c.rev, PrevRevision: c.prev, Value: c.value}
 	if c.leader != 0 {
-		out.Leader = t.m.grant(e.name, c.token, c.leader, c.issuedAt)
+		out.Leader = t.m.grant(fence.KindLeader, e.name, e.name, c.token, c.leader, c.issuedAt)
 	}
 	return out
 }
@@ -214,7 +215,7 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		case ok && (rep.kind.isRelease() || rep.kind == replyProclaimed):
 			return Result{Err: fmt.Errorf("%w: request seq %d was already used for a resign or proclaim; every request needs its own seq", fence.ErrInvalidArgument, seq)}
 		case ok && rep.kind == replyGranted:
-			return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
+			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLeader, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
 		case ok && rep.kind == replyQueued:
 			if e := t.byName[name]; e != nil && e.queue.queuedBy(sid, seq) {
 				return Result{Session: sid, Queued: true, Holder: e.leader}
@@ -241,16 +242,15 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		return Result{Err: err}
 	}
 	if e.leader == 0 && e.queue.len() == 0 {
-		tok, _ := m.tokens.next() // exhaustion was checked above
-		e.leader, e.token, e.issuedAt, e.value = sid, tok, now, cloneBytes(c.GetValue())
+		g := m.issueGrant(fence.KindLeader, name, name, sid, now) // exhaustion was checked above
+		e.leader, e.token, e.issuedAt, e.value = sid, g.Token, now, cloneBytes(c.GetValue())
 		s.bound[kindElection].hold(name)
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: tok, issuedAt: now})
-		g := t.grantOf(e)
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		t.record(e)
 		return Result{Session: sid, Granted: true, Grant: g}
 	}
-	m.enqueue(kindElection, name, &e.queue, s, seq)
+	m.enqueue(kindElection, fence.KindLeader, name, &e.queue, s, seq)
 	e.values[sid] = cloneBytes(c.GetValue())
 	s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: e.leader})
 	return Result{Session: sid, Queued: true, Holder: e.leader}
@@ -279,15 +279,14 @@ func (t *electionTable) lead(e *election, reason EndReason, now int64) {
 		if s := m.sessions[e.leader]; s != nil {
 			s.bound[kindElection].unhold(e.name)
 		}
-		m.obs.Released(e.name, e.leader, e.token, reason)
+		m.endGrant(e.token, reason)
 		e.leader, e.token, e.issuedAt, e.value = 0, 0, 0, nil
 	}
 	if e.queue.len() > 0 && !m.tokens.exhausted() {
-		tok, _ := m.tokens.next()
-		w, _ := m.promote(kindElection, e.name, &e.queue, tok, now)
-		e.leader, e.token, e.issuedAt, e.value = w.session, tok, now, e.values[w.session]
+		w, g, _ := m.promote(kindElection, e.name, e.name, &e.queue, now)
+		e.leader, e.token, e.issuedAt, e.value = w.session, g.Token, now, e.values[w.session]
 		delete(e.values, w.session)
-		m.obs.Granted(t.grantOf(e))
+		m.obs.Granted(g)
 	}
 	t.record(e)
 	t.dropIfIdle(e.name)
@@ -430,7 +429,7 @@ func (t *electionTable) proclaim(p *statev1.Proclaim, now int64) Result {
 		case ok && rep.kind != replyProclaimed:
 			return Result{Err: fmt.Errorf("%w: request seq %d was already used for another request; every request needs its own seq", fence.ErrInvalidArgument, seq)}
 		case ok:
-			return Result{Session: sid, Granted: true, Grant: m.grant(name, rep.token, sid, rep.issuedAt)}
+			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLeader, name, name, rep.token, sid, rep.issuedAt)}
 		}
 	}
 	e := t.byName[name]
@@ -455,6 +454,15 @@ func (t *electionTable) endSession(s *session, reason EndReason, now int64) {
 	}, func(name string) {
 		t.lead(t.byName[name], reason, now)
 	})
+}
+
+// eachGrant implements primitive: every leader's grant.
+func (t *electionTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
+	for _, e := range t.byName {
+		if e.leader != 0 {
+			fn(e.token, liveGrant{kind: fence.KindLeader, name: e.name, scope: e.name, session: e.leader, issuedAt: e.issuedAt})
+		}
+	}
 }
 
 // snapshot implements section.
@@ -495,7 +503,7 @@ func (t *electionTable) restore(st *statev1.State) error {
 				return fmt.Errorf("election %q has unknown candidate session %d", e.name, c.GetSession())
 			}
 			s.bound[kindElection].wait(e.name)
-			e.queue.list = append(e.queue.list, waiter{session: c.GetSession(), seq: c.GetSeq()})
+			e.queue.list = append(e.queue.list, waiter{session: c.GetSession(), seq: c.GetSeq(), kind: fence.KindLeader})
 			e.values[c.GetSession()] = cloneBytes(c.GetValue())
 		}
 		for _, c := range pe.GetHistory() {

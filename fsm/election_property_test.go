@@ -37,6 +37,9 @@ func (c *electionChecker) Granted(g fence.Grant) {
 	if h, ok := c.leader[g.Name]; ok {
 		c.t.Fatalf("election %q: session %d elected while session %d leads", g.Name, g.Session, h)
 	}
+	if g.Kind != fence.KindLeader || g.Scope != g.Name {
+		c.t.Fatalf("election %q: grant of kind %q, scope %q; want leader, the name", g.Name, g.Kind, g.Scope)
+	}
 	if g.Token <= c.last {
 		c.t.Fatalf("election %q: term token %d is not above the previous token %d", g.Name, g.Token, c.last)
 	}
@@ -50,14 +53,14 @@ func (c *electionChecker) Granted(g fence.Grant) {
 	c.leader[g.Name] = g.Session
 }
 
-func (c *electionChecker) Released(name string, session uint64, _ fence.Token, _ EndReason) {
+func (c *electionChecker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ EndReason) {
 	if c.leader[name] != session {
 		c.t.Fatalf("election %q: session %d lost a leadership it did not have (leader %d)", name, session, c.leader[name])
 	}
 	delete(c.leader, name)
 }
 
-func (c *electionChecker) WaitEnded(name string, session uint64) {
+func (c *electionChecker) WaitEnded(_ fence.Kind, name string, session uint64) {
 	q := c.queue[name]
 	i := slices.Index(q, session)
 	if i < 0 {
