@@ -13,7 +13,8 @@ import (
 // session deadlines, counts metrics and logs grants, releases and expiries at debug
 // level. It runs inside Apply and never blocks.
 type events struct {
-	waits   *waits
+	waits     *waits
+	elections *electionWatch
 	expiry  *sessionExpiry
 	revokes *revokePush
 	metrics *metrics
@@ -22,10 +23,16 @@ type events struct {
 	index   uint64    // Raft index of the entry being applied
 }
 
-var _ fsm.Observer = (*events)(nil)
+var (
+	_ fsm.Observer         = (*events)(nil)
+	_ fsm.ElectionObserver = (*events)(nil)
+)
 
 func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
+	if g.Kind == fence.KindLeader {
+		e.metrics.electionTerms.Inc()
+	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
 	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
@@ -39,6 +46,13 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 
 func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
 	e.waits.notify(waitKey{k, name, session}, waitOutcome{})
+}
+
+// ElectionChanged wakes the Observe streams of the election.
+func (e *events) ElectionChanged(c fsm.ElectionChange) {
+	e.metrics.electionChanges.Inc()
+	e.elections.notify(c.Name)
+	e.debug("election change", slog.String("name", c.Name), slog.Uint64("revision", c.Revision), slog.Uint64("leader", c.Leader.Session), slog.Uint64("token", uint64(c.Leader.Token)))
 }
 
 func (e *events) SessionStarted(session uint64, ttlMs int64) {

@@ -33,12 +33,15 @@ const (
 // answered after it confirmed its leadership with a quorum (linearizable);
 // with HeaderLocal any member answers from its own state.
 var readPaths = map[string]bool{
-	fencedv1connect.LockServiceVerifyProcedure:    true,
-	fencedv1connect.LockServiceDescribeProcedure:  true,
-	fencedv1connect.LockServiceListProcedure:      true,
-	fencedv1connect.LockServiceStatusProcedure:    true,
-	fencedv1connect.KVServiceGetProcedure:         true,
-	fencedv1connect.ClusterServiceStatusProcedure: true,
+	fencedv1connect.LockServiceVerifyProcedure:   true,
+	fencedv1connect.LockServiceDescribeProcedure: true,
+	fencedv1connect.LockServiceListProcedure:     true,
+	fencedv1connect.LockServiceStatusProcedure:   true,
+	fencedv1connect.KVServiceGetProcedure:        true,
+	// An Observe stream is read-indexed when it opens.
+	fencedv1connect.ElectionServiceLeaderProcedure:  true,
+	fencedv1connect.ElectionServiceObserveProcedure: true,
+	fencedv1connect.ClusterServiceStatusProcedure:   true,
 }
 
 func isRead(r *http.Request) bool {

@@ -21,6 +21,10 @@ type metrics struct {
 	diskErrors      *prometheus.CounterVec
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
+	// Elections.
+	electionTerms     prometheus.Counter
+	electionChanges   prometheus.Counter
+	electionObservers prometheus.Gauge
 }
 
 func newMetrics(sm *stateMachine) *metrics {
@@ -54,6 +58,15 @@ func newMetrics(sm *stateMachine) *metrics {
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_apply_duration_seconds", Help: "Time to apply one command to the state machine.", Buckets: buckets,
 		}),
+		electionTerms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_terms_total", Help: "Leaders elected, each with a new term token (on this node's state machine).",
+		}),
+		electionChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_changes_total", Help: "Changes of an election's leader or value (new leader, no leader, proclaim), each a new revision.",
+		}),
+		electionObservers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenced_election_observers", Help: "Observe streams open on this node.",
+		}),
 	}
 	gauge := func(name, help string, f func(*fsm.Machine) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -67,6 +80,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
+		m.electionTerms, m.electionChanges, m.electionObservers,
+		gauge("fenced_elections_led", "Elections with a leader.", (*fsm.Machine).LedElectionCount),
+		gauge("fenced_election_candidates", "Sessions waiting to lead an election.", (*fsm.Machine).CandidateCount),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fenced_last_token", Help: "The last fencing token issued."}, func() float64 {
 			var v float64
 			sm.read(func(fm *fsm.Machine) { v = float64(fm.LastToken()) })
