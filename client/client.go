@@ -72,9 +72,11 @@ type endpoint struct {
 	url      string
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
-	kv       fencedv1connect.KVServiceClient
-	cluster  fencedv1connect.ClusterServiceClient
-	pipe     *pipeline // Acquire, Release and KV Put go through it
+	// elections serves Election and the observers.
+	elections fencedv1connect.ElectionServiceClient
+	kv        fencedv1connect.KVServiceClient
+	cluster   fencedv1connect.ClusterServiceClient
+	pipe      *pipeline // Acquire, Release and KV Put go through it
 }
 
 // An Option configures a Client.
@@ -163,12 +165,13 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 		e := &endpoint{
-			addr:     ep,
-			url:      base,
-			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
-			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
-			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
-			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
+			addr:      ep,
+			url:       base,
+			sessions:  fencedv1connect.NewSessionServiceClient(c.httpClient, base),
+			locks:     fencedv1connect.NewLockServiceClient(c.httpClient, base),
+			elections: fencedv1connect.NewElectionServiceClient(c.httpClient, base),
+			kv:        fencedv1connect.NewKVServiceClient(c.httpClient, base),
+			cluster:   fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

@@ -2,7 +2,9 @@ package fsm
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 
 	fence "github.com/fenced-dev/fenced"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -23,6 +25,16 @@ import (
 // oldest kept is told it skipped changes and gets the current state.
 const ElectionHistory = 64
 
+// MaxIdleElections is how many elections nobody leads or campaigns in
+// the state keeps, each with its newest IdleElectionHistory changes, so an
+// observer that saw an election up to its end, or shortly before, resumes
+// without a gap. Beyond it the election idle for longest is forgotten:
+// an observer resuming in it is told it skipped changes.
+const (
+	MaxIdleElections    = 1024
+	IdleElectionHistory = 8
+)
+
 // MaxElectionValueBytes is the largest value of a candidate or leader the
 // state machine takes. The server's limit (--max-election-value-bytes) is
 // at most this.
@@ -39,7 +51,9 @@ type change struct {
 
 // election is one election: its leader (0 when none) with token and value,
 // its candidates in arrival order with their values, and its recent
-// changes. An election with neither leader nor candidate is deleted.
+// changes. An election with neither leader nor candidate is idle: it is
+// kept, with a shorter history, among the newest MaxIdleElections idle
+// ones.
 type election struct {
 	name     string
 	leader   uint64
@@ -61,9 +75,12 @@ type electionTable struct {
 	byName map[string]*election
 	// rev is the revision of the newest change of any election.
 	rev uint64
-	// forgotten is the newest revision of a deleted election: a name
-	// without an election may have changed up to it.
+	// forgotten is the newest revision of a forgotten idle election: a
+	// name without an election may have changed up to it.
 	forgotten uint64
+	// idle are the idle elections, by name, the one idle for longest
+	// (the lowest newest revision) first.
+	idle []string
 }
 
 var _ primitive = (*electionTable)(nil)
@@ -117,15 +134,42 @@ type ElectionChange struct {
 	Value []byte
 }
 
+// dropIfIdle files an election that has neither leader nor candidate
+// among the idle ones, with its newest IdleElectionHistory changes, and
+// forgets the one idle for longest beyond MaxIdleElections. One that never
+// had a change (its first campaign was refused) is deleted at once.
 func (t *electionTable) dropIfIdle(name string) {
 	e := t.byName[name]
 	if e == nil || e.leader != 0 || e.queue.len() > 0 {
 		return
 	}
-	if n := len(e.history); n > 0 {
-		t.forgotten = max(t.forgotten, e.history[n-1].rev)
+	n := len(e.history)
+	if n == 0 {
+		delete(t.byName, name)
+		return
 	}
-	delete(t.byName, name)
+	if n > IdleElectionHistory {
+		e.floor = e.history[n-IdleElectionHistory-1].rev
+		e.history = append(e.history[:0:0], e.history[n-IdleElectionHistory:]...)
+	}
+	t.idle = append(t.idle, name)
+	if len(t.idle) > MaxIdleElections {
+		old := t.byName[t.idle[0]]
+		t.forgotten = max(t.forgotten, old.history[len(old.history)-1].rev)
+		delete(t.byName, old.name)
+		t.idle = append(t.idle[:0:0], t.idle[1:]...)
+	}
+}
+
+// revive takes an idle election out of the idle ones: a campaign made it
+// live again.
+func (t *electionTable) revive(e *election) {
+	if e.leader != 0 || e.queue.len() > 0 || len(e.history) == 0 {
+		return
+	}
+	if i := slices.Index(t.idle, e.name); i >= 0 {
+		t.idle = slices.Delete(t.idle, i, i+1)
+	}
 }
 
 // grantOf is the leader's grant: kind leader, scope the election's name.
@@ -241,6 +285,7 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		t.dropIfIdle(name)
 		return Result{Err: err}
 	}
+	t.revive(e)
 	if e.leader == 0 && e.queue.len() == 0 {
 		g := m.issueGrant(fence.KindLeader, name, name, sid, now) // exhaustion was checked above
 		e.leader, e.token, e.issuedAt, e.value = sid, g.Token, now, cloneBytes(c.GetValue())
@@ -511,8 +556,20 @@ func (t *electionTable) restore(st *statev1.State) error {
 				value: cloneBytes(c.GetValue()), issuedAt: c.GetIssuedAtUnixMs()})
 		}
 		t.byName[e.name] = e
+		if e.leader == 0 && e.queue.len() == 0 {
+			t.idle = append(t.idle, e.name)
+		}
 	}
+	slices.SortFunc(t.idle, func(a, b string) int { return cmp.Compare(t.newest(a), t.newest(b)) })
 	return nil
+}
+
+// newest is the revision of election name's newest change (0 for none).
+func (t *electionTable) newest(name string) uint64 {
+	if e := t.byName[name]; e != nil && len(e.history) > 0 {
+		return e.history[len(e.history)-1].rev
+	}
+	return 0
 }
 
 // Election describes one election; one with neither leader nor candidate
@@ -599,6 +656,14 @@ func (t *electionTable) check() error {
 	if t.forgotten > t.rev {
 		return broken("election revision %d is below the forgotten revision %d", t.rev, t.forgotten)
 	}
+	if len(t.idle) > MaxIdleElections {
+		return broken("%d idle elections, more than %d", len(t.idle), MaxIdleElections)
+	}
+	for i, name := range t.idle {
+		if e := t.byName[name]; e == nil || (i > 0 && t.newest(t.idle[i-1]) >= t.newest(name)) {
+			return broken("idle election %q is not an election, or out of order", name)
+		}
+	}
 	tokens := make(map[fence.Token]string, len(t.byName))
 	for name, e := range t.byName {
 		if e.name != name {
@@ -607,8 +672,10 @@ func (t *electionTable) check() error {
 		if err := storedName(name); err != nil {
 			return broken("election %q: %v", name, err)
 		}
-		if e.leader == 0 && e.queue.len() == 0 {
-			return broken("election %q has neither leader nor candidate but is kept", name)
+		if idle := e.leader == 0 && e.queue.len() == 0; idle != slices.Contains(t.idle, name) {
+			return broken("election %q is idle %v, but the idle list says otherwise", name, idle)
+		} else if idle && len(e.history) > IdleElectionHistory {
+			return broken("idle election %q keeps %d changes, more than %d", name, len(e.history), IdleElectionHistory)
 		}
 		if len(e.value) > MaxElectionValueBytes {
 			return broken("election %q has a value of %d bytes", name, len(e.value))

@@ -80,10 +80,7 @@ func (c *electionChecker) ElectionChanged(ch ElectionChange) {
 		c.t.Fatalf("election %q: change %d says leader %d, the grants say %d", ch.Name, ch.Revision, ch.Leader.Session, c.leader[ch.Name])
 	}
 	c.rev = ch.Revision
-	c.lastRev[ch.Name] = ch.Revision
-	if ch.Leader.Token == 0 && len(c.queue[ch.Name]) == 0 {
-		delete(c.lastRev, ch.Name) // dropped: its next change starts afresh
-	}
+	c.lastRev[ch.Name] = ch.Revision // an idle election is kept: no restart
 	c.log[ch.Name] = append(c.log[ch.Name], ch)
 }
 

@@ -151,15 +151,33 @@ func TestElection_HistoryResumesOrSkips(t *testing.T) {
 	if _, _, err := m.ElectionChanges("e", now+1); !errors.Is(err, fence.ErrInvalidArgument) {
 		t.Fatalf("a revision from the future: %v, want ErrInvalidArgument", err)
 	}
-	// The election ends; an observer that saw its last change missed
-	// nothing, one that did not is told it skipped.
+	// The election ends; it is kept, idle, with its newest changes: an
+	// observer that saw the change before the end gets the end, one from
+	// before the idle election's shorter history is told it skipped.
 	resign(m, a, 200, "e")
 	end := m.ElectionRevision()
 	if got, skipped, _ := m.ElectionChanges("e", end); skipped || len(got) != 0 {
 		t.Fatalf("after the end, from the end: %v skipped=%v, want nothing", got, skipped)
 	}
+	if got, skipped, _ := m.ElectionChanges("e", now); skipped || len(got) != 1 || got[0].Leader.Token != 0 || got[0].PrevRevision != now {
+		t.Fatalf("after the end, from the change before it: %v skipped=%v, want the end", got, skipped)
+	}
+	if got, skipped, _ := m.ElectionChanges("e", end-fsm.IdleElectionHistory-1); !skipped || len(got) != 1 || got[0].Leader.Token != 0 {
+		t.Fatalf("after the end, from before the idle history: %v skipped=%v, want skipped and no leader", got, skipped)
+	}
+	// Past MaxIdleElections idle elections, the one idle for longest is
+	// forgotten: resuming in it from before its end is told skipped, from
+	// its end or later gets nothing.
+	for i := 0; i < fsm.MaxIdleElections; i++ {
+		name := fmt.Sprint("idle-", i)
+		campaign(m, a, uint64(300+2*i), name, "")
+		resign(m, a, uint64(301+2*i), name)
+	}
 	if got, skipped, _ := m.ElectionChanges("e", now); !skipped || len(got) != 1 || got[0].Leader.Token != 0 {
-		t.Fatalf("after the end, from before it: %v skipped=%v, want skipped and no leader", got, skipped)
+		t.Fatalf("a forgotten election, from before its end: %v skipped=%v, want skipped and no leader", got, skipped)
+	}
+	if got, skipped, _ := m.ElectionChanges("e", m.ElectionRevision()); skipped || len(got) != 0 {
+		t.Fatalf("a forgotten election, from now: %v skipped=%v, want nothing", got, skipped)
 	}
 }
 
