@@ -15,12 +15,12 @@ import (
 type events struct {
 	waits     *waits
 	elections *electionWatch
-	expiry  *sessionExpiry
-	revokes *revokePush
-	metrics *metrics
-	log     *slog.Logger
-	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
-	index   uint64    // Raft index of the entry being applied
+	expiry    *sessionExpiry
+	revokes   *revokePush
+	metrics   *metrics
+	log       *slog.Logger
+	history   *eventLog // test knob; nil unless TestKnobs.EventLog is set
+	index     uint64    // Raft index of the entry being applied
 }
 
 var (
