@@ -427,7 +427,10 @@ func (c *Client) observe(ctx context.Context, name string, out chan<- ElectionSt
 			return ctx.Err()
 		}
 		if err != nil {
-			if err = wireconnect.Decode(err, wire.Call{}); !transient(err) {
+			// A stream breaks in many ways (the member died, the leader
+			// changed, a proxy cut it); only the server's refusal of the
+			// observation itself is final.
+			if err = wireconnect.Decode(err, wire.Call{}); observeRefused(err) {
 				return err
 			}
 		}
@@ -446,4 +449,10 @@ func (c *Client) observe(ctx context.Context, name string, out chan<- ElectionSt
 		backoff = min(2*backoff, maxBackoff)
 	}
 	return ctx.Err()
+}
+
+// observeRefused reports an error that ends an observation for good: the
+// server refused the request itself.
+func observeRefused(err error) bool {
+	return errors.Is(err, fence.ErrInvalidArgument) || errors.Is(err, fence.ErrPermissionDenied) || errors.Is(err, ErrClosed)
 }
