@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -298,4 +299,60 @@ func TestElect_FailoverTime(t *testing.T) {
 		t.Fatalf("standby's term token %d, not above the killed leader's %d", t2, t1)
 	}
 	t.Logf("election failover (SIGKILL of the leading fenced elect to the standby's CMD holding term token %d, session TTL %v): %v", t2, ttl, took.Round(time.Millisecond))
+}
+
+// Bad input to elections, against a real server with a small
+// --max-election-value-bytes: a malformed name (to fenced elect, fenced
+// observe and the JSON API) and a value above the limit are refused with
+// a message saying what is allowed, and the server's state (last token,
+// sessions, the election) is the same after as before.
+func TestElect_BadInputChangesNothing(t *testing.T) {
+	srv := proctest.StartServer(t, "--max-election-value-bytes", "16")
+	status := func() string {
+		out, errOut, code := runFenced(t, "status", "--json", "--endpoints", srv.Addr)
+		if code != 0 {
+			t.Fatalf("status: exit %d %s", code, errOut)
+		}
+		var st struct {
+			LastToken string `json:"last_token"`
+			Sessions  []any  `json:"sessions"`
+			Locks     []any  `json:"locks"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("status --json %q: %v", out, err)
+		}
+		c := quietClient(t, srv.Addr)
+		_, err := c.ElectionLeader(context.Background(), "big")
+		return fmt.Sprintf("token %s, %d sessions, %d locks, election big: %v", st.LastToken, len(st.Sessions), len(st.Locks), err)
+	}
+	before := status()
+	for _, tt := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"elect", "orders\u202egpj", "--", "true"}, 2, "U+202E"},
+		{[]string{"elect", "", "--", "true"}, 2, "empty"},
+		{[]string{"observe", "a\x01b"}, 2, "control"},
+		{[]string{"elect", "big", "--value", "seventeen bytes!!", "--", "true"}, 2, "larger than 16 (--max-election-value-bytes)"},
+	} {
+		args := append([]string{tt.args[0], "--endpoints", srv.Addr}, tt.args[1:]...)
+		_, errOut, code := runFenced(t, args...)
+		if code != tt.code || !strings.Contains(errOut, tt.want) {
+			t.Errorf("fenced %q: exit %d %q, want exit %d mentioning %q", tt.args, code, errOut, tt.code, tt.want)
+		}
+	}
+	resp, err := http.Post("http://"+srv.Addr+"/fenced.v1.ElectionService/Leader", "application/json", strings.NewReader(`{"name":"ord\u200bers"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "U+200B") {
+		t.Errorf("Leader of a name with U+200B over JSON: %d %s, want 400", resp.StatusCode, body)
+	}
+	eventually(t, "the state as before", 10*time.Second, func() bool { return status() == before })
+	if _, errOut, code := runFenced(t, "serve", "--max-election-value-bytes", "70000", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0"); code != 2 || !strings.Contains(errOut, "max-election-value-bytes") {
+		t.Errorf("serve --max-election-value-bytes 70000: exit %d %q, want a usage error", code, errOut)
+	}
 }

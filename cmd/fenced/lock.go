@@ -120,4 +120,3 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		},
 	})
 }
-
