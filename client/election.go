@@ -379,12 +379,20 @@ func (c *Client) ElectionLeader(ctx context.Context, name string) (ElectionState
 // ctx ends, the Client is closed, or the server refuses the observation
 // (an invalid name, no permission); the error is logged.
 func (c *Client) ObserveElection(ctx context.Context, name string) <-chan ElectionState {
+	return c.ObserveElectionAfter(ctx, name, 0)
+}
+
+// ObserveElectionAfter is ObserveElection resuming after revision after (a
+// Revision received earlier): the first states are the changes after it,
+// or, when some are no longer kept, the current state with Skipped set.
+// With after 0 it is ObserveElection.
+func (c *Client) ObserveElectionAfter(ctx context.Context, name string, after uint64) <-chan ElectionState {
 	out := make(chan ElectionState)
 	if !c.goRun(func() {
 		defer close(out)
 		cctx, cancel := c.until(ctx, time.Time{}, nil)
 		defer cancel()
-		if err := c.observe(cctx, name, out); err != nil && cctx.Err() == nil {
+		if err := c.observe(cctx, name, after, out); err != nil && cctx.Err() == nil {
 			c.log.Warn("fenced: election observation ended", "election", name, "err", err)
 		}
 	}) {
@@ -395,13 +403,12 @@ func (c *Client) ObserveElection(ctx context.Context, name string) <-chan Electi
 
 // observe streams name's states to out until ctx ends or the server
 // refuses the observation.
-func (c *Client) observe(ctx context.Context, name string, out chan<- ElectionState) error {
+func (c *Client) observe(ctx context.Context, name string, after uint64, out chan<- ElectionState) error {
 	if err := fence.ValidateName(name); err != nil {
 		return err
 	}
 	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
 	backoff := minBackoff
-	var after uint64
 	for n := 1; ctx.Err() == nil; n++ {
 		i, ep := c.endpoint()
 		stream, err := ep.elections.Observe(ctx, connect.NewRequest(&fencedv1.ObserveRequest{Name: name, AfterRevision: after}))

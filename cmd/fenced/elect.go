@@ -135,11 +135,13 @@ func runElected(ctx context.Context, cf *clientFlags, c *client.Client, name, va
 func newObserveCommand() *cobra.Command {
 	var cf clientFlags
 	var count int
+	var after uint64
 	cmd := &cobra.Command{
 		Use:   "observe NAME",
 		Short: "Print the leader of an election and every change of it",
-		Long: `Print the election's current leader and value, then one line for every
-change of its leader or value, as the server pushes them, until
+		Long: `Print the election's current leader and value (or, with --after REV, the
+changes after revision REV), then one line for every change of its
+leader or value, as the server pushes them, until
 interrupted (or --count lines). A broken stream is resumed, on another
 endpoint if need be, after the last revision printed: no change is
 missed across a reconnect or a failover of the cluster's leader. A line
@@ -169,7 +171,7 @@ skipped.`,
 			defer cancel()
 			first := time.AfterFunc(cf.timeout, cancel)
 			printed := 0
-			for st := range c.ObserveElection(ctx, name) {
+			for st := range c.ObserveElectionAfter(ctx, name, after) {
 				first.Stop()
 				if err := printElectionState(cmd.OutOrStdout(), cf.json, st); err != nil {
 					return err
@@ -189,6 +191,7 @@ skipped.`,
 	}
 	cf.register(cmd)
 	cmd.Flags().IntVar(&count, "count", 0, "exit after printing this many lines (0: until interrupted)")
+	cmd.Flags().Uint64Var(&after, "after", 0, "start with the changes after this revision (0: with the current state)")
 	return cmd
 }
 

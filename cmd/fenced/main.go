@@ -6,6 +6,8 @@
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
+//	fenced elect NAME --value V -- CMD    run CMD only while leading the election NAME
+//	fenced observe NAME [--json]          print the election's leader and every change of it
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
@@ -20,8 +22,8 @@
 //	fenced certs issue --node ID          issue a node (or --client NAME) certificate
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
 //
-// Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
-// lost while CMD ran (fenced lock).
+// Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
+// time, 4 lock or leadership lost while CMD ran (fenced lock, fenced elect).
 package main
 
 import (
