@@ -1,0 +1,60 @@
+package server_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+)
+
+// Elections are authorized like locks: campaign, proclaim and resign need
+// acquire on the name, leader and observe need read; a denied campaign
+// changes nothing.
+func TestAuth_Elections(t *testing.T) {
+	srv, _, _ := startAuth(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	app, reader, admin := asIdentity(srv.Addr(), appToken), asIdentity(srv.Addr(), readerToken), asIdentity(srv.Addr(), adminToken)
+	elections := func(a *authAPI) fencedv1connect.ElectionServiceClient {
+		return fencedv1connect.NewElectionServiceClient(a.hc, a.base)
+	}
+	sess, secret := app.session(t)
+	won, err := elections(app).Campaign(ctx, connect.NewRequest(&fencedv1.CampaignRequest{Name: "orders/leader", Session: sess, Secret: secret, Value: []byte("a")}))
+	if err != nil || !won.Msg.Elected || won.Msg.Grant.GetKind() != "leader" || won.Msg.Grant.GetScope() != "orders/leader" {
+		t.Fatalf("app campaigns for orders/leader: %v %v", won, err)
+	}
+	_, err = elections(app).Campaign(ctx, connect.NewRequest(&fencedv1.CampaignRequest{Name: "billing/leader", Session: sess, Secret: secret}))
+	denied(t, "app campaigns for billing/leader", err, `"acquire"`, `"billing/leader"`)
+	_, err = elections(app).Proclaim(ctx, connect.NewRequest(&fencedv1.ProclaimRequest{Name: "billing/leader", Session: sess, Secret: secret}))
+	denied(t, "app proclaims in billing/leader", err, `"acquire"`)
+	if l, err := elections(admin).Leader(ctx, connect.NewRequest(&fencedv1.LeaderRequest{Name: "billing/leader"})); err != nil || l.Msg.HasLeader {
+		t.Fatalf("after the denied campaign billing/leader has %v (%v), want no leader", l, err)
+	}
+
+	l, err := elections(reader).Leader(ctx, connect.NewRequest(&fencedv1.LeaderRequest{Name: "orders/leader"}))
+	if err != nil || l.Msg.Grant.GetToken() != won.Msg.Grant.GetToken() || string(l.Msg.Value) != "a" {
+		t.Fatalf("reader reads the leader of orders/leader: %v %v", l, err)
+	}
+	_, err = elections(reader).Resign(ctx, connect.NewRequest(&fencedv1.ResignRequest{Name: "orders/leader", Session: sess, Secret: secret}))
+	denied(t, "reader resigns", err, `"acquire"`)
+	_, err = elections(reader).Leader(ctx, connect.NewRequest(&fencedv1.LeaderRequest{Name: "billing/leader"}))
+	denied(t, "reader reads billing/leader", err, `"read"`)
+
+	stream, err := elections(reader).Observe(ctx, connect.NewRequest(&fencedv1.ObserveRequest{Name: "orders/leader"}))
+	if err != nil || !stream.Receive() || stream.Msg().Leader.GetToken() != won.Msg.Grant.GetToken() {
+		t.Fatalf("reader observes orders/leader: %v %v", err, stream.Err())
+	}
+	stream.Close()
+	stream, err = elections(reader).Observe(ctx, connect.NewRequest(&fencedv1.ObserveRequest{Name: "billing/leader"}))
+	if err == nil && stream.Receive() {
+		t.Fatalf("reader observed billing/leader: %v", stream.Msg())
+	}
+	if err == nil {
+		err = stream.Err()
+	}
+	denied(t, "reader observes billing/leader", err, `"read"`)
+}
