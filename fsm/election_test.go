@@ -288,3 +288,20 @@ func TestElection_SnapshotFormat(t *testing.T) {
 		t.Fatalf("restored history from 1: %v skipped=%v", got, skipped)
 	}
 }
+
+// An administrator's revoke of a lock the leader's session holds ends the
+// session, and with it the leadership: the next candidate leads with a
+// higher token.
+func TestElection_RevokedLeaderReplaced(t *testing.T) {
+	m := newMachine(t)
+	a, b := createSession(t, m), createSession(t, m)
+	won := campaign(m, a, 1, "e", "")
+	acquire(m, a, 2, "lock", false)
+	campaign(m, b, 1, "e", "")
+	if res := m.Apply(&statev1.Command{Op: &statev1.Command_Revoke{Revoke: &statev1.Revoke{Name: "lock"}}}); !res.Ended {
+		t.Fatalf("revoke=%+v", res)
+	}
+	if info := m.Election("e"); info.Leader.Session != b || info.Leader.Token <= won.Grant.Token {
+		t.Fatalf("after the revoke: %+v, want session %d leading above token %d", info, b, won.Grant.Token)
+	}
+}
