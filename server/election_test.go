@@ -7,8 +7,10 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/fenced-dev/fenced/internal/testserver"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+	"github.com/fenced-dev/fenced/server"
 )
 
 // Elections are authorized like locks: campaign, proclaim and resign need
@@ -57,4 +59,27 @@ func TestAuth_Elections(t *testing.T) {
 		err = stream.Err()
 	}
 	denied(t, "reader observes billing/leader", err, `"read"`)
+}
+
+// An Observe stream lasts for as long as its client keeps it: it outlives
+// --body-timeout and is pushed a change made long after it opened.
+func TestElection_ObserveOutlivesBodyTimeout(t *testing.T) {
+	srv := testserver.Start(t, func(c *server.Config) { c.Limits.BodyTimeout = 200 * time.Millisecond })
+	api := asIdentity(srv.Addr(), "")
+	elections := fencedv1connect.NewElectionServiceClient(api.hc, api.base)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := elections.Observe(ctx, connect.NewRequest(&fencedv1.ObserveRequest{Name: "long"}))
+	if err != nil || !stream.Receive() {
+		t.Fatalf("Observe: %v %v", err, stream.Err())
+	}
+	defer stream.Close()
+	time.Sleep(time.Second) // five body timeouts
+	sess, secret := api.session(t)
+	if _, err := elections.Campaign(ctx, connect.NewRequest(&fencedv1.CampaignRequest{Name: "long", Session: sess, Secret: secret})); err != nil {
+		t.Fatal(err)
+	}
+	if !stream.Receive() || !stream.Msg().HasLeader {
+		t.Fatalf("no change pushed to a stream older than the body timeout: %v", stream.Err())
+	}
 }
