@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -81,5 +84,41 @@ func TestElection_ObserveOutlivesBodyTimeout(t *testing.T) {
 	}
 	if !stream.Receive() || !stream.Msg().HasLeader {
 		t.Fatalf("no change pushed to a stream older than the body timeout: %v", stream.Err())
+	}
+}
+
+// The election metrics count terms, changes, led elections, candidates and
+// open observers.
+func TestElection_Metrics(t *testing.T) {
+	srv := testserver.Start(t)
+	api := asIdentity(srv.Addr(), "")
+	elections := fencedv1connect.NewElectionServiceClient(api.hc, api.base)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	stream, err := elections.Observe(ctx, connect.NewRequest(&fencedv1.ObserveRequest{Name: "m"}))
+	if err != nil || !stream.Receive() {
+		t.Fatalf("Observe: %v", err)
+	}
+	defer stream.Close()
+	a, as := api.session(t)
+	b, bs := api.session(t)
+	for _, c := range []*fencedv1.CampaignRequest{{Name: "m", Session: a, Secret: as, Seq: 1}, {Name: "m", Session: b, Secret: bs, Seq: 1}} {
+		if _, err := elections.Campaign(ctx, connect.NewRequest(c)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := elections.Proclaim(ctx, connect.NewRequest(&fencedv1.ProclaimRequest{Name: "m", Session: a, Secret: as, Seq: 2, Value: []byte("v")})); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"fenced_election_terms_total 1", "fenced_election_changes_total 2", "fenced_elections_led 1", "fenced_election_candidates 1", "fenced_election_observers 1"} {
+		if !strings.Contains(string(body), want+"\n") {
+			t.Errorf("/metrics has no %q", want)
+		}
 	}
 }
