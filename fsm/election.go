@@ -148,11 +148,19 @@ func (t *electionTable) dropIfIdle(name string) {
 		delete(t.byName, name)
 		return
 	}
+	if slices.Contains(t.idle, name) {
+		return // idle already (a refused campaign on an idle election)
+	}
 	if n > IdleElectionHistory {
 		e.floor = e.history[n-IdleElectionHistory-1].rev
 		e.history = append(e.history[:0:0], e.history[n-IdleElectionHistory:]...)
 	}
-	t.idle = append(t.idle, name)
+	// Kept in order of the newest revision, which is what a restore
+	// rebuilds: usually the newest of all, but not when the last candidate
+	// leaves an election without a leader (the tokens ran out).
+	newest := e.history[len(e.history)-1].rev
+	i, _ := slices.BinarySearchFunc(t.idle, newest, func(name string, rev uint64) int { return cmp.Compare(t.newest(name), rev) })
+	t.idle = slices.Insert(t.idle, i, name)
 	if len(t.idle) > MaxIdleElections {
 		old := t.byName[t.idle[0]]
 		t.forgotten = max(t.forgotten, old.history[len(old.history)-1].rev)

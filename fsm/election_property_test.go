@@ -117,7 +117,9 @@ func drawElectionCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64,
 	c := &statev1.Command{NowUnixMs: now}
 	switch rapid.IntRange(0, 17).Draw(t, "op") {
 	case 0, 1:
-		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
+		// Some sessions are charged to an owner, whose campaigns may be
+		// refused at its quota.
+		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000, Quota: &statev1.Quota{Owner: rapid.SampledFrom([]string{"", "o"}).Draw(t, "owner")}}}
 	case 2:
 		c.Op = &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: session}}
 	case 3:
@@ -129,7 +131,8 @@ func drawElectionCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64,
 			c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 		}
 	case 5, 6, 7, 8:
-		c.Op = &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: session, Seq: seq, Name: name, Value: value}}
+		q := &statev1.Quota{MaxHeld: rapid.Uint32Range(0, 2).Draw(t, "maxheld"), MaxWaiting: rapid.Uint32Range(0, 2).Draw(t, "maxwaiting")}
+		c.Op = &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: session, Seq: seq, Name: name, Value: value, Quota: q}}
 	case 9, 10, 11:
 		r := &statev1.Resign{Session: session, Seq: seq, Name: name}
 		switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
@@ -164,7 +167,10 @@ func TestElection_Properties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := newElectionChecker(t)
 		m := New(c)
-		m.Apply(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "test-issuer", TokenFloor: rapid.Uint64Range(0, 1000).Draw(t, "floor")}}})
+		// Sometimes near the end of the tokens: leaders run out of terms
+		// and candidates wait without a leader.
+		floor := rapid.SampledFrom([]uint64{0, 7, 1000, uint64(fence.MaxToken) - 6}).Draw(t, "floor")
+		m.Apply(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "test-issuer", TokenFloor: floor}}})
 		n := rapid.IntRange(100, 400).Draw(t, "n")
 		cut := rapid.IntRange(0, n).Draw(t, "cut")
 		seqs := map[uint64]uint64{}
@@ -278,4 +284,35 @@ func mustSnapshot(t interface{ Fatalf(string, ...any) }, m *Machine) []byte {
 		t.Fatalf("Snapshot: %v", err)
 	}
 	return b
+}
+
+// When the tokens run out, the last candidate of an election without a
+// leader may leave it after another election went idle: the idle list
+// stays in the order of the newest revisions, the order a restore
+// rebuilds, so every replica forgets the same election first.
+func TestElection_IdleOrderWhenTokensRunOut(t *testing.T) {
+	m := New(nil)
+	m.Apply(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "i", TokenFloor: uint64(fence.MaxToken) - 2}}})
+	var s [4]uint64
+	for i := 1; i < 4; i++ {
+		s[i] = m.Apply(&statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}}).Session
+	}
+	for _, c := range []*statev1.Command{
+		{Op: &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: s[1], Seq: 1, Name: "y"}}}, // the next to last token
+		{Op: &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: s[2], Seq: 1, Name: "y"}}}, // a candidate
+		{Op: &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: s[3], Seq: 1, Name: "z"}}}, // the last token
+		{Op: &statev1.Command_Resign{Resign: &statev1.Resign{Session: s[1], Seq: 2, Name: "y"}}},       // no token for the candidate
+		{Op: &statev1.Command_Resign{Resign: &statev1.Resign{Session: s[3], Seq: 2, Name: "z"}}},       // z idle
+		{Op: &statev1.Command_Resign{Resign: &statev1.Resign{Session: s[2], Seq: 2, Name: "y"}}},       // y idle, older
+	} {
+		if res := m.Apply(c); res.Err != nil {
+			t.Fatalf("%v: %v", c, res.Err)
+		}
+		if err := m.checkInvariants(); err != nil {
+			t.Fatalf("after %v: %v", c, err)
+		}
+	}
+	if got := fmt.Sprint(m.elections.idle); got != "[y z]" {
+		t.Fatalf("idle elections %s, want [y z] (y's newest change is older)", got)
+	}
 }
