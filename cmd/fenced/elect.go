@@ -111,24 +111,20 @@ func runElected(ctx context.Context, cf *clientFlags, c *client.Client, name, va
 		s.Close(cctx)
 	}()
 	g := e.Grant()
-	return runHeld(heldRun{
-		argv:  argv,
-		grace: grace,
-		env: []string{
-			"FENCED_TOKEN=" + g.Token.String(),
-			"FENCED_ELECTION=" + g.Name,
-			"FENCED_VALUE=" + value,
-			"FENCED_ISSUER=" + g.Issuer,
-			"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
-			"FENCED_SESSION_SECRET=" + s.Secret(),
-		},
-		held: e.Context(),
-		lost: fmt.Sprintf("leadership of %q lost (token %d)", g.Name, g.Token),
-		done: func() {
-			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			e.Resign(rctx)
-			cancel()
-		},
+	env := []string{
+		"FENCED_TOKEN=" + g.Token.String(),
+		"FENCED_ELECTION=" + g.Name,
+		"FENCED_VALUE=" + value,
+		"FENCED_ISSUER=" + g.Issuer,
+		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
+		"FENCED_SESSION_SECRET=" + s.Secret(),
+	}
+	lost := func() string { return fmt.Sprintf("leadership of %q lost (token %d)", g.Name, g.Token) }
+	// The runner of fenced lock (lock.go): stopped on loss the same way.
+	return runHeld(e.Context(), env, argv, grace, lost, func() {
+		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		e.Resign(rctx)
 	})
 }
 

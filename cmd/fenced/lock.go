@@ -4,7 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,22 +105,84 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		s.Close(cctx)
 	}()
 	g := m.Grant()
-	return runHeld(heldRun{
-		argv:  argv,
-		grace: grace,
-		env: []string{
-			"FENCED_TOKEN=" + g.Token.String(),
-			"FENCED_LOCK=" + g.Name,
-			"FENCED_ISSUER=" + g.Issuer,
-			"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
-			"FENCED_SESSION_SECRET=" + s.Secret(),
-		},
-		held: m.Context(),
-		lost: fmt.Sprintf("lock %q lost (token %d)", g.Name, g.Token),
-		done: func() {
-			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			m.Unlock(uctx)
-			cancel()
-		},
+	env := []string{
+		"FENCED_TOKEN=" + g.Token.String(),
+		"FENCED_LOCK=" + g.Name,
+		"FENCED_ISSUER=" + g.Issuer,
+		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
+		"FENCED_SESSION_SECRET=" + s.Secret(),
+	}
+	lost := func() string { return fmt.Sprintf("lock %q lost (token %d)", g.Name, g.Token) }
+	return runHeld(m.Context(), env, argv, grace, lost, func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.Unlock(uctx)
 	})
+}
+
+// runHeld runs argv with env added to its environment while held is
+// alive, and calls release when argv exits (or cannot start). When held
+// ends first, it says so on stderr (lost describes what was lost), sends
+// SIGTERM to argv's process group, SIGKILL after grace, and returns exit
+// status 4. Signals to fenced are passed on to argv's process group.
+func runHeld(held context.Context, env, argv []string, grace time.Duration, lost func() string, release func()) error {
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
+	child.Env = append(os.Environ(), env...)
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := child.Start(); err != nil {
+		release()
+		return fmt.Errorf("start %s: %w", argv[0], err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- child.Wait() }()
+
+	// Signals to fenced go to CMD's process group; fenced exits when CMD does.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	for {
+		select {
+		case err := <-exited:
+			release()
+			return childExit(err)
+		case sig := <-sigs:
+			syscall.Kill(-child.Process.Pid, sig.(syscall.Signal))
+		case <-held.Done():
+			fmt.Fprintf(os.Stderr, "fenced: %s: %v; stopping %s\n", lost(), context.Cause(held), argv[0])
+			stopGroup(child.Process.Pid, exited, grace)
+			return withExit(exitLockLost, nil)
+		}
+	}
+}
+
+// stopGroup sends SIGTERM to the process group pgid, then SIGKILL if CMD
+// has not exited after grace.
+func stopGroup(pgid int, exited <-chan error, grace time.Duration) {
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-exited:
+	case <-t.C:
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		<-exited
+	}
+}
+
+// childExit turns CMD's end into fenced's exit: the same status, or
+// 128+signal when it was killed by a signal, as shells report it.
+func childExit(err error) error {
+	if err == nil {
+		return nil
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return withExit(128+int(ws.Signal()), nil)
+	}
+	return withExit(ee.ExitCode(), nil)
 }
