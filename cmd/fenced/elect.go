@@ -137,8 +137,8 @@ func newObserveCommand() *cobra.Command {
 		Short: "Print the leader of an election and every change of it",
 		Long: `Print the election's current leader and value (or, with --after REV, the
 changes after revision REV), then one line for every change of its
-leader or value, as the server pushes them, until
-interrupted (or --count lines). A broken stream is resumed, on another
+leader or value, as the server pushes them, until interrupted (or
+--count lines). A broken stream is resumed, on another
 endpoint if need be, after the last revision printed: no change is
 missed across a reconnect or a failover of the cluster's leader. A line
 marked skipped follows a gap longer than the changes the server keeps.
