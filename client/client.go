@@ -78,6 +78,8 @@ type endpoint struct {
 	pipe     *pipeline // Acquire, Release and KV Put go through it
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
 	semaphores fencedv1connect.SemaphoreServiceClient
+	// elections serves Election and the observers.
+	elections fencedv1connect.ElectionServiceClient
 }
 
 // An Option configures a Client.
@@ -174,6 +176,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			cluster:    fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
+			elections:  fencedv1connect.NewElectionServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

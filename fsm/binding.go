@@ -14,6 +14,7 @@ type kind int
 const (
 	kindLock kind = iota
 	kindSemaphore
+	kindElection
 	numKinds
 )
 

@@ -24,6 +24,11 @@ const (
 	// withdraw): a copy of it applied later is refused and changes
 	// nothing. Appended last: kinds are stored in snapshots.
 	replyWithdrawn
+	// replyProclaimed is a proclaim applied by an election's leader, with
+	// its term token (election.go).
+	replyProclaimed
+	// replyLast is the last kind; a new kind goes before it.
+	replyLast = replyProclaimed
 )
 
 func releaseReply(r ReleaseResult) replyKind {

@@ -1,7 +1,7 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks and counting semaphores (semaphore.go) with FIFO wait
-// queues, the fenced kv, the one token counter of the cluster and the
-// tables that de-duplicate retried requests.
+// exclusive locks, counting semaphores (semaphore.go) and leader elections
+// (election.go) with FIFO wait queues, the fenced kv, the one token counter
+// of the cluster and the tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no
 // clock, does no I/O and iterates in sorted order wherever the order

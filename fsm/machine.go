@@ -20,6 +20,7 @@ type Machine struct {
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
 	semaphores  *semaphoreTable
+	elections   *electionTable
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
@@ -54,13 +55,14 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
+	m.elections = newElectionTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores}
-	m.sections = []section{m.locks, m.semaphores, m.kv, m.nodes, m.keys}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections}
+	m.sections = []section{m.locks, m.semaphores, m.elections, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -98,6 +100,12 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.endDelay(op.EndLockDelay, now)
 	case *statev1.Command_RenewGrant:
 		return m.locks.renew(op.RenewGrant)
+	case *statev1.Command_Campaign:
+		return m.elections.campaign(op.Campaign, now)
+	case *statev1.Command_Resign:
+		return m.elections.resign(op.Resign, now)
+	case *statev1.Command_Proclaim:
+		return m.elections.proclaim(op.Proclaim, now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -50,6 +50,16 @@ func needOf(msg any) need {
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.RenewRequest:
 		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.CampaignRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.ResignRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.ProclaimRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.LeaderRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.ObserveRequest:
+		return need{perm: permRead, name: m.Name}
 	case *fencedv1.VerifyRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.DescribeRequest:

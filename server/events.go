@@ -13,22 +13,29 @@ import (
 // session deadlines, counts metrics and logs grants, releases and expiries at debug
 // level. It runs inside Apply and never blocks.
 type events struct {
-	waits   *waits
-	expiry  *sessionExpiry
-	delays  *lockDelays
-	revokes *revokePush
-	metrics *metrics
-	log     *slog.Logger
-	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
-	index   uint64    // Raft index of the entry being applied
+	waits     *waits
+	expiry    *sessionExpiry
+	delays    *lockDelays
+	revokes   *revokePush
+	metrics   *metrics
+	log       *slog.Logger
+	history   *eventLog // test knob; nil unless TestKnobs.EventLog is set
+	index     uint64    // Raft index of the entry being applied
+	elections *electionWatch
 }
 
-var _ fsm.Observer = (*events)(nil)
+var (
+	_ fsm.Observer         = (*events)(nil)
+	_ fsm.ElectionObserver = (*events)(nil)
+)
 
 func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
-	if g.Kind == fence.KindPermit {
+	switch g.Kind {
+	case fence.KindPermit:
 		e.metrics.permits.Inc()
+	case fence.KindLeader:
+		e.metrics.electionTerms.Inc()
 	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
@@ -43,6 +50,13 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 
 func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
 	e.waits.notify(waitKey{k, name, session}, waitOutcome{})
+}
+
+// ElectionChanged wakes the Observe streams of the election.
+func (e *events) ElectionChanged(c fsm.ElectionChange) {
+	e.metrics.electionChanges.Inc()
+	e.elections.notify(c.Name)
+	e.debug("election change", slog.String("name", c.Name), slog.Uint64("revision", c.Revision), slog.Uint64("leader", c.Leader.Session), slog.Uint64("token", uint64(c.Leader.Token)))
 }
 
 func (e *events) SessionStarted(session uint64, ttlMs int64) {

@@ -42,6 +42,9 @@ var readPaths = map[string]bool{
 	fencedv1connect.KeyServiceListKeysProcedure:       true,
 	fencedv1connect.SemaphoreServiceVerifyProcedure:   true,
 	fencedv1connect.SemaphoreServiceDescribeProcedure: true,
+	// An Observe stream is read-indexed when it opens.
+	fencedv1connect.ElectionServiceLeaderProcedure:  true,
+	fencedv1connect.ElectionServiceObserveProcedure: true,
 }
 
 func isRead(r *http.Request) bool {

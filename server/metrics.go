@@ -24,6 +24,10 @@ type metrics struct {
 	applyDuration   prometheus.Histogram
 	lockDelays      prometheus.Counter // lockdelay.go
 	renewals        prometheus.Counter // renew.go
+	// Elections.
+	electionTerms     prometheus.Counter
+	electionChanges   prometheus.Counter
+	electionObservers prometheus.Gauge
 }
 
 func newMetrics(sm *stateMachine) *metrics {
@@ -66,6 +70,15 @@ func newMetrics(sm *stateMachine) *metrics {
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_apply_duration_seconds", Help: "Time to apply one command to the state machine.", Buckets: buckets,
 		}),
+		electionTerms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_terms_total", Help: "Leaders elected, each with a new term token (on this node's state machine).",
+		}),
+		electionChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_changes_total", Help: "Changes of an election's leader or value (new leader, no leader, proclaim), each a new revision.",
+		}),
+		electionObservers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenced_election_observers", Help: "Observe streams open on this node.",
+		}),
 	}
 	gauge := func(name, help string, f func(*fsm.Machine) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -83,6 +96,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		gauge("fenced_semaphore_waiters", "Acquires waiting in semaphore queues.", func(fm *fsm.Machine) int { _, n := fm.SemaphoreCounts(); return n }),
 		m.lockDelays, m.renewals,
 		gauge("fenced_locks_delayed", "Locks in their lock delay.", func(fm *fsm.Machine) int { return len(fm.PendingDelays()) }),
+		m.electionTerms, m.electionChanges, m.electionObservers,
+		gauge("fenced_elections_led", "Elections with a leader.", (*fsm.Machine).LedElectionCount),
+		gauge("fenced_election_candidates", "Sessions waiting to lead an election.", (*fsm.Machine).CandidateCount),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fenced_last_token", Help: "The last fencing token issued."}, func() float64 {
 			var v float64
 			sm.read(func(fm *fsm.Machine) { v = float64(fm.LastToken()) })

@@ -39,9 +39,11 @@ type Server struct {
 	delays  *lockDelays // lock delays to end (lockdelay.go)
 	revokes *revokePush
 	waits   *waits
-	metrics *metrics
-	ln      net.Listener
-	http    *http.Server
+	// elections wakes the Observe streams of elections.
+	elections *electionWatch
+	metrics   *metrics
+	ln        net.Listener
+	http      *http.Server
 	// reservation is this node's recorded token reservation.
 	reservation *tokenReservation
 	// failure is why the server stopped on its own (see Err).
@@ -85,7 +87,7 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), revokes: newRevokePush(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), done: make(chan struct{})}
 	s.faults.warn(log)
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
@@ -102,8 +104,12 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
-	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()); s.delays.reset(m.PendingDelays()) }
-	obs = events{waits: s.waits, expiry: s.expiry, delays: s.delays, revokes: s.revokes, metrics: s.metrics, log: log}
+	s.sm.afterRestore = func(m *fsm.Machine) {
+		s.expiry.reset(m.Sessions())
+		s.delays.reset(m.PendingDelays())
+		s.elections.notifyAll()
+	}
+	obs = events{waits: s.waits, elections: s.elections, expiry: s.expiry, delays: s.delays, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
@@ -181,6 +187,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
 	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
 	mux.Handle(fencedv1connect.NewSemaphoreServiceHandler(&semaphoreService{s}, opts...))
+	// An election value may be up to the state machine's 64 KiB cap.
+	electionOpts := []connect.HandlerOption{connect.WithReadMaxBytes(max(s.cfg.MaxMessageBytes, s.cfg.Limits.electionValueLimit()+s.cfg.MaxMessageBytes)), compress, authz}
+	mux.Handle(fencedv1connect.NewElectionServiceHandler(&electionService{s}, electionOpts...))
 	// kv values are up to 1 MiB, plus the message's own fields. The lock
 	// service's Pipeline carries kv puts too, so its messages get the kv
 	// limit; the path is more specific than the service's prefix above.

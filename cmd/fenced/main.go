@@ -7,6 +7,8 @@
 //	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
+//	fenced elect NAME --value V -- CMD    run CMD only while leading the election NAME
+//	fenced observe NAME [--json]          print the election's leader and every change of it
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
 //	fenced semaphore release NAME --session ID --secret S      release a session's permits
@@ -28,10 +30,11 @@
 //	fenced keys list                      the cluster's public grant-signing keys
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
 //
-// Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
-// lost while CMD ran (fenced lock); fenced kv also 3 key not found, 5 stale
-// token, 6 version mismatch, 7 scope mismatch (the token is not a live
-// grant's for the key: docs/scopes.md).
+// Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
+// time, 4 lock or leadership lost while CMD ran (fenced lock, fenced
+// elect); fenced kv also 3 key not found, 5 stale token, 6 version
+// mismatch, 7 scope mismatch (the token is not a live grant's for the key:
+// docs/scopes.md).
 package main
 
 import (

@@ -23,6 +23,8 @@ func newRootCommand() *cobra.Command {
 		newRenewCommand(),
 		newRevokeCommand(),
 		newLockCommand(),
+		newElectCommand(),
+		newObserveCommand(),
 		newStatusCommand(),
 		newKVCommand(),
 		newClusterCommand(),

@@ -49,6 +49,9 @@ type Command struct {
 	//	*Command_SemCancelWait
 	//	*Command_EndLockDelay
 	//	*Command_RenewGrant
+	//	*Command_Campaign
+	//	*Command_Resign
+	//	*Command_Proclaim
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -265,6 +268,33 @@ func (x *Command) GetRenewGrant() *RenewGrant {
 	return nil
 }
 
+func (x *Command) GetCampaign() *Campaign {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Campaign); ok {
+			return x.Campaign
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetResign() *Resign {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Resign); ok {
+			return x.Resign
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetProclaim() *Proclaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_Proclaim); ok {
+			return x.Proclaim
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -353,6 +383,18 @@ type Command_RenewGrant struct {
 	RenewGrant *RenewGrant `protobuf:"bytes,39,opt,name=renew_grant,json=renewGrant,proto3,oneof"`
 }
 
+type Command_Campaign struct {
+	Campaign *Campaign `protobuf:"bytes,30,opt,name=campaign,proto3,oneof"`
+}
+
+type Command_Resign struct {
+	Resign *Resign `protobuf:"bytes,31,opt,name=resign,proto3,oneof"`
+}
+
+type Command_Proclaim struct {
+	Proclaim *Proclaim `protobuf:"bytes,32,opt,name=proclaim,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -390,6 +432,12 @@ func (*Command_SemCancelWait) isCommand_Op() {}
 func (*Command_EndLockDelay) isCommand_Op() {}
 
 func (*Command_RenewGrant) isCommand_Op() {}
+
+func (*Command_Campaign) isCommand_Op() {}
+
+func (*Command_Resign) isCommand_Op() {}
+
+func (*Command_Proclaim) isCommand_Op() {}
 
 // RotateKeys adds a new cluster signing key and makes it the one grants
 // are signed with; the oldest keys beyond keep are dropped. The proposer
@@ -1738,9 +1786,18 @@ type State struct {
 	// signs new grants.
 	SigningKeys []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
 	// semaphores in use, by name.
-	Semaphores    []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Semaphores []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
+	// elections are the elections with a leader or a candidate, by name.
+	Elections []*Election `protobuf:"bytes,26,rep,name=elections,proto3" json:"elections,omitempty"`
+	// election_revision is the revision of the newest change of any
+	// election (one counter for all of them).
+	ElectionRevision uint64 `protobuf:"varint,27,opt,name=election_revision,json=electionRevision,proto3" json:"election_revision,omitempty"`
+	// election_forgotten is the newest revision of an election that was
+	// dropped when it had neither leader nor candidate: a resume from below
+	// it, of a name without history, may have missed changes.
+	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
@@ -1862,6 +1919,27 @@ func (x *State) GetSemaphores() []*Semaphore {
 		return x.Semaphores
 	}
 	return nil
+}
+
+func (x *State) GetElections() []*Election {
+	if x != nil {
+		return x.Elections
+	}
+	return nil
+}
+
+func (x *State) GetElectionRevision() uint64 {
+	if x != nil {
+		return x.ElectionRevision
+	}
+	return 0
+}
+
+func (x *State) GetElectionForgotten() uint64 {
+	if x != nil {
+		return x.ElectionForgotten
+	}
+	return 0
 }
 
 type KVReply struct {
@@ -2900,11 +2978,532 @@ func (x *SemWaiter) GetPermits() uint32 {
 	return 0
 }
 
+// Campaign queues a session as a candidate of an election (FIFO); the
+// first candidate becomes the leader with the next token (its term). It
+// waits like an Acquire with wait set, and has no per-grant session: a
+// candidate hangs off a session.
+type Campaign struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// value is the candidate's value, the leader's once it leads.
+	Value []byte `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// quota is the proposing leader's limits for the session's owner.
+	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Campaign) Reset() {
+	*x = Campaign{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Campaign) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Campaign) ProtoMessage() {}
+
+func (x *Campaign) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Campaign.ProtoReflect.Descriptor instead.
+func (*Campaign) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *Campaign) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Campaign) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Campaign) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Campaign) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Campaign) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *Campaign) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Resign ends a session's leadership of an election (the next candidate
+// leads, with a new token) or takes it out of the candidates.
+type Resign struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// withdraw_seq, when set, undoes only the campaign of that seq, whether
+	// it is applied before or after this resign.
+	WithdrawSeq uint64 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	// cancel_wait is the server's end of a campaign call whose wait ran out:
+	// the session leaves the candidates but keeps a leadership it won. It
+	// is proposed by the server only and needs no secret.
+	CancelWait    bool   `protobuf:"varint,5,opt,name=cancel_wait,json=cancelWait,proto3" json:"cancel_wait,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Resign) Reset() {
+	*x = Resign{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Resign) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Resign) ProtoMessage() {}
+
+func (x *Resign) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Resign.ProtoReflect.Descriptor instead.
+func (*Resign) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *Resign) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Resign) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Resign) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Resign) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *Resign) GetCancelWait() bool {
+	if x != nil {
+		return x.CancelWait
+	}
+	return false
+}
+
+func (x *Resign) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// Proclaim changes the leader's value; its token stays.
+type Proclaim struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Value   []byte                 `protobuf:"bytes,4,opt,name=value,proto3" json:"value,omitempty"`
+	// token, when set, must be the leadership's token.
+	Token         uint64 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Proclaim) Reset() {
+	*x = Proclaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Proclaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Proclaim) ProtoMessage() {}
+
+func (x *Proclaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Proclaim.ProtoReflect.Descriptor instead.
+func (*Proclaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *Proclaim) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Proclaim) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Proclaim) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Proclaim) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Proclaim) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Proclaim) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+type Election struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// leader is the leader's session; 0 when there is none.
+	Leader         uint64       `protobuf:"varint,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	Token          uint64       `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64        `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	Value          []byte       `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	Candidates     []*Candidate `protobuf:"bytes,6,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	// history is the newest changes, oldest first.
+	History []*ElectionChange `protobuf:"bytes,7,rep,name=history,proto3" json:"history,omitempty"`
+	// floor: an observer resuming from a revision below it may have missed
+	// changes that are no longer in the history.
+	Floor         uint64 `protobuf:"varint,8,opt,name=floor,proto3" json:"floor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Election) Reset() {
+	*x = Election{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Election) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Election) ProtoMessage() {}
+
+func (x *Election) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Election.ProtoReflect.Descriptor instead.
+func (*Election) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *Election) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Election) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *Election) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Election) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+func (x *Election) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *Election) GetCandidates() []*Candidate {
+	if x != nil {
+		return x.Candidates
+	}
+	return nil
+}
+
+func (x *Election) GetHistory() []*ElectionChange {
+	if x != nil {
+		return x.History
+	}
+	return nil
+}
+
+func (x *Election) GetFloor() uint64 {
+	if x != nil {
+		return x.Floor
+	}
+	return 0
+}
+
+type Candidate struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Value         []byte                 `protobuf:"bytes,3,opt,name=value,proto3" json:"value,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Candidate) Reset() {
+	*x = Candidate{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Candidate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Candidate) ProtoMessage() {}
+
+func (x *Candidate) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
+func (*Candidate) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Candidate) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Candidate) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Candidate) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+// ElectionChange is an election's state after one change of its leader or
+// value.
+type ElectionChange struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Revision uint64                 `protobuf:"varint,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	// prev_revision is the revision of the election's change before this
+	// one; 0 for the first change after the election had neither leader nor
+	// candidate.
+	PrevRevision   uint64 `protobuf:"varint,2,opt,name=prev_revision,json=prevRevision,proto3" json:"prev_revision,omitempty"`
+	Leader         uint64 `protobuf:"varint,3,opt,name=leader,proto3" json:"leader,omitempty"`
+	Token          uint64 `protobuf:"varint,4,opt,name=token,proto3" json:"token,omitempty"`
+	Value          []byte `protobuf:"bytes,5,opt,name=value,proto3" json:"value,omitempty"`
+	IssuedAtUnixMs int64  `protobuf:"varint,6,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *ElectionChange) Reset() {
+	*x = ElectionChange{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ElectionChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ElectionChange) ProtoMessage() {}
+
+func (x *ElectionChange) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ElectionChange.ProtoReflect.Descriptor instead.
+func (*ElectionChange) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ElectionChange) GetRevision() uint64 {
+	if x != nil {
+		return x.Revision
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetPrevRevision() uint64 {
+	if x != nil {
+		return x.PrevRevision
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetLeader() uint64 {
+	if x != nil {
+		return x.Leader
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ElectionChange) GetValue() []byte {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *ElectionChange) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xf0\t\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x95\v\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -2931,7 +3530,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12E\n" +
 	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
 	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
-	"renewGrant\x12\x1e\n" +
+	"renewGrant\x127\n" +
+	"\bcampaign\x18\x1e \x01(\v2\x19.fenced.state.v1.CampaignH\x00R\bcampaign\x121\n" +
+	"\x06resign\x18\x1f \x01(\v2\x17.fenced.state.v1.ResignH\x00R\x06resign\x127\n" +
+	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
@@ -3038,7 +3640,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc5\x04\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xda\x05\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -3058,7 +3660,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\x12:\n" +
 	"\n" +
 	"semaphores\x18\x14 \x03(\v2\x1a.fenced.state.v1.SemaphoreR\n" +
-	"semaphores\"r\n" +
+	"semaphores\x127\n" +
+	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
+	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
+	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3148,7 +3753,54 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tSemWaiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
-	"\apermits\x18\x03 \x01(\rR\apermitsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\apermits\x18\x03 \x01(\rR\apermits\"\xaf\x01\n" +
+	"\bCampaign\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xad\x01\n" +
+	"\x06Resign\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1f\n" +
+	"\vcancel_wait\x18\x05 \x01(\bR\n" +
+	"cancelWait\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x97\x01\n" +
+	"\bProclaim\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\fR\x05value\x12\x14\n" +
+	"\x05token\x18\x05 \x01(\x04R\x05token\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\x9a\x02\n" +
+	"\bElection\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06leader\x18\x02 \x01(\x04R\x06leader\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12:\n" +
+	"\n" +
+	"candidates\x18\x06 \x03(\v2\x1a.fenced.state.v1.CandidateR\n" +
+	"candidates\x129\n" +
+	"\ahistory\x18\a \x03(\v2\x1f.fenced.state.v1.ElectionChangeR\ahistory\x12\x14\n" +
+	"\x05floor\x18\b \x01(\x04R\x05floor\"M\n" +
+	"\tCandidate\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05value\x18\x03 \x01(\fR\x05value\"\xc0\x01\n" +
+	"\x0eElectionChange\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\x04R\brevision\x12#\n" +
+	"\rprev_revision\x18\x02 \x01(\x04R\fprevRevision\x12\x16\n" +
+	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
+	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x14\n" +
+	"\x05value\x18\x05 \x01(\fR\x05value\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -3162,42 +3814,48 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*RotateKeys)(nil),    // 1: fenced.state.v1.RotateKeys
-	(*SigningKey)(nil),    // 2: fenced.state.v1.SigningKey
-	(*Batch)(nil),         // 3: fenced.state.v1.Batch
-	(*Init)(nil),          // 4: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 5: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 6: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 7: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 8: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 9: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 10: fenced.state.v1.Revoke
-	(*EndLockDelay)(nil),  // 11: fenced.state.v1.EndLockDelay
-	(*RenewGrant)(nil),    // 12: fenced.state.v1.RenewGrant
-	(*ExpireSession)(nil), // 13: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 14: fenced.state.v1.Acquire
-	(*Release)(nil),       // 15: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 16: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 17: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 18: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 19: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 20: fenced.state.v1.State
-	(*KVReply)(nil),       // 21: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 22: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 23: fenced.state.v1.Session
-	(*Reply)(nil),         // 24: fenced.state.v1.Reply
-	(*Lock)(nil),          // 25: fenced.state.v1.Lock
-	(*WaiterDelay)(nil),   // 26: fenced.state.v1.WaiterDelay
-	(*Waiter)(nil),        // 27: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),    // 28: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),    // 29: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil), // 30: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),     // 31: fenced.state.v1.Semaphore
-	(*Permit)(nil),        // 32: fenced.state.v1.Permit
-	(*SemWaiter)(nil),     // 33: fenced.state.v1.SemWaiter
+	(*Command)(nil),        // 0: fenced.state.v1.Command
+	(*RotateKeys)(nil),     // 1: fenced.state.v1.RotateKeys
+	(*SigningKey)(nil),     // 2: fenced.state.v1.SigningKey
+	(*Batch)(nil),          // 3: fenced.state.v1.Batch
+	(*Init)(nil),           // 4: fenced.state.v1.Init
+	(*ReserveTokens)(nil),  // 5: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),      // 6: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),  // 7: fenced.state.v1.CreateSession
+	(*Quota)(nil),          // 8: fenced.state.v1.Quota
+	(*CloseSession)(nil),   // 9: fenced.state.v1.CloseSession
+	(*Revoke)(nil),         // 10: fenced.state.v1.Revoke
+	(*EndLockDelay)(nil),   // 11: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),     // 12: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil),  // 13: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),        // 14: fenced.state.v1.Acquire
+	(*Release)(nil),        // 15: fenced.state.v1.Release
+	(*CancelWait)(nil),     // 16: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),        // 17: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),       // 18: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),   // 19: fenced.state.v1.RegisterNode
+	(*State)(nil),          // 20: fenced.state.v1.State
+	(*KVReply)(nil),        // 21: fenced.state.v1.KVReply
+	(*KVEntry)(nil),        // 22: fenced.state.v1.KVEntry
+	(*Session)(nil),        // 23: fenced.state.v1.Session
+	(*Reply)(nil),          // 24: fenced.state.v1.Reply
+	(*Lock)(nil),           // 25: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),    // 26: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),         // 27: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),     // 28: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),     // 29: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil),  // 30: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),      // 31: fenced.state.v1.Semaphore
+	(*Permit)(nil),         // 32: fenced.state.v1.Permit
+	(*SemWaiter)(nil),      // 33: fenced.state.v1.SemWaiter
+	(*Campaign)(nil),       // 34: fenced.state.v1.Campaign
+	(*Resign)(nil),         // 35: fenced.state.v1.Resign
+	(*Proclaim)(nil),       // 36: fenced.state.v1.Proclaim
+	(*Election)(nil),       // 37: fenced.state.v1.Election
+	(*Candidate)(nil),      // 38: fenced.state.v1.Candidate
+	(*ElectionChange)(nil), // 39: fenced.state.v1.ElectionChange
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -3219,30 +3877,37 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	30, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
 	11, // 17: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
 	12, // 18: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
-	0,  // 19: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	8,  // 20: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	8,  // 21: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 22: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	18, // 23: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	23, // 24: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	25, // 25: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	22, // 26: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	19, // 27: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	21, // 28: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	2,  // 29: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	31, // 30: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	24, // 31: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	27, // 32: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	26, // 33: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	8,  // 34: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 35: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	32, // 36: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	33, // 37: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	34, // 19: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	35, // 20: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	36, // 21: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	0,  // 22: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	8,  // 23: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	8,  // 24: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 25: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	18, // 26: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	23, // 27: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	25, // 28: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	22, // 29: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	19, // 30: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	21, // 31: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	2,  // 32: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	31, // 33: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	37, // 34: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	24, // 35: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	27, // 36: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	26, // 37: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	8,  // 38: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 39: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	32, // 40: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	33, // 41: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	8,  // 42: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	38, // 43: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	39, // 44: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	45, // [45:45] is the sub-list for method output_type
+	45, // [45:45] is the sub-list for method input_type
+	45, // [45:45] is the sub-list for extension type_name
+	45, // [45:45] is the sub-list for extension extendee
+	0,  // [0:45] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -3270,6 +3935,9 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_SemCancelWait)(nil),
 		(*Command_EndLockDelay)(nil),
 		(*Command_RenewGrant)(nil),
+		(*Command_Campaign)(nil),
+		(*Command_Resign)(nil),
+		(*Command_Proclaim)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3277,7 +3945,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
