@@ -39,6 +39,7 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 	}{
 		{"sessions", len(st.GetSessions()), len(m.sessions)},
 		{"locks", len(st.GetLocks()), len(m.locks.byName)},
+		{"read/write locks", len(st.GetRwlocks()), len(m.rwlocks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
 	} {
@@ -71,6 +72,9 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.locks.check(); err != nil {
+		return err
+	}
+	if err := m.rwlocks.check(); err != nil {
 		return err
 	}
 	if err := m.kv.check(); err != nil {

@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
+	rwlocks     *rwTable
 	kv          *kvStore
 	nodes       nodeTable
 	// primitives are the session-bound primitives, indexed by kind.
@@ -49,10 +50,11 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
+	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
-	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindRWLock: m.rwlocks}
+	m.sections = []section{m.locks, m.rwlocks, m.kv, m.nodes}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -80,6 +82,12 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_RwAcquire:
+		return m.rwlocks.acquire(op.RwAcquire, now)
+	case *statev1.Command_RwRelease:
+		return m.rwlocks.release(op.RwRelease, now)
+	case *statev1.Command_RwCancelWait:
+		return m.rwlocks.cancelWait(op.RwCancelWait, now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -25,6 +25,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RWMode is what a read/write lock request asks for: a shared (read) or
+// the exclusive (write) grant. Any other value is refused.
+type RWMode int32
+
+const (
+	RWMode_RW_MODE_UNSPECIFIED RWMode = 0
+	RWMode_RW_MODE_READ        RWMode = 1
+	RWMode_RW_MODE_WRITE       RWMode = 2
+)
+
+// Enum value maps for RWMode.
+var (
+	RWMode_name = map[int32]string{
+		0: "RW_MODE_UNSPECIFIED",
+		1: "RW_MODE_READ",
+		2: "RW_MODE_WRITE",
+	}
+	RWMode_value = map[string]int32{
+		"RW_MODE_UNSPECIFIED": 0,
+		"RW_MODE_READ":        1,
+		"RW_MODE_WRITE":       2,
+	}
+)
+
+func (x RWMode) Enum() *RWMode {
+	p := new(RWMode)
+	*p = x
+	return p
+}
+
+func (x RWMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RWMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_fenced_state_v1_state_proto_enumTypes[0].Descriptor()
+}
+
+func (RWMode) Type() protoreflect.EnumType {
+	return &file_fenced_state_v1_state_proto_enumTypes[0]
+}
+
+func (x RWMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RWMode.Descriptor instead.
+func (RWMode) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{0}
+}
+
 // Command is one entry of the Raft log.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -43,6 +94,9 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_RwAcquire
+	//	*Command_RwRelease
+	//	*Command_RwCancelWait
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -205,6 +259,33 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetRwAcquire() *RWAcquire {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwAcquire); ok {
+			return x.RwAcquire
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRwRelease() *RWRelease {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwRelease); ok {
+			return x.RwRelease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRwCancelWait() *RWCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwCancelWait); ok {
+			return x.RwCancelWait
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -268,6 +349,19 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_RwAcquire struct {
+	// 25-27: the read/write lock (fsm/rwlock.go).
+	RwAcquire *RWAcquire `protobuf:"bytes,25,opt,name=rw_acquire,json=rwAcquire,proto3,oneof"`
+}
+
+type Command_RwRelease struct {
+	RwRelease *RWRelease `protobuf:"bytes,26,opt,name=rw_release,json=rwRelease,proto3,oneof"`
+}
+
+type Command_RwCancelWait struct {
+	RwCancelWait *RWCancelWait `protobuf:"bytes,27,opt,name=rw_cancel_wait,json=rwCancelWait,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -293,6 +387,12 @@ func (*Command_Batch) isCommand_Op() {}
 func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
+
+func (*Command_RwAcquire) isCommand_Op() {}
+
+func (*Command_RwRelease) isCommand_Op() {}
+
+func (*Command_RwCancelWait) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -1311,7 +1411,9 @@ type State struct {
 	// was issued; 0 before the first ReserveTokens.
 	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
 	// reserve_block is how many tokens are reserved at a time.
-	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	// rwlocks are the read/write locks in use, by name.
+	Rwlocks       []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1421,6 +1523,13 @@ func (x *State) GetReserveBlock() uint64 {
 		return x.ReserveBlock
 	}
 	return 0
+}
+
+func (x *State) GetRwlocks() []*RWLock {
+	if x != nil {
+		return x.Rwlocks
+	}
+	return nil
 }
 
 type KVReply struct {
@@ -1878,11 +1987,467 @@ func (x *Waiter) GetSeq() uint64 {
 	return 0
 }
 
+// RWAcquire asks for a read or write grant of a read/write lock; its
+// fields are Acquire's, with the mode.
+type RWAcquire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session 0 creates a per-grant session of ttl_ms in the same command.
+	Session       uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Mode          RWMode `protobuf:"varint,4,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	Wait          bool   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWAcquire) Reset() {
+	*x = RWAcquire{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWAcquire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWAcquire) ProtoMessage() {}
+
+func (x *RWAcquire) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWAcquire.ProtoReflect.Descriptor instead.
+func (*RWAcquire) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *RWAcquire) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWAcquire) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
+func (x *RWAcquire) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *RWAcquire) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RWAcquire) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *RWAcquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// RWRelease releases a session's grant of a read/write lock (either mode),
+// or withdraws one of its acquires; its fields are Release's.
+type RWRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	WithdrawSeq   uint64                 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWRelease) Reset() {
+	*x = RWRelease{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWRelease) ProtoMessage() {}
+
+func (x *RWRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWRelease.ProtoReflect.Descriptor instead.
+func (*RWRelease) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RWRelease) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWRelease) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWRelease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWRelease) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *RWRelease) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RWRelease) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RWRelease) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *RWRelease) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// RWCancelWait removes a session from a read/write lock's queue.
+type RWCancelWait struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWCancelWait) Reset() {
+	*x = RWCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWCancelWait) ProtoMessage() {}
+
+func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWCancelWait.ProtoReflect.Descriptor instead.
+func (*RWCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RWCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWCancelWait) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RWLock is one read/write lock: its holders in the order they were
+// admitted (one writer alone, or readers) and its FIFO queue.
+type RWLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holders       []*RWHolder            `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	Waiters       []*RWWaiter            `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWLock) Reset() {
+	*x = RWLock{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWLock) ProtoMessage() {}
+
+func (x *RWLock) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWLock.ProtoReflect.Descriptor instead.
+func (*RWLock) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RWLock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWLock) GetHolders() []*RWHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *RWLock) GetWaiters() []*RWWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type RWHolder struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Session        uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Mode           RWMode                 `protobuf:"varint,2,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RWHolder) Reset() {
+	*x = RWHolder{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWHolder) ProtoMessage() {}
+
+func (x *RWHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWHolder.ProtoReflect.Descriptor instead.
+func (*RWHolder) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RWHolder) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWHolder) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
+func (x *RWHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RWHolder) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+type RWWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Mode          RWMode                 `protobuf:"varint,3,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWWaiter) Reset() {
+	*x = RWWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWWaiter) ProtoMessage() {}
+
+func (x *RWWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
+func (*RWWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *RWWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWWaiter) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xa0\b\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1899,7 +2464,12 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12;\n" +
+	"\n" +
+	"rw_acquire\x18\x19 \x01(\v2\x1a.fenced.state.v1.RWAcquireH\x00R\trwAcquire\x12;\n" +
+	"\n" +
+	"rw_release\x18\x1a \x01(\v2\x1a.fenced.state.v1.RWReleaseH\x00R\trwRelease\x12E\n" +
+	"\x0erw_cancel_wait\x18\x1b \x01(\v2\x1d.fenced.state.v1.RWCancelWaitH\x00R\frwCancelWait\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -1978,7 +2548,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfc\x03\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -1994,7 +2564,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
-	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x121\n" +
+	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2032,7 +2603,50 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seqB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x91\x02\n" +
+	"\tRWAcquire\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12+\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode\x12\x12\n" +
+	"\x04wait\x18\x05 \x01(\bR\x04wait\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xf3\x01\n" +
+	"\tRWRelease\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"<\n" +
+	"\fRWCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x01\n" +
+	"\x06RWLock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\aholders\x18\x02 \x03(\v2\x19.fenced.state.v1.RWHolderR\aholders\x123\n" +
+	"\awaiters\x18\x03 \x03(\v2\x19.fenced.state.v1.RWWaiterR\awaiters\"\x92\x01\n" +
+	"\bRWHolder\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\"c\n" +
+	"\bRWWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12+\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode*F\n" +
+	"\x06RWMode\x12\x17\n" +
+	"\x13RW_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fRW_MODE_READ\x10\x01\x12\x11\n" +
+	"\rRW_MODE_WRITE\x10\x02B<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -2046,63 +2660,82 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*Batch)(nil),         // 1: fenced.state.v1.Batch
-	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 6: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
-	(*Release)(nil),       // 11: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 16: fenced.state.v1.State
-	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 19: fenced.state.v1.Session
-	(*Reply)(nil),         // 20: fenced.state.v1.Reply
-	(*Lock)(nil),          // 21: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
+	(RWMode)(0),           // 0: fenced.state.v1.RWMode
+	(*Command)(nil),       // 1: fenced.state.v1.Command
+	(*Batch)(nil),         // 2: fenced.state.v1.Batch
+	(*Init)(nil),          // 3: fenced.state.v1.Init
+	(*ReserveTokens)(nil), // 4: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),     // 5: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 6: fenced.state.v1.CreateSession
+	(*Quota)(nil),         // 7: fenced.state.v1.Quota
+	(*CloseSession)(nil),  // 8: fenced.state.v1.CloseSession
+	(*Revoke)(nil),        // 9: fenced.state.v1.Revoke
+	(*ExpireSession)(nil), // 10: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 11: fenced.state.v1.Acquire
+	(*Release)(nil),       // 12: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 13: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 14: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 15: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 16: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 17: fenced.state.v1.State
+	(*KVReply)(nil),       // 18: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 19: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 20: fenced.state.v1.Session
+	(*Reply)(nil),         // 21: fenced.state.v1.Reply
+	(*Lock)(nil),          // 22: fenced.state.v1.Lock
+	(*Waiter)(nil),        // 23: fenced.state.v1.Waiter
+	(*RWAcquire)(nil),     // 24: fenced.state.v1.RWAcquire
+	(*RWRelease)(nil),     // 25: fenced.state.v1.RWRelease
+	(*RWCancelWait)(nil),  // 26: fenced.state.v1.RWCancelWait
+	(*RWLock)(nil),        // 27: fenced.state.v1.RWLock
+	(*RWHolder)(nil),      // 28: fenced.state.v1.RWHolder
+	(*RWWaiter)(nil),      // 29: fenced.state.v1.RWWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
-	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	4,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	5,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	7,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	9,  // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	10, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	11, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	12, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	13, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	15, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
-	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	3,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
+	5,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	6,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	8,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	10, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	11, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	12, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	13, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	14, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	16, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	2,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
+	4,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	9,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	24, // 13: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	25, // 14: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	26, // 15: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	1,  // 16: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	7,  // 17: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	7,  // 18: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	7,  // 19: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	15, // 20: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	20, // 21: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	22, // 22: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	19, // 23: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	16, // 24: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	18, // 25: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	27, // 26: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	21, // 27: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	23, // 28: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	0,  // 29: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	7,  // 30: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	7,  // 31: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	28, // 32: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	29, // 33: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 34: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 35: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2124,19 +2757,23 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_RwAcquire)(nil),
+		(*Command_RwRelease)(nil),
+		(*Command_RwCancelWait)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   23,
+			NumEnums:      1,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_fenced_state_v1_state_proto_goTypes,
 		DependencyIndexes: file_fenced_state_v1_state_proto_depIdxs,
+		EnumInfos:         file_fenced_state_v1_state_proto_enumTypes,
 		MessageInfos:      file_fenced_state_v1_state_proto_msgTypes,
 	}.Build()
 	File_fenced_state_v1_state_proto = out.File

@@ -1,0 +1,272 @@
+package fsm_test
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// rwModel is an Observer that keeps its own model of every read/write lock
+// from the events and the results, and checks on every grant: never a
+// writer with anyone else; a grant while requests wait goes to the first
+// of them (one FIFO queue for both modes, so no reader overtakes a waiting
+// writer); tokens strictly increasing over all grants, and a writer's
+// token above every reader's before it. After every command it checks
+// that the first waiter of each lock could not have been admitted (so the
+// readers queued together behind a writer were all admitted when it left)
+// and that the machine's description matches the model.
+type rwModel struct {
+	fsm.NopObserver
+	t       *rapid.T
+	holders map[string]map[uint64]rwHeld
+	queue   map[string][]fsm.RWWaiter
+	maxRead map[string]fence.Token
+	last    fence.Token
+	// pending is the mode of the acquire being applied, for its grant.
+	pending *fsm.RWWaiter
+}
+
+type rwHeld struct {
+	write bool
+	token fence.Token
+}
+
+func newRWModel(t *rapid.T) *rwModel {
+	return &rwModel{t: t, holders: map[string]map[uint64]rwHeld{}, queue: map[string][]fsm.RWWaiter{}, maxRead: map[string]fence.Token{}}
+}
+
+func (c *rwModel) Granted(g fence.Grant) {
+	var write bool
+	if q := c.queue[g.Name]; len(q) > 0 {
+		if q[0].Session != g.Session {
+			c.t.Fatalf("%q granted to session %d while session %d waits first (queue %v)", g.Name, g.Session, q[0].Session, q)
+		}
+		write = q[0].Write
+		c.queue[g.Name] = q[1:]
+	} else if c.pending != nil {
+		write = c.pending.Write
+	} else {
+		c.t.Fatalf("%q granted to session %d, which neither asked nor waited", g.Name, g.Session)
+	}
+	hs := c.holders[g.Name]
+	if hs == nil {
+		hs = map[uint64]rwHeld{}
+		c.holders[g.Name] = hs
+	}
+	for s, h := range hs {
+		if write || h.write {
+			c.t.Fatalf("%q: %s grant to session %d while session %d holds a %s grant", g.Name, modeWord(write), g.Session, s, modeWord(h.write))
+		}
+	}
+	if g.Token <= c.last {
+		c.t.Fatalf("token %d for %q is not above the previous token %d", g.Token, g.Name, c.last)
+	}
+	if write && g.Token <= c.maxRead[g.Name] {
+		c.t.Fatalf("writer token %d for %q is not above reader token %d", g.Token, g.Name, c.maxRead[g.Name])
+	}
+	if !write {
+		c.maxRead[g.Name] = g.Token
+	}
+	c.last = g.Token
+	hs[g.Session] = rwHeld{write: write, token: g.Token}
+}
+
+func (c *rwModel) Released(name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+	h, ok := c.holders[name][session]
+	if !ok || h.token != tok {
+		c.t.Fatalf("release of %q by session %d with token %d, which it does not hold (%+v)", name, session, tok, c.holders[name])
+	}
+	delete(c.holders[name], session)
+}
+
+func (c *rwModel) WaitEnded(name string, session uint64) {
+	q := c.queue[name]
+	i := slices.IndexFunc(q, func(w fsm.RWWaiter) bool { return w.Session == session })
+	if i < 0 {
+		c.t.Fatalf("session %d left the queue of %q it was not in", session, name)
+	}
+	c.queue[name] = slices.Delete(slices.Clone(q), i, i+1)
+}
+
+func (c *rwModel) queued(name string, session uint64, write bool) {
+	if !slices.ContainsFunc(c.queue[name], func(w fsm.RWWaiter) bool { return w.Session == session }) {
+		c.queue[name] = append(c.queue[name], fsm.RWWaiter{Session: session, Write: write})
+	}
+}
+
+// check compares the machine with the model after a command.
+func (c *rwModel) check(m *fsm.Machine) {
+	for _, name := range rwNames {
+		info := m.RWLock(name)
+		hs := c.holders[name]
+		writer, readers := false, 0
+		for _, h := range hs {
+			writer = writer || h.write
+			readers += boolInt(!h.write)
+		}
+		if q := c.queue[name]; len(q) > 0 && m.LastToken() < fence.MaxToken && (len(hs) == 0 || !q[0].Write && !writer) {
+			c.t.Fatalf("%q: first waiter %+v could be admitted but waits (holders %+v)", name, q[0], hs)
+		}
+		if got := len(info.Readers); got != readers || (info.Writer.Token != 0) != writer {
+			c.t.Fatalf("RWLock(%q) has %d readers and writer %v, want %d readers and writer %v", name, got, info.Writer.Token != 0, readers, writer)
+		}
+		for _, g := range append(slices.Clone(info.Readers), info.Writer) {
+			if g.Token != 0 && hs[g.Session].token != g.Token {
+				c.t.Fatalf("RWLock(%q) lists session %d with token %d, want %d", name, g.Session, g.Token, hs[g.Session].token)
+			}
+		}
+		if !slices.Equal(info.Waiters, c.queue[name]) && !(len(info.Waiters) == 0 && len(c.queue[name]) == 0) {
+			c.t.Fatalf("RWLock(%q).Waiters=%v, want %v", name, info.Waiters, c.queue[name])
+		}
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func modeWord(write bool) string {
+	if write {
+		return "write"
+	}
+	return "read"
+}
+
+var rwNames = []string{"a", "b"}
+
+func rwMode(write bool) statev1.RWMode {
+	if write {
+		return statev1.RWMode_RW_MODE_WRITE
+	}
+	return statev1.RWMode_RW_MODE_READ
+}
+
+// drawRWCommand draws a random command over a few sessions and two names:
+// sessions created, closed and expired (in old and new terms), new
+// leaders, token reservations, read and write acquires (try and wait, on
+// a session or one-shot), releases, withdrawals of earlier (or future)
+// acquires and of one-shot ones, and cancelled waits; seqs are sometimes
+// retries.
+func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev1.Command {
+	now := rapid.Int64Range(1, 1<<40).Draw(t, "now")
+	session := rapid.Uint64Range(0, lastSession+1).Draw(t, "session")
+	name := rapid.SampledFrom(rwNames).Draw(t, "name")
+	seq := seqs[session] + 1
+	if rapid.IntRange(0, 4).Draw(t, "retry") == 0 && seqs[session] > 0 {
+		seq = rapid.Uint64Range(1, seqs[session]).Draw(t, "oldseq")
+	} else {
+		seqs[session] = seq
+	}
+	c := statev1.Command{NowUnixMs: now}
+	switch rapid.IntRange(0, 11).Draw(t, "op") {
+	case 0, 1:
+		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
+	case 2:
+		c.Op = &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: session}}
+	case 3:
+		c.Op = &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: session, Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
+	case 4:
+		if rapid.IntRange(0, 2).Draw(t, "reserve") == 0 {
+			c.Op = &statev1.Command_ReserveTokens{ReserveTokens: &statev1.ReserveTokens{Floor: rapid.Uint64Range(0, 1100).Draw(t, "reservefloor"), Block: rapid.Uint64Range(1, 4).Draw(t, "block")}}
+		} else {
+			c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
+		}
+	case 5, 6, 7, 8:
+		a := &statev1.RWAcquire{Session: session, Seq: seq, Name: name, Wait: rapid.Bool().Draw(t, "wait"), Mode: rwMode(rapid.IntRange(0, 2).Draw(t, "write") == 0)}
+		if session == 0 {
+			a.Seq, a.TtlMs, a.RequestId = 0, 500, fmt.Sprint("r", now%4)
+		}
+		c.Op = &statev1.Command_RwAcquire{RwAcquire: a}
+	case 9, 10:
+		r := &statev1.RWRelease{Session: session, Seq: seq, Name: name}
+		switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
+		case 0:
+			r.WithdrawSeq = rapid.Uint64Range(1, seqs[session]+2).Draw(t, "withdrawseq")
+		case 1:
+			r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = 0, 0, 1, 500, fmt.Sprint("r", now%4)
+		}
+		c.Op = &statev1.Command_RwRelease{RwRelease: r}
+	default:
+		c.Op = &statev1.Command_RwCancelWait{RwCancelWait: &statev1.RWCancelWait{Session: session, Name: name}}
+	}
+	return &c
+}
+
+// TestRWLock_Properties applies random command sequences and checks, on
+// every step, the rules of rwModel; that a retried granted acquire returns
+// its original token without issuing one; and that snapshot -> restore ->
+// replay of the rest gives the same state as applying everything.
+func TestRWLock_Properties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		c := newRWModel(t)
+		m := fsm.New(c)
+		m.Apply(initCommand(rapid.Uint64Range(0, 1000).Draw(t, "floor")))
+		n := rapid.IntRange(1, 300).Draw(t, "n")
+		cut := rapid.IntRange(0, n).Draw(t, "cut")
+		seqs := map[uint64]uint64{}
+		grantedBy := map[[2]uint64]fence.Token{} // (session, seq) -> token
+		var rest []*statev1.Command
+		var snap []byte
+		var lastSession uint64
+		for i := 0; i < n; i++ {
+			if i == cut {
+				snap = mustSnapshot(t, m)
+			}
+			cmd := drawRWCommand(t, seqs, lastSession)
+			if i >= cut {
+				rest = append(rest, cmd)
+			}
+			a := cmd.GetRwAcquire()
+			c.pending = nil
+			if a != nil {
+				c.pending = &fsm.RWWaiter{Write: a.GetMode() == statev1.RWMode_RW_MODE_WRITE}
+			}
+			before := m.LastToken()
+			res := m.Apply(cmd)
+			if res.Session > lastSession {
+				lastSession = res.Session
+			}
+			if a != nil && res.Err == nil {
+				key := [2]uint64{a.GetSession(), a.GetSeq()}
+				if tok, ok := grantedBy[key]; ok && a.GetSession() != 0 {
+					if !res.Granted || res.Grant.Token != tok {
+						t.Fatalf("retry of granted acquire %v returned %+v, want token %d", key, res, tok)
+					}
+					if m.LastToken() != before {
+						t.Fatalf("retry of granted acquire %v issued a token", key)
+					}
+				}
+				if res.Granted {
+					grantedBy[key] = res.Grant.Token
+				}
+				if res.Queued {
+					c.queued(a.GetName(), res.Session, c.pending.Write)
+				}
+			}
+			c.check(m)
+		}
+		if snap == nil {
+			snap = mustSnapshot(t, m)
+		}
+		replayed := fsm.New(nil)
+		if err := replayed.Restore(snap); err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+		for _, cmd := range rest {
+			replayed.Apply(cmd)
+		}
+		if got, want := mustSnapshot(t, replayed), mustSnapshot(t, m); !bytes.Equal(got, want) {
+			t.Fatalf("snapshot at %d, restore and replay of %d commands gave a different state", cut, len(rest))
+		}
+	})
+}
