@@ -340,6 +340,8 @@ func (m *Mutex) Context() context.Context {
 func grantOf(g *fencedv1.Grant, session uint64, ttl time.Duration) fence.Grant {
 	out := fence.Grant{
 		Name:    g.GetName(),
+		Kind:    fence.Kind(g.GetKind()),
+		Scope:   g.GetScope(),
 		Token:   fence.Token(g.GetToken()),
 		Issuer:  g.GetIssuer(),
 		Session: g.GetSession(),
@@ -350,6 +352,12 @@ func grantOf(g *fencedv1.Grant, session uint64, ttl time.Duration) fence.Grant {
 	}
 	if out.TTL == 0 {
 		out.TTL = ttl
+	}
+	if out.Kind == "" { // a server that predates kinds grants locks
+		out.Kind = fence.KindLock
+	}
+	if out.Scope == "" {
+		out.Scope = out.Name
 	}
 	if ms := g.GetIssuedAtUnixMs(); ms != 0 {
 		out.IssuedAt = time.UnixMilli(ms).UTC()

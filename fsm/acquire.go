@@ -25,9 +25,10 @@ type acquireRequest interface {
 // and a retried seq is looked up in the session's replies. It returns the
 // session, the request's seq and whether this command created the
 // session, and, for a retry of an acquire that was granted, its reply
-// (the caller answers with that grant and changes nothing). A refused
-// request changed nothing.
-func (m *Machine) startAcquire(a acquireRequest) (s *session, seq uint64, created bool, granted *reply, err error) {
+// (the caller answers with that grant and changes nothing). replyName is
+// the name the primitive remembers its requests under (releaser). A
+// refused request changed nothing.
+func (m *Machine) startAcquire(a acquireRequest, replyName string) (s *session, seq uint64, created bool, granted *reply, err error) {
 	if err := fence.ValidateName(a.GetName()); err != nil {
 		return nil, 0, false, nil, err
 	}
@@ -41,7 +42,7 @@ func (m *Machine) startAcquire(a acquireRequest) (s *session, seq uint64, create
 	if err != nil || seq == 0 {
 		return s, seq, created, nil, err
 	}
-	rep, ok, err := s.replies.get(seq, a.GetName())
+	rep, ok, err := s.replies.get(seq, replyName)
 	switch {
 	case err != nil:
 		return nil, 0, false, nil, err

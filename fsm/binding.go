@@ -86,38 +86,47 @@ func sortedKeys[V any](byName map[string]V) []string {
 }
 
 // enqueue queues session s on q, the queue of object name of primitive k,
-// for the request seq; a session already queued keeps its place.
-func (m *Machine) enqueue(k kind, name string, q *waitQueue, s *session, seq uint64) {
-	if q.push(waiter{session: s.id, seq: seq}) {
+// for the request seq asking for a grant of kind gk; a session already
+// queued keeps its place.
+func (m *Machine) enqueue(k kind, gk fence.Kind, name string, q *waitQueue, s *session, seq uint64) {
+	if q.push(waiter{session: s.id, seq: seq, kind: gk}) {
 		s.bound[k].wait(name)
 	}
 }
 
 // leaveQueue takes session s out of q, the queue of object name of
-// primitive k, and pushes the end of its wait (Observer.WaitEnded) to the
-// call waiting for it. It reports false, changing nothing, when s is nil
-// or not queued.
+// primitive k, and pushes the end of its wait (Observer.WaitEnded, with
+// the kind of grant it waited for) to the call waiting for it. It reports
+// false, changing nothing, when s is nil or not queued.
 func (m *Machine) leaveQueue(k kind, name string, q *waitQueue, s *session) bool {
-	if s == nil || !q.remove(s.id) {
+	if s == nil {
+		return false
+	}
+	w, ok := q.remove(s.id)
+	if !ok {
 		return false
 	}
 	s.bound[k].unwait(name)
-	m.obs.WaitEnded(name, s.id)
+	m.obs.WaitEnded(w.kind, name, s.id)
 	return true
 }
 
-// promote binds the first waiter of q to object name of primitive k as
-// holder with token tok and records the grant as the result of the request
-// that queued it. The primitive then records the holder and pushes the
-// grant (Observer.Granted). It returns the waiter, or false when none.
-func (m *Machine) promote(k kind, name string, q *waitQueue, tok fence.Token, now int64) (waiter, bool) {
+// promote grants object name of primitive k, with scope, to the first
+// waiter of q: it issues the grant (Machine.issueGrant, of the kind the
+// waiter asked for), binds it to the waiter's session as held and records
+// it as the result of the request that queued it. The primitive then
+// records the holder and pushes the grant (Observer.Granted). It returns
+// the waiter and the grant, or false when none waits. The caller checked
+// tokens.exhausted.
+func (m *Machine) promote(k kind, name, scope string, q *waitQueue, now int64) (waiter, fence.Grant, bool) {
 	w, ok := q.pop()
 	if !ok {
-		return waiter{}, false
+		return waiter{}, fence.Grant{}, false
 	}
+	g := m.issueGrant(w.kind, name, scope, w.session, now)
 	s := m.sessions[w.session]
 	s.bound[k].unwait(name)
 	s.bound[k].hold(name)
-	s.replies.promote(w.seq, tok, now)
-	return w, true
+	s.replies.promote(w.seq, g.Token, now)
+	return w, g, true
 }

@@ -27,9 +27,17 @@
 //     creating a per-grant one for session 0, and checks the hash of the
 //     secret the request presented (secret.go): only a session's creator
 //     knows its secret, and the state keeps only its SHA-256.
-//   - token issue (tokens.go): one counter for the whole cluster. Check
-//     tokens.exhausted (the error is tokens.overflow) before changing
-//     anything, then take tokens.next for every grant. tokens.next keeps
+//   - token issue and the live-grant index (tokens.go, livegrants.go):
+//     one counter for the whole cluster. Check tokens.exhausted (the error
+//     is tokens.overflow) before changing anything, then issue every grant
+//     with Machine.issueGrant(kind, name, scope, session, now): it takes
+//     tokens.next, registers the grant in the live-grant index by token
+//     with its fence.Kind and scope, and returns the fence.Grant to push.
+//     End every grant with Machine.endGrant(token, reason): it unregisters
+//     it and pushes Observer.Released. The fenced kv accepts a token only
+//     while the index holds it with a scope covering the key
+//     (fence.ScopeCovers), so a grant left in the index is authority that
+//     should have ended. tokens.next keeps
 //     the token reservation (reservation.go): before it issues the first
 //     token past the reserved end it extends the reservation by a block and
 //     tells the node-local hook (SetReservationHook), which records the end
@@ -37,10 +45,14 @@
 //     recorded end, so a log that lost its last grants never reissues their
 //     tokens. The Machine does no I/O: the hook is the server's.
 //   - FIFO waiters with push (waitqueue.go, binding.go): a waitQueue per
-//     object; Machine.enqueue, Machine.leaveQueue and Machine.promote keep
-//     the queue and the session binding in step. Every grant is pushed with
-//     Observer.Granted and every wait that ends without one with
-//     Observer.WaitEnded: the server wakes the call that waits with them.
+//     object; Machine.enqueue (with the fence.Kind the waiter asks for),
+//     Machine.leaveQueue and Machine.promote (which issues the first
+//     waiter's grant with issueGrant) keep the queue, the session binding
+//     and the live index in step. Every grant is pushed with
+//     Observer.Granted (the grant carries its Kind) and every wait that
+//     ends without one with Observer.WaitEnded(kind, name, session): the
+//     server wakes the call that waits with them, keyed by (kind, name,
+//     session).
 //   - expiry (expiry.go): ExpireSession and NewLeader. A primitive adds
 //     nothing: an expired session ends like a closed one.
 //   - request de-duplication (dedup.go): each session remembers the results
@@ -61,28 +73,45 @@
 //
 // A primitive is one file per layer. For a semaphore:
 //
-//  1. proto/fenced/state/v1/state.proto: its commands (new numbers in the
+//  1. Its grant kind: a fence.Kind constant in grant.go (KindPermit; lock,
+//     read, write, permit, leader and claim exist) and its scope: the name
+//     for a lock, read/write lock or election, "name/slot" for a permit,
+//     "queue/item" for a claim. fence.ScopeCovers is the one rule of what a
+//     scope covers; never compare scopes any other way.
+//  2. proto/fenced/state/v1/state.proto: its commands (new numbers in the
 //     Command oneof; a request that may wait carries session, seq, wait,
-//     ttl_ms, request_id, quota and secret_hash like Acquire) and its snapshot section (a new
-//     repeated field of State). Never reuse a number, including the
-//     reserved ones. Run proto/generate.sh.
-//  2. fsm/semaphore.go: its kind in binding.go (before numKinds), a table
-//     type registered in Machine.reset (primitives and sections), its
+//     ttl_ms, request_id, quota and secret_hash like Acquire) and its
+//     snapshot section (a new repeated field of State). Never reuse a
+//     number, including the reserved ones. Run proto/generate.sh.
+//  3. fsm/semaphore.go: its binding kind in binding.go (before numKinds), a
+//     table type registered in Machine.reset (primitives and sections), its
 //     commands dispatched in Machine.Apply, and the table implementing
-//     primitive (endSession, snapshot, restore) on the shared parts above;
-//     checkHoldQuota before it grants or queues.
-//     Tests beside it, and its state in the golden snapshot test.
-//  3. proto/fenced/v1/fenced.proto: one service (a SemaphoreService), then
-//     proto/generate.sh.
-//  4. server/semaphore.go: the service handler: validate, propose the
-//     command, and for a request that waits block on the server's waits as
-//     server/lock.go does (wait keys are by name and session, so a
-//     primitive whose names may collide with lock names must add its kind
-//     to the key); register it in server.routes and add its read-only
-//     procedures to the list of linearizable reads (server/forward.go).
-//  5. client/semaphore.go: the SDK calls on a Session, with retries under
-//     the same seq.
-//  6. cmd/fenced/semaphore.go: the CLI command, registered in root.go.
+//     primitive (endSession, snapshot, restore, eachGrant) on the shared
+//     parts above: checkHoldQuota before it grants or queues; every grant
+//     from Machine.issueGrant (or Machine.promote for a waiter, which calls
+//     it) with its fence.Kind and scope; every end of a grant (release,
+//     expiry, revoke, session end) through Machine.endGrant; waiters queued
+//     with Machine.enqueue and the kind they ask for. eachGrant lists every
+//     grant the table holds with the same kind, name, scope, session and
+//     issuedAt it was issued with: restore rebuilds the live index from it
+//     (the index is never in the snapshot) and checkInvariants compares the
+//     two. Tests beside it, and its state in the golden snapshot test.
+//  4. proto/fenced/v1/fenced.proto: one service (a SemaphoreService), then
+//     proto/generate.sh. Its grants are fenced.v1.Grant with kind and scope
+//     (server/convert.go grantProto).
+//  5. server/semaphore.go: the service handler: validate, propose the
+//     command, and for a request that waits call Server.await
+//     (server/waits.go) with waitKey{kind, name, session}, a look function
+//     reading whether the session holds the grant or is still queued, and
+//     the command that cancels the wait (server/lock.go's wait is the
+//     example). Waits are keyed by kind, so a semaphore "orders" never wakes
+//     a waiter of the lock "orders". Register it in server.routes and add
+//     its read-only procedures to the list of linearizable reads
+//     (server/forward.go).
+//  6. client/semaphore.go: the SDK calls on a Session, with retries under
+//     the same seq; grants converted with grantOf (client/mutex.go).
+//  7. cmd/fenced/semaphore.go: the CLI command, registered in root.go;
+//     --json prints grants with printGrant (kind and scope included).
 //
 // Keep it deterministic: no clock, no map iteration where the order is
 // visible (sort), and a refused command changes nothing.

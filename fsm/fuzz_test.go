@@ -46,14 +46,14 @@ func (o *fuzzObserver) Granted(g fence.Grant) {
 	o.holder[g.Name] = g.Session
 }
 
-func (o *fuzzObserver) Released(name string, session uint64, _ fence.Token, _ EndReason) {
+func (o *fuzzObserver) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ EndReason) {
 	if h, ok := o.holder[name]; !ok || h != session {
 		o.t.Fatalf("release of %q by session %d, but the holder is %d (held: %v)", name, session, h, ok)
 	}
 	delete(o.holder, name)
 }
 
-func (o *fuzzObserver) WaitEnded(name string, session uint64) {
+func (o *fuzzObserver) WaitEnded(_ fence.Kind, name string, session uint64) {
 	if !o.live[session] {
 		o.t.Fatalf("wait of session %d for %q ended, but the session is not live", session, name)
 	}

@@ -77,6 +77,9 @@ func (m *Machine) checkInvariants() error {
 	if err := m.rwlocks.check(); err != nil {
 		return err
 	}
+	if err := m.checkLive(); err != nil {
+		return err
+	}
 	if err := m.kv.check(); err != nil {
 		return err
 	}

@@ -53,19 +53,20 @@ func (t *lockTable) dropIfIdle(name string) {
 	}
 }
 
+// A lock's grants are of kind lock with the lock's name as their scope.
 func (t *lockTable) grantOf(l *lock) fence.Grant {
-	return t.m.grant(l.name, l.token, l.holder, l.issuedAt)
+	return t.m.grant(fence.KindLock, l.name, l.name, l.token, l.holder, l.issuedAt)
 }
 
 func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	m, name := t.m, a.GetName()
-	s, seq, created, rep, err := m.startAcquire(a)
+	s, seq, created, rep, err := m.startAcquire(a, name)
 	if err != nil {
 		return Result{Err: err}
 	}
 	sid := s.id
 	if rep != nil {
-		return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
+		return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLock, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
 	}
 	l := t.byName[name]
 	if l == nil {
@@ -83,18 +84,17 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	}
 	switch {
 	case l.holder == 0:
-		tok, _ := m.tokens.next() // exhaustion was checked above
-		l.holder, l.token, l.issuedAt = sid, tok, now
+		g := m.issueGrant(fence.KindLock, name, name, sid, now) // exhaustion was checked above
+		l.holder, l.token, l.issuedAt = sid, g.Token, now
 		s.bound[kindLock].hold(name)
-		g := t.grantOf(l)
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: tok, issuedAt: now})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
 	case l.holder == sid:
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: l.token, issuedAt: l.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
-		m.enqueue(kindLock, name, &l.queue, s, seq)
+		m.enqueue(kindLock, fence.KindLock, name, &l.queue, s, seq)
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.holder})
 		return Result{Session: sid, Queued: true, Holder: l.holder}
 	default:
@@ -148,6 +148,10 @@ func (t *lockTable) undoWait(name string, s *session, seq uint64, _ int64) {
 	}
 }
 
+// replyName implements releaser: a lock's requests are remembered under
+// its name.
+func (t *lockTable) replyName(name string) string { return name }
+
 // heldByOther implements releaser.
 func (t *lockTable) heldByOther(name string, sid uint64) bool {
 	l := t.byName[name]
@@ -160,13 +164,12 @@ func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 	if s := m.sessions[l.holder]; s != nil {
 		s.bound[kindLock].unhold(l.name)
 	}
-	m.obs.Released(l.name, l.holder, l.token, reason)
+	m.endGrant(l.token, reason)
 	l.holder, l.token, l.issuedAt = 0, 0, 0
 	if l.queue.len() > 0 && !m.tokens.exhausted() {
-		tok, _ := m.tokens.next()
-		w, _ := m.promote(kindLock, l.name, &l.queue, tok, now)
-		l.holder, l.token, l.issuedAt = w.session, tok, now
-		m.obs.Granted(t.grantOf(l))
+		w, g, _ := m.promote(kindLock, l.name, l.name, &l.queue, now)
+		l.holder, l.token, l.issuedAt = w.session, g.Token, now
+		m.obs.Granted(g)
 		return
 	}
 	t.dropIfIdle(l.name)
@@ -225,11 +228,20 @@ func (t *lockTable) restore(st *statev1.State) error {
 				return fmt.Errorf("lock %q has unknown waiter session %d", l.name, w.GetSession())
 			}
 			s.bound[kindLock].wait(l.name)
-			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq()})
+			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindLock})
 		}
 		t.byName[l.name] = l
 	}
 	return nil
+}
+
+// eachGrant implements primitive.
+func (t *lockTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
+	for _, l := range t.byName {
+		if l.holder != 0 {
+			fn(l.token, liveGrant{kind: fence.KindLock, name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt})
+		}
+	}
 }
 
 // Lock describes one lock; a free lock without waiters reports a zero Holder.

@@ -22,6 +22,9 @@ type Machine struct {
 	rwlocks     *rwTable
 	kv          *kvStore
 	nodes       nodeTable
+	// live is every grant in force by token (livegrants.go), rebuilt from
+	// the primitives on restore.
+	live liveGrants
 	// primitives are the session-bound primitives, indexed by kind.
 	primitives [numKinds]primitive
 	// sections are the snapshot sections after the sessions, in restore
@@ -53,6 +56,7 @@ func (m *Machine) reset() {
 	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
+	m.live = liveGrants{}
 	m.primitives = [numKinds]primitive{kindLock: m.locks, kindRWLock: m.rwlocks}
 	m.sections = []section{m.locks, m.rwlocks, m.kv, m.nodes}
 }
@@ -109,22 +113,6 @@ func (m *Machine) init(in *statev1.Init) Result {
 	}
 	m.tokens.raise(floor)
 	return Result{}
-}
-
-// grant describes a grant of object name with token tok to session sid,
-// issued at issuedAt (Unix ms), with the session's TTL.
-func (m *Machine) grant(name string, tok fence.Token, sid uint64, issuedAt int64) fence.Grant {
-	g := fence.Grant{
-		Name:     name,
-		Token:    tok,
-		Issuer:   m.issuer,
-		Session:  sid,
-		IssuedAt: time.UnixMilli(issuedAt).UTC(),
-	}
-	if s := m.sessions[sid]; s != nil {
-		g.TTL = msDuration(s.ttlMs)
-	}
-	return g
 }
 
 func msDuration(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

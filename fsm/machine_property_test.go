@@ -60,14 +60,14 @@ func (c *checker) record(end fence.Token) {
 	c.recorded = end
 }
 
-func (c *checker) Released(name string, session uint64, _ fence.Token, _ fsm.EndReason) {
+func (c *checker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ fsm.EndReason) {
 	if c.holder[name] != session {
 		c.t.Fatalf("release of %q by session %d, but the holder is %d", name, session, c.holder[name])
 	}
 	delete(c.holder, name)
 }
 
-func (c *checker) WaitEnded(name string, session uint64) {
+func (c *checker) WaitEnded(_ fence.Kind, name string, session uint64) {
 	q := c.queue[name]
 	for i, s := range q {
 		if s == session {

@@ -14,7 +14,7 @@ const (
 	// OneShotUnused means a per-grant session whose try-acquire failed was
 	// removed in the same command.
 	OneShotUnused
-	// Unlocked means the holder released the lock (Released events only).
+	// Unlocked means the holder released the grant (Released events only).
 	Unlocked
 	// Revoked means an administrator revoked the session (a force-revoke
 	// of a lock it held).
@@ -44,15 +44,18 @@ func (r EndReason) String() string {
 // They are called on every replica, including while the log is replayed at
 // start-up.
 type Observer interface {
-	// Granted is called for every grant: immediate ones and waiters promoted
-	// when a holder released or expired.
+	// Granted is called for every grant of every primitive: immediate ones
+	// and waiters promoted when a holder released or expired. g.Kind and
+	// g.Scope say what was granted.
 	Granted(g fence.Grant)
-	// Released is called when a holder lets go of a lock, by release or
-	// because its session ended.
-	Released(name string, session uint64, token fence.Token, reason EndReason)
-	// WaitEnded is called when a waiter leaves a queue without a grant:
-	// its session ended or its wait was cancelled.
-	WaitEnded(name string, session uint64)
+	// Released is called when a grant of kind k on object name ends: its
+	// holder released it, its session ended or it was revoked.
+	Released(k fence.Kind, name string, session uint64, token fence.Token, reason EndReason)
+	// WaitEnded is called when a waiter for a grant of kind k on object
+	// name leaves a queue without a grant: its session ended or its wait
+	// was cancelled. The kind keeps waits on equal names of two primitives
+	// apart (a semaphore "orders" and a lock "orders").
+	WaitEnded(k fence.Kind, name string, session uint64)
 	// SessionStarted is called when a session is created.
 	SessionStarted(session uint64, ttlMs int64)
 	// SessionEnded is called when a session ends.
@@ -66,10 +69,10 @@ type NopObserver struct{}
 func (NopObserver) Granted(fence.Grant) {}
 
 // Released implements Observer.
-func (NopObserver) Released(string, uint64, fence.Token, EndReason) {}
+func (NopObserver) Released(fence.Kind, string, uint64, fence.Token, EndReason) {}
 
 // WaitEnded implements Observer.
-func (NopObserver) WaitEnded(string, uint64) {}
+func (NopObserver) WaitEnded(fence.Kind, string, uint64) {}
 
 // SessionStarted implements Observer.
 func (NopObserver) SessionStarted(uint64, int64) {}

@@ -1,6 +1,9 @@
 package fsm
 
-import statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+import (
+	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
 
 // section is one part of the state in the snapshot: it writes its fields
 // of State and restores them. Sessions are restored before every section,
@@ -20,4 +23,8 @@ type primitive interface {
 	// s out of every queue, promoting waiters (binding.end gives the
 	// order). The Machine deletes the session afterwards.
 	endSession(s *session, reason EndReason, now int64)
+	// eachGrant calls fn for every grant the primitive holds, with its
+	// token: restore rebuilds the live-grant index from it and
+	// checkInvariants compares the index with it (livegrants.go).
+	eachGrant(fn func(tok fence.Token, g liveGrant))
 }

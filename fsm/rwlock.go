@@ -32,14 +32,13 @@ type rwHolder struct {
 }
 
 // rwlock is one read/write lock: its holders in admission (token) order,
-// one writer alone or readers, and its queue with the mode of each waiter.
-// A lock without holders or waiters is deleted.
+// one writer alone or readers, and its queue, whose waiters ask for
+// fence.KindRead or fence.KindWrite. A lock without holders or waiters is
+// deleted.
 type rwlock struct {
 	name    string
 	holders []rwHolder
 	queue   waitQueue
-	// writes records the mode of each queued session: true for a write.
-	writes map[uint64]bool
 }
 
 // rwTable is the read/write lock primitive: every read/write lock in use,
@@ -74,6 +73,19 @@ type RWLockInfo struct {
 	// Waiters are the queued requests in the order they will be admitted.
 	Waiters []RWWaiter
 }
+
+// rwKind is the kind of a grant of the mode; its scope is the lock's name.
+func rwKind(write bool) fence.Kind {
+	if write {
+		return fence.KindWrite
+	}
+	return fence.KindRead
+}
+
+// rwReplyName is the name a read/write lock request is remembered under in
+// its session's replies: apart from a lock (or another primitive) of the
+// same name, since a name has no control characters.
+func rwReplyName(name string) string { return "\x00rwlock\x00" + name }
 
 func modeOf(write bool) statev1.RWMode {
 	if write {
@@ -135,17 +147,15 @@ func (t *rwTable) dropIfIdle(name string) {
 }
 
 func (t *rwTable) grantOf(l *rwlock, h rwHolder) fence.Grant {
-	return t.m.grant(l.name, h.token, h.session, h.issuedAt)
+	return t.m.grant(rwKind(h.write), l.name, l.name, h.token, h.session, h.issuedAt)
 }
 
 // admit grants l to a new holder of the mode with the next token; the
 // caller checked that a token is left.
 func (t *rwTable) admit(l *rwlock, s *session, write bool, now int64) fence.Grant {
-	tok, _ := t.m.tokens.next()
-	h := rwHolder{session: s.id, write: write, token: tok, issuedAt: now}
-	l.holders = append(l.holders, h)
+	g := t.m.issueGrant(rwKind(write), l.name, l.name, s.id, now)
+	l.holders = append(l.holders, rwHolder{session: s.id, write: write, token: g.Token, issuedAt: now})
 	s.bound[kindRWLock].hold(l.name)
-	g := t.grantOf(l, h)
 	t.m.obs.Granted(g)
 	return g
 }
@@ -156,13 +166,14 @@ func (t *rwTable) acquire(a *statev1.RWAcquire, now int64) Result {
 	if err != nil {
 		return Result{Err: err}
 	}
-	s, seq, created, rep, err := m.startAcquire(a)
+	rname := rwReplyName(name)
+	s, seq, created, rep, err := m.startAcquire(a, rname)
 	if err != nil {
 		return Result{Err: err}
 	}
 	sid := s.id
 	if rep != nil {
-		return Result{Session: sid, Granted: true, Grant: m.grant(rep.name, rep.token, sid, rep.issuedAt)}
+		return Result{Session: sid, Granted: true, Grant: m.grant(rwKind(write), name, name, rep.token, sid, rep.issuedAt)}
 	}
 	l := t.byName[name]
 	if i, ok := l.holderOf(sid); ok {
@@ -170,14 +181,14 @@ func (t *rwTable) acquire(a *statev1.RWAcquire, now int64) Result {
 		if h.write != write {
 			return Result{Err: errModeChange(sid, name, h.write)}
 		}
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: h.token, issuedAt: h.issuedAt})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: rname, token: h.token, issuedAt: h.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l, h)}
 	}
-	if l != nil && l.queue.has(sid) && l.writes[sid] != write {
-		return Result{Err: fmt.Errorf("%w: session %d already waits for a %s grant of %q; it cannot wait for a %s grant too", fence.ErrInvalidArgument, sid, modeName(l.writes[sid]), name, modeName(write))}
+	if k, ok := l.waitKind(sid); ok && k != rwKind(write) {
+		return Result{Err: fmt.Errorf("%w: session %d already waits for a %s grant of %q; it cannot wait for a %s grant too", fence.ErrInvalidArgument, sid, k, name, modeName(write))}
 	}
 	if l == nil {
-		l = &rwlock{name: name, writes: make(map[uint64]bool)}
+		l = &rwlock{name: name}
 		t.byName[name] = l
 	}
 	free := l.queue.len() == 0 && l.compatible(write)
@@ -193,22 +204,35 @@ func (t *rwTable) acquire(a *statev1.RWAcquire, now int64) Result {
 	switch {
 	case free:
 		g := t.admit(l, s, write, now)
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: rname, token: g.Token, issuedAt: now})
 		return Result{Session: sid, Granted: true, Grant: g}
 	case a.GetWait():
-		m.enqueue(kindRWLock, name, &l.queue, s, seq)
-		l.writes[sid] = write
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.firstHolder()})
+		m.enqueue(kindRWLock, rwKind(write), name, &l.queue, s, seq)
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: rname, holder: l.firstHolder()})
 		return Result{Session: sid, Queued: true, Holder: l.firstHolder()}
 	default:
 		holder := l.firstHolder()
 		t.dropIfIdle(name)
-		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: holder})
+		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: rname, holder: holder})
 		if created {
 			m.endSession(sid, OneShotUnused, now)
 		}
 		return Result{Session: sid, Holder: holder}
 	}
+}
+
+// waitKind is the kind session waits for in l's queue; false when l is
+// nil or session does not wait.
+func (l *rwlock) waitKind(session uint64) (fence.Kind, bool) {
+	if l == nil {
+		return "", false
+	}
+	for _, w := range l.queue.list {
+		if w.session == session {
+			return w.kind, true
+		}
+	}
+	return "", false
 }
 
 // holderOf finds session's grant in l; false when l is nil or has none.
@@ -263,6 +287,9 @@ func (t *rwTable) undoWait(name string, s *session, seq uint64, now int64) {
 	}
 }
 
+// replyName implements releaser.
+func (t *rwTable) replyName(name string) string { return rwReplyName(name) }
+
 // heldByOther implements releaser.
 func (t *rwTable) heldByOther(name string, sid uint64) bool {
 	if l := t.byName[name]; l != nil {
@@ -288,7 +315,7 @@ func (t *rwTable) releaseHeld(l *rwlock, session uint64, reason EndReason, now i
 	if s := m.sessions[session]; s != nil {
 		s.bound[kindRWLock].unhold(l.name)
 	}
-	m.obs.Released(l.name, session, h.token, reason)
+	m.endGrant(h.token, reason)
 	t.promote(l, now)
 }
 
@@ -297,7 +324,6 @@ func (t *rwTable) releaseHeld(l *rwlock, session uint64, reason EndReason, now i
 // the readers after it in).
 func (t *rwTable) leave(l *rwlock, s *session, now int64) {
 	if t.m.leaveQueue(kindRWLock, l.name, &l.queue, s) {
-		delete(l.writes, s.id)
 		t.promote(l, now)
 	}
 	t.dropIfIdle(l.name)
@@ -307,17 +333,10 @@ func (t *rwTable) leave(l *rwlock, s *session, now int64) {
 // holders: a writer alone, or every reader up to the next writer.
 func (t *rwTable) promote(l *rwlock, now int64) {
 	m := t.m
-	for l.queue.len() > 0 && !m.tokens.exhausted() {
-		write := l.writes[l.queue.list[0].session]
-		if !l.compatible(write) {
-			break
-		}
-		tok, _ := m.tokens.next()
-		w, _ := m.promote(kindRWLock, l.name, &l.queue, tok, now)
-		delete(l.writes, w.session)
-		h := rwHolder{session: w.session, write: write, token: tok, issuedAt: now}
-		l.holders = append(l.holders, h)
-		m.obs.Granted(t.grantOf(l, h))
+	for l.queue.len() > 0 && !m.tokens.exhausted() && l.compatible(l.queue.list[0].kind == fence.KindWrite) {
+		w, g, _ := m.promote(kindRWLock, l.name, l.name, &l.queue, now)
+		l.holders = append(l.holders, rwHolder{session: w.session, write: w.kind == fence.KindWrite, token: g.Token, issuedAt: now})
+		m.obs.Granted(g)
 	}
 	t.dropIfIdle(l.name)
 }
@@ -354,7 +373,7 @@ func (t *rwTable) snapshot(st *statev1.State) {
 			pl.Holders = append(pl.Holders, &statev1.RWHolder{Session: h.session, Mode: modeOf(h.write), Token: uint64(h.token), IssuedAtUnixMs: h.issuedAt})
 		}
 		for _, w := range l.queue.list {
-			pl.Waiters = append(pl.Waiters, &statev1.RWWaiter{Session: w.session, Seq: w.seq, Mode: modeOf(l.writes[w.session])})
+			pl.Waiters = append(pl.Waiters, &statev1.RWWaiter{Session: w.session, Seq: w.seq, Mode: modeOf(w.kind == fence.KindWrite)})
 		}
 		st.Rwlocks = append(st.Rwlocks, pl)
 	}
@@ -363,7 +382,7 @@ func (t *rwTable) snapshot(st *statev1.State) {
 // restore implements section.
 func (t *rwTable) restore(st *statev1.State) error {
 	for _, pl := range st.GetRwlocks() {
-		l := &rwlock{name: pl.GetName(), writes: make(map[uint64]bool)}
+		l := &rwlock{name: pl.GetName()}
 		for _, ph := range pl.GetHolders() {
 			write, err := validateMode(ph.GetMode())
 			if err != nil {
@@ -386,12 +405,20 @@ func (t *rwTable) restore(st *statev1.State) error {
 				return fmt.Errorf("read/write lock %q has unknown waiter session %d", l.name, pw.GetSession())
 			}
 			s.bound[kindRWLock].wait(l.name)
-			l.queue.list = append(l.queue.list, waiter{session: pw.GetSession(), seq: pw.GetSeq()})
-			l.writes[pw.GetSession()] = write
+			l.queue.list = append(l.queue.list, waiter{session: pw.GetSession(), seq: pw.GetSeq(), kind: rwKind(write)})
 		}
 		t.byName[l.name] = l
 	}
 	return nil
+}
+
+// eachGrant implements primitive.
+func (t *rwTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
+	for _, l := range t.byName {
+		for _, h := range l.holders {
+			fn(h.token, liveGrant{kind: rwKind(h.write), name: l.name, scope: l.name, session: h.session, issuedAt: h.issuedAt})
+		}
+	}
 }
 
 // RWLock describes one read/write lock; one in no use reports no holders
@@ -411,7 +438,7 @@ func (m *Machine) RWLock(name string) RWLockInfo {
 		}
 	}
 	for _, w := range l.queue.list {
-		info.Waiters = append(info.Waiters, RWWaiter{Session: w.session, Write: l.writes[w.session]})
+		info.Waiters = append(info.Waiters, RWWaiter{Session: w.session, Write: w.kind == fence.KindWrite})
 	}
 	return info
 }
@@ -446,8 +473,6 @@ func (t *rwTable) check() error {
 			return broken("read/write lock %q: %v", name, storedName(name))
 		case len(l.holders) == 0 && l.queue.len() == 0:
 			return broken("read/write lock %q has no holders and no waiters but is kept", name)
-		case len(l.writes) != l.queue.len():
-			return broken("read/write lock %q has %d waiters but %d modes", name, l.queue.len(), len(l.writes))
 		}
 		var prev fence.Token
 		held := make(map[uint64]bool, len(l.holders))
@@ -471,21 +496,20 @@ func (t *rwTable) check() error {
 		queued := make(map[uint64]bool, l.queue.len())
 		for _, w := range l.queue.list {
 			s := m.sessions[w.session]
-			_, moded := l.writes[w.session]
 			switch {
 			case s == nil:
 				return broken("session %d waits for read/write lock %q but is not live", w.session, name)
 			case queued[w.session] || held[w.session]:
 				return broken("session %d waits for read/write lock %q twice or while it holds it", w.session, name)
-			case !moded:
-				return broken("session %d waits for read/write lock %q without a mode", w.session, name)
+			case w.kind != fence.KindRead && w.kind != fence.KindWrite:
+				return broken("session %d waits for read/write lock %q for a grant of kind %q", w.session, name, w.kind)
 			}
 			if _, ok := s.bound[kindRWLock].waiting[name]; !ok {
 				return broken("session %d waits for read/write lock %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
 		}
-		if l.queue.len() > 0 && !m.tokens.exhausted() && l.compatible(l.writes[l.queue.list[0].session]) {
+		if l.queue.len() > 0 && !m.tokens.exhausted() && l.compatible(l.queue.list[0].kind == fence.KindWrite) {
 			return broken("read/write lock %q: the first waiter, session %d, could be admitted but waits", name, l.queue.list[0].session)
 		}
 	}

@@ -28,6 +28,7 @@ type rwModel struct {
 	holders map[string]map[uint64]rwHeld
 	queue   map[string][]fsm.RWWaiter
 	maxRead map[string]fence.Token
+	lock    map[string]uint64 // holders of the exclusive locks of the same names
 	last    fence.Token
 	// pending is the mode of the acquire being applied, for its grant.
 	pending *fsm.RWWaiter
@@ -39,10 +40,21 @@ type rwHeld struct {
 }
 
 func newRWModel(t *rapid.T) *rwModel {
-	return &rwModel{t: t, holders: map[string]map[uint64]rwHeld{}, queue: map[string][]fsm.RWWaiter{}, maxRead: map[string]fence.Token{}}
+	return &rwModel{t: t, holders: map[string]map[uint64]rwHeld{}, queue: map[string][]fsm.RWWaiter{}, maxRead: map[string]fence.Token{}, lock: map[string]uint64{}}
 }
 
 func (c *rwModel) Granted(g fence.Grant) {
+	if g.Token <= c.last {
+		c.t.Fatalf("token %d for %s %q is not above the previous token %d", g.Token, g.Kind, g.Name, c.last)
+	}
+	c.last = g.Token
+	if g.Kind == fence.KindLock {
+		if h, ok := c.lock[g.Name]; ok {
+			c.t.Fatalf("lock %q granted to session %d while session %d holds it", g.Name, g.Session, h)
+		}
+		c.lock[g.Name] = g.Session
+		return
+	}
 	var write bool
 	if q := c.queue[g.Name]; len(q) > 0 {
 		if q[0].Session != g.Session {
@@ -65,8 +77,8 @@ func (c *rwModel) Granted(g fence.Grant) {
 			c.t.Fatalf("%q: %s grant to session %d while session %d holds a %s grant", g.Name, modeWord(write), g.Session, s, modeWord(h.write))
 		}
 	}
-	if g.Token <= c.last {
-		c.t.Fatalf("token %d for %q is not above the previous token %d", g.Token, g.Name, c.last)
+	if g.Kind != rwKind(write) || g.Scope != g.Name {
+		c.t.Fatalf("%q: a %s grant to session %d has kind %q and scope %q", g.Name, modeWord(write), g.Session, g.Kind, g.Scope)
 	}
 	if write && g.Token <= c.maxRead[g.Name] {
 		c.t.Fatalf("writer token %d for %q is not above reader token %d", g.Token, g.Name, c.maxRead[g.Name])
@@ -74,22 +86,31 @@ func (c *rwModel) Granted(g fence.Grant) {
 	if !write {
 		c.maxRead[g.Name] = g.Token
 	}
-	c.last = g.Token
 	hs[g.Session] = rwHeld{write: write, token: g.Token}
 }
 
-func (c *rwModel) Released(name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+func (c *rwModel) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+	if k == fence.KindLock {
+		if c.lock[name] != session {
+			c.t.Fatalf("release of lock %q by session %d, but the holder is %d", name, session, c.lock[name])
+		}
+		delete(c.lock, name)
+		return
+	}
 	h, ok := c.holders[name][session]
-	if !ok || h.token != tok {
+	if !ok || h.token != tok || k != rwKind(h.write) {
 		c.t.Fatalf("release of %q by session %d with token %d, which it does not hold (%+v)", name, session, tok, c.holders[name])
 	}
 	delete(c.holders[name], session)
 }
 
-func (c *rwModel) WaitEnded(name string, session uint64) {
+func (c *rwModel) WaitEnded(k fence.Kind, name string, session uint64) {
+	if k == fence.KindLock {
+		return
+	}
 	q := c.queue[name]
 	i := slices.IndexFunc(q, func(w fsm.RWWaiter) bool { return w.Session == session })
-	if i < 0 {
+	if i < 0 || rwKind(q[i].Write) != k {
 		c.t.Fatalf("session %d left the queue of %q it was not in", session, name)
 	}
 	c.queue[name] = slices.Delete(slices.Clone(q), i, i+1)
@@ -144,6 +165,13 @@ func modeWord(write bool) string {
 
 var rwNames = []string{"a", "b"}
 
+func rwKind(write bool) fence.Kind {
+	if write {
+		return fence.KindWrite
+	}
+	return fence.KindRead
+}
+
 func rwMode(write bool) statev1.RWMode {
 	if write {
 		return statev1.RWMode_RW_MODE_WRITE
@@ -168,7 +196,14 @@ func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *stat
 		seqs[session] = seq
 	}
 	c := statev1.Command{NowUnixMs: now}
-	switch rapid.IntRange(0, 11).Draw(t, "op") {
+	switch rapid.IntRange(0, 13).Draw(t, "op") {
+	case 12:
+		// An exclusive lock of the same name, with the same seqs: it must
+		// never share a grant, a queue or a remembered answer with the
+		// read/write lock.
+		c.Op = &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: session, Seq: seq, Name: name, Wait: rapid.Bool().Draw(t, "lockwait")}}
+	case 13:
+		c.Op = &statev1.Command_Release{Release: &statev1.Release{Session: session, Seq: seq, Name: name}}
 	case 0, 1:
 		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
 	case 2:
@@ -214,7 +249,11 @@ func TestRWLock_Properties(t *testing.T) {
 		n := rapid.IntRange(1, 300).Draw(t, "n")
 		cut := rapid.IntRange(0, n).Draw(t, "cut")
 		seqs := map[uint64]uint64{}
-		grantedBy := map[[2]uint64]fence.Token{} // (session, seq) -> token
+		type granted struct {
+			token fence.Token
+			rw    bool
+		}
+		grantedBy := map[[2]uint64]granted{} // (session, seq) -> grant
 		var rest []*statev1.Command
 		var snap []byte
 		var lastSession uint64
@@ -231,27 +270,35 @@ func TestRWLock_Properties(t *testing.T) {
 			if a != nil {
 				c.pending = &fsm.RWWaiter{Write: a.GetMode() == statev1.RWMode_RW_MODE_WRITE}
 			}
+			var key [2]uint64
+			isAcquire := a != nil || cmd.GetAcquire() != nil
+			if a != nil {
+				key = [2]uint64{a.GetSession(), a.GetSeq()}
+			} else if la := cmd.GetAcquire(); la != nil {
+				key = [2]uint64{la.GetSession(), la.GetSeq()}
+			}
 			before := m.LastToken()
 			res := m.Apply(cmd)
 			if res.Session > lastSession {
 				lastSession = res.Session
 			}
-			if a != nil && res.Err == nil {
-				key := [2]uint64{a.GetSession(), a.GetSeq()}
-				if tok, ok := grantedBy[key]; ok && a.GetSession() != 0 {
-					if !res.Granted || res.Grant.Token != tok {
-						t.Fatalf("retry of granted acquire %v returned %+v, want token %d", key, res, tok)
+			if isAcquire && res.Err == nil && key[0] != 0 {
+				if g, ok := grantedBy[key]; ok && g.rw == (a != nil) {
+					if !res.Granted || res.Grant.Token != g.token {
+						t.Fatalf("retry of granted acquire %v returned %+v, want token %d", key, res, g.token)
 					}
 					if m.LastToken() != before {
 						t.Fatalf("retry of granted acquire %v issued a token", key)
 					}
+				} else if ok && res.Granted && res.Grant.Token == g.token {
+					t.Fatalf("acquire %v of a %s was answered with the grant (token %d) of the other primitive's acquire of that seq", key, res.Grant.Kind, g.token)
 				}
 				if res.Granted {
-					grantedBy[key] = res.Grant.Token
+					grantedBy[key] = granted{token: res.Grant.Token, rw: a != nil}
 				}
-				if res.Queued {
-					c.queued(a.GetName(), res.Session, c.pending.Write)
-				}
+			}
+			if a != nil && res.Err == nil && res.Queued {
+				c.queued(a.GetName(), res.Session, c.pending.Write)
 			}
 			c.check(m)
 		}

@@ -99,5 +99,6 @@ func (m *Machine) restore(st *statev1.State) error {
 			return err
 		}
 	}
+	m.rebuildLive()
 	return nil
 }

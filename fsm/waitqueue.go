@@ -1,5 +1,7 @@
 package fsm
 
+import fence "github.com/fenced-dev/fenced"
+
 // waiter is a queued request: the session and the seq of the request that
 // queued it, so a grant can be recorded as that request's result
 // (replies.promote) and pushed to the call that waits for it
@@ -7,6 +9,9 @@ package fsm
 type waiter struct {
 	session uint64
 	seq     uint64
+	// kind is the kind of grant the waiter asked for (a read/write lock
+	// queues both kinds on one queue).
+	kind fence.Kind
 }
 
 // waitQueue is the FIFO queue of one object of a primitive: waiters are
@@ -47,15 +52,16 @@ func (q *waitQueue) push(w waiter) bool {
 	return true
 }
 
-// remove takes session out of the queue; false when it was not queued.
-func (q *waitQueue) remove(session uint64) bool {
+// remove takes session out of the queue and returns its waiter; false
+// when it was not queued.
+func (q *waitQueue) remove(session uint64) (waiter, bool) {
 	for i, w := range q.list {
 		if w.session == session {
 			q.list = append(q.list[:i], q.list[i+1:]...)
-			return true
+			return w, true
 		}
 	}
-	return false
+	return waiter{}, false
 }
 
 // pop takes the first waiter out of the queue.

@@ -38,6 +38,12 @@ type releaser interface {
 	undoWait(name string, s *session, seq uint64, now int64)
 	// heldByOther reports whether a session other than sid holds name.
 	heldByOther(name string, sid uint64) bool
+	// replyName is the name the primitive's requests on name are
+	// remembered under in their session's replies: name itself for the
+	// lock, apart from it for the others, so that a retried seq is never
+	// answered with a result of another primitive's object of the same
+	// name.
+	replyName(name string) string
 }
 
 // release applies r, a release of primitive p: session r.session lets go
@@ -63,7 +69,7 @@ func (m *Machine) release(p releaser, r releaseRequest, now int64) Result {
 		}
 	}
 	if s != nil && seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, p.replyName(name))
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -79,7 +85,7 @@ func (m *Machine) release(p releaser, r releaseRequest, now int64) Result {
 	}
 	out := p.releaseOwn(name, s, sid, now)
 	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
+		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: p.replyName(name)})
 	}
 	return Result{Session: sid, Release: out}
 }
@@ -109,7 +115,7 @@ func (m *Machine) withdraw(p releaser, s *session, sid, seq, w uint64, name stri
 			return Result{Err: fmt.Errorf("%w: acquire seq %d is too old to withdraw (only the newest %d requests of a session are remembered)",
 				fence.ErrInvalidArgument, w, replyWindow)}
 		}
-		rep, ok, err := s.replies.get(w, name)
+		rep, ok, err := s.replies.get(w, p.replyName(name))
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -120,7 +126,7 @@ func (m *Machine) withdraw(p releaser, s *session, sid, seq, w uint64, name stri
 		case ok && rep.kind == replyQueued:
 			p.undoWait(name, s, w, now)
 		}
-		s.replies.put(reply{seq: w, kind: replyWithdrawn, name: name})
+		s.replies.put(reply{seq: w, kind: replyWithdrawn, name: p.replyName(name)})
 	}
 	out := AlreadyReleased
 	if released {
@@ -129,7 +135,7 @@ func (m *Machine) withdraw(p releaser, s *session, sid, seq, w uint64, name stri
 		out = NotOwned
 	}
 	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
+		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: p.replyName(name)})
 	}
 	return Result{Session: sid, Release: out}
 }

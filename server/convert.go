@@ -12,6 +12,8 @@ func grantProto(g fence.Grant) *fencedv1.Grant {
 	}
 	return &fencedv1.Grant{
 		Name:           g.Name,
+		Kind:           string(g.Kind),
+		Scope:          g.Scope,
 		Token:          uint64(g.Token),
 		Issuer:         g.Issuer,
 		Session:        g.Session,

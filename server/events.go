@@ -26,19 +26,19 @@ var _ fsm.Observer = (*events)(nil)
 
 func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
-	e.waits.notify(waitKey{g.Name, g.Session}, waitOutcome{granted: true, grant: g})
-	e.debug("grant", slog.String("name", g.Name), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
+	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
+	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
 	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
-func (e *events) Released(name string, session uint64, token fence.Token, reason fsm.EndReason) {
+func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, reason fsm.EndReason) {
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
-	e.debug("release", slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
+	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
 	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
-func (e *events) WaitEnded(name string, session uint64) {
-	e.waits.notify(waitKey{name, session}, waitOutcome{})
+func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
+	e.waits.notify(waitKey{k, name, session}, waitOutcome{})
 }
 
 func (e *events) SessionStarted(session uint64, ttlMs int64) {

@@ -94,58 +94,19 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	return connect.NewResponse(resp), nil
 }
 
-// wait blocks until the queued session is granted name, leaves the queue,
-// or wait passes.
+// wait blocks until the queued session is granted lock name, leaves the
+// queue, or wait passes.
 func (s *Server) wait(ctx context.Context, name string, session uint64, wait time.Duration) (fsm.Result, error) {
-	key := waitKey{name, session}
-	ch := s.waits.add(key)
-	defer s.waits.remove(key, ch)
-
-	// The grant may have been applied before the waiter was registered.
-	var res fsm.Result
-	var queued, alive bool
-	s.sm.read(func(m *fsm.Machine) {
+	look := func(m *fsm.Machine) waitState {
 		info := m.Lock(name)
-		res.Session, res.Holder = session, info.Holder.Session
-		if info.Holder.Session == session {
-			res.Granted, res.Grant = true, info.Holder
-		}
+		st := waitState{holder: info.Holder.Session, granted: info.Holder.Session == session, grant: info.Holder}
 		for _, w := range info.Waiters {
-			queued = queued || w == session
+			st.queued = st.queued || w == session
 		}
-		_, alive = m.Session(session)
-	})
-	switch {
-	case res.Granted:
-		return res, nil
-	case !alive:
-		return fsm.Result{}, fmt.Errorf("%w: session %d ended while it waited for %q", fence.ErrSessionNotFound, session, name)
-	case !queued:
-		return res, nil
+		return st
 	}
-
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	select {
-	case out := <-ch:
-		if out.granted {
-			return fsm.Result{Session: session, Granted: true, Grant: out.grant}, nil
-		}
-		var alive bool
-		s.sm.read(func(m *fsm.Machine) { _, alive = m.Session(session) })
-		if !alive {
-			return fsm.Result{}, fmt.Errorf("%w: session %d ended while it waited for %q", fence.ErrSessionNotFound, session, name)
-		}
-		return fsm.Result{Session: session}, nil
-	case <-timer.C:
-	case <-ctx.Done():
-	}
-	if s.ctx.Err() != nil {
-		return fsm.Result{}, errUnavailable
-	}
-	cctx, cancel := context.WithTimeout(s.ctx, cancelWaitTimeout)
-	defer cancel()
-	return s.propose(cctx, &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}})
+	cancel := &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}}
+	return s.await(ctx, waitKey{fence.KindLock, name, session}, wait, look, cancel)
 }
 
 // Release implements LockServiceHandler. With withdraw_seq set it undoes

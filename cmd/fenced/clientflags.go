@@ -150,6 +150,8 @@ func classify(err error) error {
 // Secret, the secret of the grant's session, is printed by acquire only.
 type grantJSON struct {
 	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Scope   string `json:"scope"`
 	Token   string `json:"token"`
 	Issuer  string `json:"issuer"`
 	Session string `json:"session"`
@@ -162,7 +164,7 @@ type grantJSON struct {
 func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(grantJSON{
-			Name: g.Name, Token: g.Token.String(), Issuer: g.Issuer,
+			Name: g.Name, Kind: string(g.Kind), Scope: g.Scope, Token: g.Token.String(), Issuer: g.Issuer,
 			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(), Secret: secret,
 		})
 	}

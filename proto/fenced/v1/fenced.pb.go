@@ -1432,7 +1432,7 @@ func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
 // Grant is a lock granted to a session.
 type Grant struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// name is the lock (the grant's scope).
+	// name is the primitive's object the grant is for (the lock's name).
 	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	// token is the fencing token; send it with every protected write.
 	Token uint64 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
@@ -1444,8 +1444,17 @@ type Grant struct {
 	TtlMs int64 `protobuf:"varint,5,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
 	// issued_at_unix_ms is the leader's wall clock at the grant (display only).
 	IssuedAtUnixMs int64 `protobuf:"varint,6,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// kind is what the grant is: "lock", "read", "write", "permit", "leader"
+	// or "claim". Empty from a server that predates kinds: a lock.
+	Kind string `protobuf:"bytes,7,opt,name=kind,proto3" json:"kind,omitempty"`
+	// scope is what the token is authority for: the name for a lock,
+	// read/write lock or election, "name/slot" for a permit, "queue/item" for
+	// a claim. It covers itself and every object below it ("orders" covers
+	// "orders/17", never "orders2"). Empty from a server that predates
+	// scopes: the name.
+	Scope         string `protobuf:"bytes,8,opt,name=scope,proto3" json:"scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
@@ -1518,6 +1527,20 @@ func (x *Grant) GetIssuedAtUnixMs() int64 {
 		return x.IssuedAtUnixMs
 	}
 	return 0
+}
+
+func (x *Grant) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *Grant) GetScope() string {
+	if x != nil {
+		return x.Scope
+	}
+	return ""
 }
 
 type CreateSessionRequest struct {
@@ -3172,14 +3195,16 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x16\n" +
-	"\x14RegisterNodeResponse\"\xa5\x01\n" +
+	"\x14RegisterNodeResponse\"\xcf\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06issuer\x18\x03 \x01(\tR\x06issuer\x12\x18\n" +
 	"\asession\x18\x04 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"d\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\x12\x12\n" +
+	"\x04kind\x18\a \x01(\tR\x04kind\x12\x14\n" +
+	"\x05scope\x18\b \x01(\tR\x05scope\"d\n" +
 	"\x14CreateSessionRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +

@@ -1,0 +1,49 @@
+package fsm
+
+import (
+	"strings"
+	"testing"
+
+	fence "github.com/fenced-dev/fenced"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// checkInvariants catches a live-grant index that drifted from the locks:
+// a grant missing, one too many, or one with another scope.
+func TestLiveGrants_InvariantCatchesDrift(t *testing.T) {
+	fresh := func() (*Machine, fence.Token) {
+		m := New(nil)
+		m.Apply(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "test"}}})
+		res := m.Apply(&statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Name: "orders", TtlMs: 1000}}})
+		if !res.Granted {
+			t.Fatalf("acquire: %+v", res)
+		}
+		if err := m.checkInvariants(); err != nil {
+			t.Fatalf("healthy machine: %v", err)
+		}
+		return m, res.Grant.Token
+	}
+	for name, breakIt := range map[string]func(m *Machine, tok fence.Token){
+		"missing": func(m *Machine, tok fence.Token) { delete(m.live.byToken, tok) },
+		"extra": func(m *Machine, tok fence.Token) {
+			m.live.add(tok+1, liveGrant{kind: fence.KindLock, name: "b", scope: "b", session: 1})
+		},
+		"other scope": func(m *Machine, tok fence.Token) {
+			g := m.live.byToken[tok]
+			g.scope = "ord"
+			m.live.byToken[tok] = g
+		},
+		"other kind": func(m *Machine, tok fence.Token) {
+			g := m.live.byToken[tok]
+			g.kind = fence.KindPermit
+			m.live.byToken[tok] = g
+		},
+	} {
+		m, tok := fresh()
+		breakIt(m, tok)
+		err := m.checkInvariants()
+		if err == nil || !strings.Contains(err.Error(), "live-grant index") {
+			t.Errorf("%s: checkInvariants = %v, want a live-grant index error", name, err)
+		}
+	}
+}
