@@ -85,7 +85,7 @@ func rwKind(write bool) fence.Kind {
 // rwReplyName is the name a read/write lock request is remembered under in
 // its session's replies: apart from a lock (or another primitive) of the
 // same name, since a name has no control characters.
-func rwReplyName(name string) string { return "\x00rwlock\x00" + name }
+func rwReplyName(name string) string { return "\x00read/write lock\x00" + name }
 
 func modeOf(write bool) statev1.RWMode {
 	if write {
