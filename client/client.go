@@ -72,6 +72,7 @@ type endpoint struct {
 	url      string
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
+	rwlocks  fencedv1connect.RWLockServiceClient
 	kv       fencedv1connect.KVServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
 	pipe     *pipeline // Acquire, Release and KV Put go through it
@@ -167,6 +168,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			url:      base,
 			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
+			rwlocks:  fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
 			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 		}

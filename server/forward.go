@@ -33,12 +33,14 @@ const (
 // answered after it confirmed its leadership with a quorum (linearizable);
 // with HeaderLocal any member answers from its own state.
 var readPaths = map[string]bool{
-	fencedv1connect.LockServiceVerifyProcedure:    true,
-	fencedv1connect.LockServiceDescribeProcedure:  true,
-	fencedv1connect.LockServiceListProcedure:      true,
-	fencedv1connect.LockServiceStatusProcedure:    true,
-	fencedv1connect.KVServiceGetProcedure:         true,
-	fencedv1connect.ClusterServiceStatusProcedure: true,
+	fencedv1connect.LockServiceVerifyProcedure:     true,
+	fencedv1connect.LockServiceDescribeProcedure:   true,
+	fencedv1connect.LockServiceListProcedure:       true,
+	fencedv1connect.LockServiceStatusProcedure:     true,
+	fencedv1connect.KVServiceGetProcedure:          true,
+	fencedv1connect.RWLockServiceVerifyProcedure:   true,
+	fencedv1connect.RWLockServiceDescribeProcedure: true,
+	fencedv1connect.ClusterServiceStatusProcedure:  true,
 }
 
 func isRead(r *http.Request) bool {

@@ -32,15 +32,37 @@ type lockService struct{ s *Server }
 var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
 
 func validateAcquire(m *fencedv1.AcquireRequest) error {
-	errs := []error{fence.ValidateName(m.Name), fence.ValidateWaitMillis(m.WaitMs), validateRequestID(m.RequestId)}
-	if m.Session == 0 {
-		if m.TtlMs == 0 {
+	return validateAcquireFields(m.Name, m.Session, m.WaitMs, m.TtlMs, m.RequestId)
+}
+
+// validateAcquireFields checks the fields every primitive's acquire
+// request shares.
+func validateAcquireFields(name string, session uint64, waitMs, ttlMs int64, requestID string) error {
+	errs := []error{fence.ValidateName(name), fence.ValidateWaitMillis(waitMs), validateRequestID(requestID)}
+	if session == 0 {
+		if ttlMs == 0 {
 			errs = append(errs, fmt.Errorf("%w: session is 0 and ttl_ms is 0; give a session, or a ttl_ms for a per-grant session", fence.ErrInvalidArgument))
 		} else {
-			errs = append(errs, fence.ValidateTTLMillis(m.TtlMs))
+			errs = append(errs, fence.ValidateTTLMillis(ttlMs))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// acquireSecret checks the secret of an acquire for session, or for
+// session 0 (a per-grant session) admits the new session and makes its
+// secret (secret, generated when empty). It returns the per-grant
+// session's secret, to send back with its grant, and the hash the command
+// carries.
+func (s *Server) acquireSecret(ctx context.Context, session uint64, secret string) (string, []byte, error) {
+	if session != 0 {
+		hash, err := s.checkOwner(session, secret, false)
+		return "", hash, err
+	}
+	if err := s.allowSession(ctx); err != nil {
+		return "", nil, err
+	}
+	return newSessionSecret(secret)
 }
 
 // Acquire implements LockServiceHandler. A call with wait_ms > 0 that finds
@@ -60,17 +82,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
-	var secret string
-	var hash []byte
-	var err error
-	if m.Session == 0 {
-		if err := h.s.allowSession(ctx); err != nil {
-			return nil, toConnect(err)
-		}
-		secret, hash, err = newSessionSecret(m.Secret)
-	} else {
-		hash, err = h.s.checkOwner(m.Session, m.Secret, false)
-	}
+	secret, hash, err := h.s.acquireSecret(ctx, m.Session, m.Secret)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -154,30 +166,51 @@ func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
-	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
+	page, err := parseWaiterPage(m.PageSize, m.PageToken)
 	if err != nil {
 		return nil, toConnect(err)
-	}
-	_, pos, err := decodeCursor(m.PageToken, string(rune(cursorWaiter)))
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	offset := 0
-	if pos != "" {
-		if offset, err = strconv.Atoi(pos); err != nil || offset < 0 {
-			return nil, toConnect(fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, m.PageToken))
-		}
 	}
 	var info fsm.LockInfo
 	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(m.Name) })
 	total := len(info.Waiters)
-	info.Waiters = info.Waiters[min(offset, total):min(offset+size, total)]
-	resp := &fencedv1.DescribeResponse{Lock: lockProto(info)}
+	var next string
+	info.Waiters, next = pageOf(page, info.Waiters)
+	resp := &fencedv1.DescribeResponse{Lock: lockProto(info), NextPageToken: next}
 	resp.Lock.WaiterCount = uint32(total)
-	if offset+size < total {
-		resp.NextPageToken = encodeCursor(cursorWaiter, strconv.Itoa(offset+size))
-	}
 	return connect.NewResponse(resp), nil
+}
+
+// waiterPage is a page of a Describe's waiters: size of them from offset.
+type waiterPage struct{ offset, size int }
+
+// parseWaiterPage reads a Describe's page_size and page_token.
+func parseWaiterPage(pageSizeField int32, token string) (waiterPage, error) {
+	size, err := pageSize("page_size", pageSizeField, defaultPageSize, maxPageSize)
+	if err != nil {
+		return waiterPage{}, err
+	}
+	_, pos, err := decodeCursor(token, string(rune(cursorWaiter)))
+	if err != nil {
+		return waiterPage{}, err
+	}
+	offset := 0
+	if pos != "" {
+		if offset, err = strconv.Atoi(pos); err != nil || offset < 0 {
+			return waiterPage{}, fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, token)
+		}
+	}
+	return waiterPage{offset: offset, size: size}, nil
+}
+
+// pageOf cuts p out of all, with the token of the next page ("" at the
+// end).
+func pageOf[T any](p waiterPage, all []T) ([]T, string) {
+	total := len(all)
+	var next string
+	if p.offset+p.size < total {
+		next = encodeCursor(cursorWaiter, strconv.Itoa(p.offset+p.size))
+	}
+	return all[min(p.offset, total):min(p.offset+p.size, total)], next
 }
 
 // List implements LockServiceHandler: a page of the locks whose names

@@ -178,6 +178,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
 	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
+	mux.Handle(fencedv1connect.NewRWLockServiceHandler(&rwLockService{s}, opts...))
 	// kv values are up to 1 MiB, plus the message's own fields. The lock
 	// service's Pipeline carries kv puts too, so its messages get the kv
 	// limit; the path is more specific than the service's prefix above.
