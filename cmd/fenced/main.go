@@ -6,6 +6,10 @@
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
+//	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
+//	fenced rwlock write NAME -- CMD ARGS...   run CMD under its exclusive write grant
+//	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
+//	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
@@ -21,7 +25,7 @@
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
-// lost while CMD ran (fenced lock).
+// lost while CMD ran (fenced lock, fenced rwlock read|write).
 package main
 
 import (
