@@ -1,7 +1,6 @@
 package fsm_test
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"testing"
@@ -186,17 +185,13 @@ func rwMode(write bool) statev1.RWMode {
 // acquires and of one-shot ones, and cancelled waits; seqs are sometimes
 // retries.
 func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev1.Command {
-	now := rapid.Int64Range(1, 1<<40).Draw(t, "now")
-	session := rapid.Uint64Range(0, lastSession+1).Draw(t, "session")
-	name := rapid.SampledFrom(rwNames).Draw(t, "name")
-	seq := seqs[session] + 1
-	if rapid.IntRange(0, 4).Draw(t, "retry") == 0 && seqs[session] > 0 {
-		seq = rapid.Uint64Range(1, seqs[session]).Draw(t, "oldseq")
-	} else {
-		seqs[session] = seq
-	}
+	now, session, name, seq := drawTarget(t, seqs, lastSession, rwNames)
 	c := statev1.Command{NowUnixMs: now}
-	switch rapid.IntRange(0, 13).Draw(t, "op") {
+	op := rapid.IntRange(0, 13).Draw(t, "op")
+	if drawLifecycle(t, &c, op, session) {
+		return &c
+	}
+	switch op {
 	case 12:
 		// An exclusive lock of the same name, with the same seqs: it must
 		// never share a grant, a queue or a remembered answer with the
@@ -204,18 +199,6 @@ func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *stat
 		c.Op = &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: session, Seq: seq, Name: name, Wait: rapid.Bool().Draw(t, "lockwait")}}
 	case 13:
 		c.Op = &statev1.Command_Release{Release: &statev1.Release{Session: session, Seq: seq, Name: name}}
-	case 0, 1:
-		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
-	case 2:
-		c.Op = &statev1.Command_CloseSession{CloseSession: &statev1.CloseSession{Session: session}}
-	case 3:
-		c.Op = &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: session, Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
-	case 4:
-		if rapid.IntRange(0, 2).Draw(t, "reserve") == 0 {
-			c.Op = &statev1.Command_ReserveTokens{ReserveTokens: &statev1.ReserveTokens{Floor: rapid.Uint64Range(0, 1100).Draw(t, "reservefloor"), Block: rapid.Uint64Range(1, 4).Draw(t, "block")}}
-		} else {
-			c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
-		}
 	case 5, 6, 7, 8:
 		a := &statev1.RWAcquire{Session: session, Seq: seq, Name: name, Wait: rapid.Bool().Draw(t, "wait"), Mode: rwMode(rapid.IntRange(0, 2).Draw(t, "write") == 0)}
 		if session == 0 {
@@ -223,13 +206,8 @@ func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *stat
 		}
 		c.Op = &statev1.Command_RwAcquire{RwAcquire: a}
 	case 9, 10:
-		r := &statev1.RWRelease{Session: session, Seq: seq, Name: name}
-		switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
-		case 0:
-			r.WithdrawSeq = rapid.Uint64Range(1, seqs[session]+2).Draw(t, "withdrawseq")
-		case 1:
-			r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = 0, 0, 1, 500, fmt.Sprint("r", now%4)
-		}
+		r := &statev1.RWRelease{Name: name}
+		r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = drawRelease(t, seqs, now, session, seq)
 		c.Op = &statev1.Command_RwRelease{RwRelease: r}
 	default:
 		c.Op = &statev1.Command_RwCancelWait{RwCancelWait: &statev1.RWCancelWait{Session: session, Name: name}}
@@ -302,18 +280,6 @@ func TestRWLock_Properties(t *testing.T) {
 			}
 			c.check(m)
 		}
-		if snap == nil {
-			snap = mustSnapshot(t, m)
-		}
-		replayed := fsm.New(nil)
-		if err := replayed.Restore(snap); err != nil {
-			t.Fatalf("Restore: %v", err)
-		}
-		for _, cmd := range rest {
-			replayed.Apply(cmd)
-		}
-		if got, want := mustSnapshot(t, replayed), mustSnapshot(t, m); !bytes.Equal(got, want) {
-			t.Fatalf("snapshot at %d, restore and replay of %d commands gave a different state", cut, len(rest))
-		}
+		checkReplay(t, m, snap, rest, cut)
 	})
 }

@@ -86,24 +86,38 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
+	res, grant, err := h.s.acquire(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
-	}}})
+	}}}, func(session uint64) (fsm.Result, error) {
+		return h.s.wait(ctx, m.Name, session, time.Duration(m.WaitMs)*time.Millisecond)
+	})
 	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
+		return nil, toConnect(err)
 	}
-	if res.Queued {
-		res, err = h.s.wait(ctx, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
-		if err != nil {
-			return nil, toConnect(err)
-		}
-	}
-	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Grant: grant}
 	if res.Granted {
-		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// acquire proposes cmd, an acquire of any primitive, and when it queued
+// its session waits for the outcome with wait. It returns the result and,
+// when granted, the grant as the client is told it.
+func (s *Server) acquire(ctx context.Context, cmd *statev1.Command, wait func(session uint64) (fsm.Result, error)) (fsm.Result, *fencedv1.Grant, error) {
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return fsm.Result{}, nil, s.limitErr(err)
+	}
+	if res.Queued {
+		if res, err = wait(res.Session); err != nil {
+			return fsm.Result{}, nil, err
+		}
+	}
+	if !res.Granted {
+		return res, nil, nil
+	}
+	return res, grantProto(s.faults.reported(res.Grant)), nil
 }
 
 // wait blocks until the queued session is granted lock name, leaves the
@@ -127,19 +141,34 @@ func (s *Server) wait(ctx context.Context, name string, session uint64, wait tim
 // or after it.
 func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
 	m := req.Msg
-	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
-		return nil, toConnect(err)
-	}
-	hash, err := h.s.checkOwner(m.Session, m.Secret, true)
+	res, err := h.s.release(ctx, m.Name, m.Session, m.Secret, m.RequestId, func(hash []byte, q *statev1.Quota) *statev1.Command {
+		return &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
+			WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: q, SecretHash: hash}}}
+	})
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
-		WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx), SecretHash: hash}}})
-	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
+	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res)}), nil
+}
+
+// release validates and proposes a release of any primitive: name, and
+// session with its secret (a session that no longer exists is let through:
+// the release then changes nothing), with request_id for a per-grant
+// withdrawal; cmd builds the command from the secret's hash and the
+// caller's quota.
+func (s *Server) release(ctx context.Context, name string, session uint64, secret, requestID string, cmd func(hash []byte, q *statev1.Quota) *statev1.Command) (fsm.ReleaseResult, error) {
+	if err := errors.Join(fence.ValidateName(name), validateRequestID(requestID)); err != nil {
+		return 0, err
 	}
-	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res.Release)}), nil
+	hash, err := s.checkOwner(session, secret, true)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.propose(ctx, cmd(hash, s.quota(ctx)))
+	if err != nil {
+		return 0, s.limitErr(err)
+	}
+	return res.Release, nil
 }
 
 // Verify implements LockServiceHandler.
@@ -163,10 +192,7 @@ func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.
 // waiters.
 func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv1.DescribeRequest]) (*connect.Response[fencedv1.DescribeResponse], error) {
 	m := req.Msg
-	if err := fence.ValidateName(m.Name); err != nil {
-		return nil, toConnect(err)
-	}
-	page, err := parseWaiterPage(m.PageSize, m.PageToken)
+	page, err := parseWaiterPage(m.Name, m.PageSize, m.PageToken)
 	if err != nil {
 		return nil, toConnect(err)
 	}
@@ -183,8 +209,12 @@ func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv
 // waiterPage is a page of a Describe's waiters: size of them from offset.
 type waiterPage struct{ offset, size int }
 
-// parseWaiterPage reads a Describe's page_size and page_token.
-func parseWaiterPage(pageSizeField int32, token string) (waiterPage, error) {
+// parseWaiterPage checks a Describe's name and reads its page_size and
+// page_token.
+func parseWaiterPage(name string, pageSizeField int32, token string) (waiterPage, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return waiterPage{}, err
+	}
 	size, err := pageSize("page_size", pageSizeField, defaultPageSize, maxPageSize)
 	if err != nil {
 		return waiterPage{}, err

@@ -48,21 +48,16 @@ func (h *rwLockService) Acquire(ctx context.Context, req *connect.Request[fenced
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{
+	res, grant, err := h.s.acquire(ctx, &statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Mode: mode, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
-	}}})
+	}}}, func(session uint64) (fsm.Result, error) {
+		return h.s.rwWait(ctx, kind, m.Name, session, time.Duration(m.WaitMs)*time.Millisecond)
+	})
 	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
+		return nil, toConnect(err)
 	}
-	if res.Queued {
-		res, err = h.s.rwWait(ctx, kind, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
-		if err != nil {
-			return nil, toConnect(err)
-		}
-	}
-	resp := &fencedv1.RWAcquireResponse{Granted: res.Granted, Holder: res.Holder}
+	resp := &fencedv1.RWAcquireResponse{Granted: res.Granted, Holder: res.Holder, Grant: grant}
 	if res.Granted {
-		resp.Grant = grantProto(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
@@ -94,19 +89,14 @@ func (s *Server) rwWait(ctx context.Context, kind fence.Kind, name string, sessi
 // Release implements RWLockServiceHandler, as LockService.Release.
 func (h *rwLockService) Release(ctx context.Context, req *connect.Request[fencedv1.RWReleaseRequest]) (*connect.Response[fencedv1.RWReleaseResponse], error) {
 	m := req.Msg
-	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
-		return nil, toConnect(err)
-	}
-	hash, err := h.s.checkOwner(m.Session, m.Secret, true)
+	res, err := h.s.release(ctx, m.Name, m.Session, m.Secret, m.RequestId, func(hash []byte, q *statev1.Quota) *statev1.Command {
+		return &statev1.Command{Op: &statev1.Command_RwRelease{RwRelease: &statev1.RWRelease{Session: m.Session, Seq: m.Seq, Name: m.Name,
+			WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: q, SecretHash: hash}}}
+	})
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_RwRelease{RwRelease: &statev1.RWRelease{Session: m.Session, Seq: m.Seq, Name: m.Name,
-		WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx), SecretHash: hash}}})
-	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
-	}
-	return connect.NewResponse(&fencedv1.RWReleaseResponse{Result: releaseProto(res.Release)}), nil
+	return connect.NewResponse(&fencedv1.RWReleaseResponse{Result: releaseProto(res)}), nil
 }
 
 // Verify implements RWLockServiceHandler.
@@ -130,10 +120,7 @@ func (h *rwLockService) Verify(ctx context.Context, req *connect.Request[fencedv
 // page of the waiters.
 func (h *rwLockService) Describe(ctx context.Context, req *connect.Request[fencedv1.RWDescribeRequest]) (*connect.Response[fencedv1.RWDescribeResponse], error) {
 	m := req.Msg
-	if err := fence.ValidateName(m.Name); err != nil {
-		return nil, toConnect(err)
-	}
-	page, err := parseWaiterPage(m.PageSize, m.PageToken)
+	page, err := parseWaiterPage(m.Name, m.PageSize, m.PageToken)
 	if err != nil {
 		return nil, toConnect(err)
 	}
