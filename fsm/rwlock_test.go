@@ -324,3 +324,29 @@ func TestRWLock_SnapshotRestore(t *testing.T) {
 		t.Fatalf("Restore of a writer beside a reader = %v, want refused", err)
 	}
 }
+
+// Read/write grants and waiters count against the owner's quota with the
+// lock's (one count over every primitive); a refused request changes
+// nothing.
+func TestRWLock_Quota(t *testing.T) {
+	m := newMachine(t)
+	s := ownedSession(m, testQuota).Session // 2 grants, 1 waiter
+	other := createSession(t, m)
+	q := func(name string, write, wait bool) fsm.Result {
+		return m.Apply(&statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{Session: s, Name: name, Mode: rwMode(write), Wait: wait, Quota: testQuota}}})
+	}
+	mustGrant(t, "lock", quotaAcquire(m, s, "a", false, testQuota))
+	mustGrant(t, "read", q("b", false, false))
+	mustGrant(t, "other's write", rwAcquire(m, other, 1, "d", true, false))
+	mustGrant(t, "other's second write", rwAcquire(m, other, 2, "e", true, false))
+	mustQueue(t, "wait", q("d", false, true))
+	before := mustSnapshot(t, m)
+	wantQuotaError(t, q("c", false, false), fsm.QuotaHeld)
+	wantQuotaError(t, q("e", true, true), fsm.QuotaWaiting)
+	if !bytes.Equal(mustSnapshot(t, m), before) {
+		t.Fatal("a refused request changed the state")
+	}
+	if _, held, waiting := m.Usage(testQuota.Owner); held != 2 || waiting != 1 {
+		t.Fatalf("Usage: %d held, %d waiting; want 2 and 1", held, waiting)
+	}
+}
