@@ -21,6 +21,11 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
 		}
 	}
+	if o.Workload == WorkloadRWLock {
+		if _, ok := lockers[0].(RWLocker); !ok {
+			return Result{}, fmt.Errorf("bench: %s has no read/write lock; the rwlock workload needs one", sys.Name())
+		}
+	}
 
 	id := runID()
 	value := make([]byte, o.ValueSize)
@@ -40,8 +45,12 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	defer stop()
 	for i, l := range lockers {
 		name := fmt.Sprintf("bench/%s/%s/%d", o.Workload, id, i)
-		if o.Workload == WorkloadHandoff {
+		if o.Workload == WorkloadHandoff || o.Workload == WorkloadRWLock {
 			name = fmt.Sprintf("bench/%s/%s", o.Workload, id)
+		}
+		lock, unlock := l.Lock, l.Unlock
+		if o.Workload == WorkloadRWLock {
+			lock, unlock = rwCycle(l.(RWLocker), i, &order)
 		}
 		wg.Add(1)
 		go func() {
@@ -50,7 +59,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			for runCtx.Err() == nil {
 				counted := measuring.Load()
 				start := time.Now()
-				token, err := l.Lock(runCtx, name)
+				token, err := lock(runCtx, name)
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs.add(fmt.Errorf("lock %s: %w", name, err))
@@ -69,7 +78,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 				}
 				// The release is not cut short by the end of the run:
 				// the next run must find the lock free.
-				if err := l.Unlock(context.WithoutCancel(runCtx), name); err != nil {
+				if err := unlock(context.WithoutCancel(runCtx), name); err != nil {
 					errs.add(fmt.Errorf("unlock %s: %w", name, err))
 					pause(runCtx, 10*time.Millisecond)
 					continue
@@ -123,6 +132,25 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
 	}
 	return r, nil
+}
+
+// rwCycle returns the lock and unlock of client i's cycles in the rwlock
+// workload: a write in every RWLockWriteShare of them, spread over the
+// clients, a read otherwise. Write tokens go through order: writers hold
+// the lock alone, so they see their grants one after the other.
+func rwCycle(l RWLocker, i int, order *tokenOrder) (lock func(context.Context, string) (uint64, error), unlock func(context.Context, string) error) {
+	every := int(1 / RWLockWriteShare)
+	n := i // spreads the writes of the clients over their cycles
+	lock = func(ctx context.Context, name string) (uint64, error) {
+		n++
+		write := n%every == 0
+		tok, err := l.RWLock(ctx, name, write)
+		if err == nil && write {
+			order.observe(tok)
+		}
+		return tok, err
+	}
+	return lock, l.RWUnlock
 }
 
 // tokenOrder checks that the tokens of successive holders of one lock

@@ -16,6 +16,8 @@
 //     sampled.
 //   - fenced-write: acquire → write to a fenced resource with the token →
 //     release.
+//   - rwlock: every client takes and releases the same read/write lock,
+//     a read grant in nine cycles of ten and the write grant in the tenth.
 //
 // Results are figures of one machine at one moment; compare systems only
 // within one run on the same machine.

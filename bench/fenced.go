@@ -48,7 +48,7 @@ func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Lock
 	if err != nil {
 		return nil, err
 	}
-	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}}, nil
+	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, rw: map[string]*client.RWMutex{}}, nil
 }
 
 // Close implements System.
@@ -66,6 +66,40 @@ type fencedLocker struct {
 	s       *client.Session
 	mu      sync.Mutex
 	mutexes map[string]*client.Mutex
+	rw      map[string]*client.RWMutex
+}
+
+var _ RWLocker = (*fencedLocker)(nil)
+
+func (l *fencedLocker) rwmutex(name string) *client.RWMutex {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	m, ok := l.rw[name]
+	if !ok {
+		m = client.NewRWMutex(l.s, name)
+		l.rw[name] = m
+	}
+	return m
+}
+
+// RWLock implements RWLocker: it waits in the read/write lock's FIFO
+// queue.
+func (l *fencedLocker) RWLock(ctx context.Context, name string, write bool) (uint64, error) {
+	m := l.rwmutex(name)
+	lock := m.RLock
+	if write {
+		lock = m.Lock
+	}
+	g, err := lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(g.Token()), nil
+}
+
+// RWUnlock implements RWLocker.
+func (l *fencedLocker) RWUnlock(ctx context.Context, name string) error {
+	return l.rwmutex(name).Unlock(ctx)
 }
 
 func (l *fencedLocker) mutex(name string) *client.Mutex {

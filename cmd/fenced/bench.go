@@ -38,6 +38,8 @@ Workloads:
                 them alive for --duration and reports the server's CPU and
                 RSS (bytes per session from the RSS growth)
   fenced-write  acquire → fenced kv put with the token → release
+  rwlock        every client takes and releases the same read/write lock:
+                a read grant in 90% of the cycles, the write grant in 10%
 
 Latencies are measured on this machine's monotonic clock after --warmup.
 When the endpoints are on this machine, the server processes are found
@@ -99,7 +101,7 @@ serves other users only if a little extra load is acceptable.`,
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions or fenced-write")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write or rwlock")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to measure")
