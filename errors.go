@@ -102,3 +102,47 @@ func (e *VersionMismatchError) Error() string {
 
 // Is reports whether target is ErrVersionMismatch.
 func (e *VersionMismatchError) Is(target error) bool { return target == ErrVersionMismatch }
+
+// ErrScopeMismatch reports a write presented with a token that is not
+// authority for what it writes: the token belongs to a grant of another
+// scope, or to no grant in force (released, expired, revoked, or never a
+// grant's token). Nothing was changed. The concrete error is a
+// *ScopeMismatchError.
+var ErrScopeMismatch = errors.New("fence: token not issued for this scope")
+
+// ScopeMismatchError is the error the fenced kv returns for a write whose
+// token is not held by a grant in force whose scope covers the write
+// (ScopeCovers). It is stricter than fencing: a token that would pass the
+// watermark, even the newest one, is refused unless it is the token of a
+// live grant for the write's scope. It matches ErrScopeMismatch with
+// errors.Is.
+type ScopeMismatchError struct {
+	// Object is what was written (the kv key).
+	Object string
+	// Required is the scope the write needs a grant for: the key, or the
+	// scope the server's key mapping (--kv-scope) gives it.
+	Required string
+	// Presented is the token the writer sent.
+	Presented Token
+	// Kind and Scope are the grant the token belongs to; both empty when
+	// it belongs to no grant in force.
+	Kind  Kind
+	Scope string
+}
+
+// Error implements error.
+func (e *ScopeMismatchError) Error() string {
+	if e.Scope == "" {
+		return fmt.Sprintf("fence: token %d may not write %q: it belongs to no live grant (released, expired, revoked or never a grant's token); a write needs the token of a grant in force for scope %q",
+			e.Presented, e.Object, e.Required)
+	}
+	if e.Kind == KindRead && ScopeCovers(e.Scope, e.Required) {
+		return fmt.Sprintf("fence: token %d may not write %q: it belongs to a read grant of %q, which is authority for reading only; a write needs the token of a write or lock grant in force for scope %q",
+			e.Presented, e.Object, e.Scope, e.Required)
+	}
+	return fmt.Sprintf("fence: token %d may not write %q: it belongs to %s %q, which does not cover scope %q; a write needs the token of a grant in force for scope %q",
+		e.Presented, e.Object, e.Kind, e.Scope, e.Required, e.Required)
+}
+
+// Is reports whether target is ErrScopeMismatch.
+func (e *ScopeMismatchError) Is(target error) bool { return target == ErrScopeMismatch }

@@ -64,7 +64,8 @@ func outcomeOf(err error) string {
 		return history.OK
 	case errors.Is(err, fence.ErrStaleToken):
 		return history.Stale
-	case errors.Is(err, fence.ErrNotGranted), errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken):
+	case errors.Is(err, fence.ErrNotGranted), errors.Is(err, fence.ErrInvalidArgument), errors.Is(err, fence.ErrInvalidToken),
+		errors.Is(err, fence.ErrScopeMismatch): // refused by the kv scope rule: nothing changed
 		return history.Fail
 	}
 	return history.Unknown

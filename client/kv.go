@@ -57,6 +57,10 @@ func kvOpts(opts []KVOption) kvOptions {
 // watermark is rejected with a *fence.StaleTokenError (errors.As) carrying
 // the required token; a failed IfVersion with a *fence.VersionMismatchError
 // (errors.Is fence.ErrVersionMismatch) carrying the key's current version.
+// A token that no grant in force holds for a scope covering key (the lock
+// "orders" writes "orders" and "orders/17"; a released or expired grant's
+// token writes nothing) is rejected with a *fence.ScopeMismatchError
+// naming the scope the token belongs to (docs/scopes.md).
 //
 // A put that fails on the network is retried, with the same request id,
 // until ctx ends; the server applies it once and answers a retry with the

@@ -49,8 +49,9 @@ type KVEntry struct {
 }
 
 // KVResult is the outcome of a kv write. Err is set when the write was
-// refused: a *fence.StaleTokenError, a *fence.VersionMismatchError or an invalid
-// argument.
+// refused: a *fence.ScopeMismatchError (a scoped write whose token is not
+// a live grant's for the key's scope), a *fence.StaleTokenError, a
+// *fence.VersionMismatchError or an invalid argument.
 type KVResult struct {
 	// Version is the key's version after the write.
 	Version uint64
@@ -72,6 +73,14 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 	if err := fence.ValidateToken(tok); err != nil {
 		return Result{Err: err}
 	}
+	if s := w.GetScope(); s != "" {
+		if !w.GetScoped() {
+			return Result{Err: fmt.Errorf("%w: a kv write with a scope must be scoped", fence.ErrInvalidArgument)}
+		}
+		if err := fence.ValidateName(s); err != nil {
+			return Result{Err: fmt.Errorf("scope: %w", err)}
+		}
+	}
 	if len(w.GetRequestId()) > maxRequestIDLen {
 		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(w.GetRequestId()), maxRequestIDLen)}
 	}
@@ -87,8 +96,16 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 	if e == nil {
 		e = &kvEntry{}
 	}
+	// A token below the watermark is stale whatever its scope; one at or
+	// above it must still be a live grant's for the key's scope. The
+	// unfenced-kv test fault skips both checks.
 	if tok < e.token && !m.faults.acceptStale() {
 		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
+	}
+	if w.GetScoped() && !m.faults.acceptStale() {
+		if err := kv.checkScope(key, w.GetScope(), tok); err != nil {
+			return Result{Err: err}
+		}
 	}
 	if w.GetHasIfVersion() {
 		current := e.version
@@ -121,6 +138,25 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 		kv.replies.put(id, res)
 	}
 	return Result{KV: res}
+}
+
+// checkScope is the kv scope rule (docs/design.md §10): a write of key
+// with token tok is accepted only while tok is the token of a grant in
+// force (the live-grant index) whose scope covers the write's scope: the
+// key, or mapped, the scope the leader's --kv-scope mapping gave it. A
+// released, expired or revoked holder's token writes nothing, nor does a
+// token of another scope, even one above the key's watermark, nor a read
+// grant's (of a read/write lock): it is authority for reading only.
+func (kv *kvStore) checkScope(key, mapped string, tok fence.Token) error {
+	need := key
+	if mapped != "" {
+		need = mapped
+	}
+	g, ok := kv.m.live.get(tok)
+	if ok && g.kind != fence.KindRead && fence.ScopeCovers(g.scope, need) {
+		return nil
+	}
+	return &fence.ScopeMismatchError{Object: key, Required: need, Presented: tok, Kind: g.kind, Scope: g.scope}
 }
 
 // KV returns a key of the fenced kv.

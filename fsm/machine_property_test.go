@@ -161,7 +161,8 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 		}
 	case 10:
 		c.Op = &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: name, Token: rapid.Uint64Range(0, 30).Draw(t, "token"),
-			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete"), RequestId: rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "kvreq")}}
+			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete"), RequestId: rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "kvreq"),
+			Scoped: rapid.Bool().Draw(t, "scoped")}}
 	case 8:
 		r := &statev1.Release{Name: name}
 		r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = drawRelease(t, seqs, now, session, seq)
@@ -234,6 +235,13 @@ func TestMachine_Properties(t *testing.T) {
 			res := m.Apply(cmd)
 			if res.Session > lastSession {
 				lastSession = res.Session
+			}
+			// The kv scope rule: a new scoped write is accepted only with
+			// the token of a live grant whose scope covers the key.
+			if w := cmd.GetKvWrite(); w != nil && w.GetScoped() && w.GetRequestId() == "" && res.Err == nil {
+				if g, ok := m.GrantOf(fence.Token(w.GetToken())); !ok || !fence.ScopeCovers(g.Scope, w.GetKey()) {
+					t.Fatalf("scoped write of %q with token %d accepted; the token's grant: %+v, %v", w.GetKey(), w.GetToken(), g, ok)
+				}
 			}
 			if a := cmd.GetAcquire(); a != nil && res.Err == nil {
 				key := [2]uint64{a.GetSession(), a.GetSeq()}

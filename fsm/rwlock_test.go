@@ -350,3 +350,23 @@ func TestRWLock_Quota(t *testing.T) {
 		t.Fatalf("Usage: %d held, %d waiting; want 2 and 1", held, waiting)
 	}
 }
+
+// In the fenced kv a write grant's token may write the keys its scope
+// covers; a read grant's may not: it is authority for reading only.
+func TestRWLock_KVScopeReadGrantCannotWrite(t *testing.T) {
+	m := newMachine(t)
+	r, w := createSession(t, m), createSession(t, m)
+	rg := mustGrant(t, "read", rwAcquire(m, r, 1, "cfg", false, false))
+	put := func(tok fence.Token) fsm.Result {
+		return kvWrite(m, &statev1.KVWrite{Key: "cfg/a", Value: []byte("v"), Token: uint64(tok), Scoped: true})
+	}
+	res := put(rg.Token)
+	if !errors.Is(res.Err, fence.ErrScopeMismatch) || !strings.Contains(res.Err.Error(), "reading only") {
+		t.Fatalf("kv write with a read grant's token = %v, want a scope mismatch: reading only", res.Err)
+	}
+	rwRelease(m, r, 2, "cfg")
+	wg := mustGrant(t, "write", rwAcquire(m, w, 1, "cfg", true, false))
+	if res := put(wg.Token); res.Err != nil {
+		t.Fatalf("kv write with the write grant's token: %v", res.Err)
+	}
+}

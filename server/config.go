@@ -76,6 +76,11 @@ type Config struct {
 	// Audit configures the audit log of authentication failures, denials
 	// and admin actions; the zero value keeps none.
 	Audit AuditConfig
+	// KVScopes map kv key prefixes to the scope whose grants may write them
+	// (--kv-scope PREFIX=SCOPE); without a mapping a key is its own scope.
+	// The leader's mappings decide: give every member the same. Default
+	// none.
+	KVScopes []KVScope
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its
@@ -143,6 +148,9 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))
 	}
 	errs = append(errs, c.Limits.validate()...)
+	if err := validateKVScopes(c.KVScopes); err != nil {
+		errs = append(errs, err)
+	}
 	if c.ProposeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("propose timeout %v must be positive", c.ProposeTimeout))
 	}

@@ -33,7 +33,7 @@ type kvWriteRequest struct {
 }
 
 // kvWrite validates, checks the issuer and proposes a kv write. Refusals
-// come back as *fence.StaleTokenError, *fence.VersionMismatchError or errors
+// come back as *fence.ScopeMismatchError, *fence.StaleTokenError, *fence.VersionMismatchError or errors
 // matching fence.ErrInvalidArgument, fence.ErrInvalidToken or
 // fence.ErrIssuerMismatch.
 func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, error) {
@@ -56,7 +56,11 @@ func (s *Server) kvWrite(ctx context.Context, r kvWriteRequest) (fsm.KVResult, e
 	if err := validateRequestID(r.requestID); err != nil {
 		return fsm.KVResult{}, err
 	}
+	// Scoped: the token must be a live grant's whose scope covers the key,
+	// or the scope this leader's --kv-scope mapping gives it (resolved
+	// here, so the state machine stays pure).
 	w := &statev1.KVWrite{Key: r.key, Value: r.value, Token: uint64(r.token), Delete: r.delete, RequestId: r.requestID,
+		Scoped: true, Scope: kvScopeOf(s.cfg.KVScopes, r.key),
 		Limits: &statev1.KVLimits{MaxKeys: s.cfg.Limits.MaxKVKeys, MaxBytes: s.cfg.Limits.MaxKVBytes}}
 	if r.ifVersion != nil {
 		w.HasIfVersion, w.IfVersion = true, *r.ifVersion
@@ -73,6 +77,8 @@ func kvOutcome(err error) string {
 		return "accepted"
 	case errors.Is(err, fence.ErrStaleToken):
 		return "stale"
+	case errors.Is(err, fence.ErrScopeMismatch):
+		return "scope_mismatch"
 	case errors.As(err, &vm):
 		return "version_mismatch"
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/fenced-dev/fenced/fsm"
 	"github.com/fenced-dev/fenced/guard"
 	"github.com/fenced-dev/fenced/httpfence"
+	"github.com/fenced-dev/fenced/internal/wire"
 )
 
 // kvHTTP serves the fenced kv as PUT/GET/DELETE /v1/kv/{key} with the HTTP
@@ -21,7 +22,9 @@ import (
 // invalid or sent twice → 400 with a JSON error (as is any fencing header,
 // If-Match or Idempotency-Key sent twice); stale → 409 with X-Required-Token and
 // {"error","presented","required"}; a token of another cluster
-// (X-Fencing-Issuer) → 403. httpfence.WriteError writes these rejections,
+// (X-Fencing-Issuer) → 403; a token that is not a live grant's for the
+// key's scope → 403 with X-Fencing-Error: scope-mismatch, X-Token-Kind,
+// X-Token-Scope and X-Required-Scope. httpfence.WriteError writes these rejections,
 // X-Fencing-Error included, so httpfence.Transport maps them to fence
 // errors. If-Match makes a write conditional on the key's version (the ETag
 // of GET); a mismatch is 412 with the current version.
@@ -106,7 +109,16 @@ func (s *Server) kvHTTPWrite(w http.ResponseWriter, r *http.Request, key string)
 	}
 	res, err := s.kvWrite(r.Context(), req)
 	var vm *fence.VersionMismatchError
+	var sm *fence.ScopeMismatchError
 	switch {
+	case errors.As(err, &sm):
+		// 403: the token is not a live grant's for the key's scope;
+		// X-Token-Kind and X-Token-Scope name the grant it belongs to
+		// (absent: none), X-Required-Scope the scope the write needs.
+		if rej, ok := wire.Encode(err); ok {
+			rej.SetHeader(w.Header())
+		}
+		writeJSONError(w, http.StatusForbidden, err, map[string]any{"kind": string(sm.Kind), "scope": sm.Scope, "required_scope": sm.Required})
 	case err == nil:
 		w.Header().Set(headerToken, res.Token.String())
 		if !req.delete {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -45,19 +46,39 @@ func kvDo(t *testing.T, method, url string, header map[string]string, body []byt
 func TestKVHTTP_Convention(t *testing.T) {
 	a := newAPI(t)
 	ctx := context.Background()
-	grant := func() string {
-		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: "lock-" + t.Name(), TtlMs: 100}))
+	grant := func(name string, ttlMs int64) string {
+		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: name, TtlMs: ttlMs}))
 		if err != nil || !resp.Msg.Granted {
 			t.Fatalf("acquire: %v %v", resp, err)
 		}
 		return strings.TrimSpace(jsonNumber(resp.Msg.Grant.Token))
 	}
-	low := grant()
-	waitFor(t, "first grant expired", func() bool { return a.describe(t, "lock-"+t.Name()).Holder == nil })
-	high := grant()
+	// The lock "orders" guards the key "orders" (the kv scope rule).
+	low := grant("orders", 100)
+	waitFor(t, "first grant expired", func() bool { return a.describe(t, "orders").Holder == nil })
+	high := grant("orders", 60000)
 	url := "http://" + a.addr + "/v1/kv/orders"
 
-	r := kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": high}, []byte("v1"))
+	// A token of another lock, above the watermark: 403 naming its scope.
+	other := grant("billing", 60000)
+	r := kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": other}, []byte("x"))
+	if r.status != http.StatusForbidden || r.header.Get("X-Fencing-Error") != "scope-mismatch" ||
+		r.header.Get("X-Token-Kind") != "lock" || r.header.Get("X-Token-Scope") != "billing" || r.header.Get("X-Required-Scope") != "orders" ||
+		r.body["scope"] != "billing" || r.body["kind"] != "lock" || r.body["error"] == nil {
+		t.Fatalf("PUT with another lock's token: %d %v %s, want 403 scope-mismatch naming billing", r.status, r.header, r.raw)
+	}
+	// The expired holder's token, at the (empty) key's watermark: 403, no
+	// live grant (no X-Token-Scope).
+	r = kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": low}, []byte("x"))
+	if r.status != http.StatusForbidden || r.header.Get("X-Fencing-Error") != "scope-mismatch" || r.header.Get("X-Token-Scope") != "" ||
+		!strings.Contains(fmt.Sprint(r.body["error"]), "no live grant") {
+		t.Fatalf("PUT with an expired holder's token: %d %v %s, want 403 scope-mismatch, no live grant", r.status, r.header, r.raw)
+	}
+	if g := kvDo(t, http.MethodGet, url, nil, nil); g.status != http.StatusNotFound || g.header.Get("X-Fencing-Token") != "" {
+		t.Fatalf("refused writes changed the key: GET %d %v %s", g.status, g.header, g.raw)
+	}
+
+	r = kvDo(t, http.MethodPut, url, map[string]string{"X-Fencing-Token": high}, []byte("v1"))
 	if r.status != 200 || r.header.Get("ETag") != `"1"` || r.body["token"] != high {
 		t.Fatalf("PUT: %d %v %s", r.status, r.header, r.raw)
 	}
@@ -114,17 +135,17 @@ func jsonNumber(v uint64) string {
 func TestKVHTTP_Transport(t *testing.T) {
 	a := newAPI(t)
 	ctx := context.Background()
-	lock := "lock-" + t.Name()
-	grant := func() fence.Token {
-		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: lock, TtlMs: 100}))
+	lock := "orders" // guards the key "orders"
+	grant := func(ttlMs int64) fence.Token {
+		resp, err := a.locks.Acquire(ctx, connect.NewRequest(&fencedv1.AcquireRequest{Name: lock, TtlMs: ttlMs}))
 		if err != nil || !resp.Msg.Granted {
 			t.Fatalf("acquire: %v %v", resp, err)
 		}
 		return fence.Token(resp.Msg.Grant.Token)
 	}
-	low := grant()
+	low := grant(100)
 	waitFor(t, "first grant expired", func() bool { return a.describe(t, lock).Holder == nil })
-	high := grant()
+	high := grant(60000)
 	hc := &http.Client{Transport: &httpfence.Transport{}}
 	url := "http://" + a.addr + "/v1/kv/orders"
 	put := func(ctx context.Context, ifMatch string) (int, error) {
@@ -173,7 +194,7 @@ func TestKVHTTP_RepeatedHeaders(t *testing.T) {
 		t.Fatalf("acquire: %v %v", resp, err)
 	}
 	tok := fence.Token(resp.Msg.Grant.Token).String()
-	url := "http://" + a.addr + "/v1/kv/repeated"
+	url := "http://" + a.addr + "/v1/kv/lock-" + t.Name() // the lock's own key
 	put := func(header http.Header) httpResult {
 		req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader("v"))
 		req.Header = header

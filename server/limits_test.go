@@ -410,14 +410,14 @@ func TestLimits_KVKeys(t *testing.T) {
 		_, err := kv.Put(ctx, connect.NewRequest(&fencedv1.KVPutRequest{Key: key, Value: []byte("v"), Token: g.Msg.Grant.Token}))
 		return err
 	}
-	if err := put("one"); err != nil {
+	if err := put("kv/one"); err != nil {
 		t.Fatal(err)
 	}
-	if err := put("one"); err != nil {
+	if err := put("kv/one"); err != nil {
 		t.Fatalf("overwrite at the key limit: %v", err)
 	}
-	wantLimit(t, put("two"), "max-kv-keys")
-	r := kvDo(t, http.MethodPut, base+"/v1/kv/three", map[string]string{"X-Fencing-Token": fmt.Sprint(g.Msg.Grant.Token)}, []byte("v"))
+	wantLimit(t, put("kv/two"), "max-kv-keys")
+	r := kvDo(t, http.MethodPut, base+"/v1/kv/kv/three", map[string]string{"X-Fencing-Token": fmt.Sprint(g.Msg.Grant.Token)}, []byte("v"))
 	if r.status != http.StatusInsufficientStorage {
 		t.Fatalf("PUT /v1/kv/three: %d %s, want 507", r.status, r.raw)
 	}

@@ -71,7 +71,7 @@ func TestServe_InputHygiene(t *testing.T) {
 		t.Fatalf("refused requests left state behind: %s", body)
 	}
 
-	st, body = call("POST", "/fenced.v1.LockService/Acquire", nil, `{"name":"kv-lock","ttlMs":"30000"}`)
+	st, body = call("POST", "/fenced.v1.LockService/Acquire", nil, `{"name":"orders","ttlMs":"30000"}`)
 	var acq struct{ Grant struct{ Token string } }
 	if err := json.Unmarshal([]byte(body), &acq); st != 200 || err != nil || acq.Grant.Token == "" {
 		t.Fatalf("acquire: %d %s", st, body)

@@ -20,6 +20,7 @@ const (
 	exitNotFound        = 3
 	exitStale           = 5
 	exitVersionMismatch = 6
+	exitScopeMismatch   = 7
 )
 
 func newKVCommand() *cobra.Command {
@@ -28,10 +29,14 @@ func newKVCommand() *cobra.Command {
 		Short: "Read and write the server's fenced key-value store",
 		Long: `The server's fenced key-value store: every write carries the token of a
 grant and is rejected when the token is below the highest the key has
-accepted (exit 5, with the required token on stderr).
+accepted (exit 5, with the required token on stderr), and when the token is
+not held by a grant in force whose scope covers the key (exit 7, naming the
+scope the token belongs to): the lock "orders" writes "orders" and
+"orders/17", never "orders2"; a released or expired holder's token writes
+nothing. The server's --kv-scope PREFIX=SCOPE maps keys to another scope.
 
 Exit status: 0 done; 3 key not found (get); 5 stale token; 6 version
-mismatch (--if-version); 2 usage; 1 other error.`,
+mismatch (--if-version); 7 scope mismatch; 2 usage; 1 other error.`,
 	}
 	kv.AddCommand(newKVPutCommand(), newKVGetCommand(), newKVDelCommand())
 	return kv
@@ -72,9 +77,12 @@ func (f *kvWriteFlags) parse() (fence.Token, []client.KVOption, error) {
 func kvExit(err error) error {
 	var se *fence.StaleTokenError
 	var vm *fence.VersionMismatchError
+	var sm *fence.ScopeMismatchError
 	switch {
 	case errors.As(err, &se):
 		return withExit(exitStale, err)
+	case errors.As(err, &sm):
+		return withExit(exitScopeMismatch, err)
 	case errors.As(err, &vm):
 		return withExit(exitVersionMismatch, err)
 	case errors.Is(err, client.ErrKeyNotFound):

@@ -204,11 +204,12 @@ func TestAcquireRelease_CLI(t *testing.T) {
 }
 
 // fenced kv put/get/del from the command line, with the token from
-// FENCED_TOKEN as fenced lock sets it.
+// FENCED_TOKEN as fenced lock sets it. The lock "orders" guards the key
+// "orders" (the kv scope rule); another lock's token is refused with exit 7.
 func TestKV_CLI(t *testing.T) {
 	srv := proctest.StartServer(t)
 	ep := "--endpoints=" + srv.Addr
-	out, errOut, code := runFenced(t, "lock", "kv-cli", ep, "--", "sh", "-c",
+	out, errOut, code := runFenced(t, "lock", "orders", ep, "--", "sh", "-c",
 		`printf hello | "$0" kv put orders --endpoints "$1" && "$0" kv get orders --endpoints "$1" && echo && echo "$FENCED_TOKEN"`,
 		proctest.Binary(t), srv.Addr)
 	lines := strings.Split(strings.TrimSpace(out), "\n")
@@ -216,16 +217,29 @@ func TestKV_CLI(t *testing.T) {
 		t.Fatalf("kv put/get under fenced lock: exit %d, %q, %s", code, out, errOut)
 	}
 	first := lines[2]
-	// A newer holder writes; the first holder's token is now stale: exit 5.
-	out, errOut, code = runFenced(t, "lock", "kv-cli", ep, "--", "sh", "-c",
-		`"$0" kv put orders newer --endpoints "$1" >/dev/null && echo "$FENCED_TOKEN"`, proctest.Binary(t), srv.Addr)
-	token := strings.TrimSpace(out)
-	if code != 0 {
+	// A newer holder (a one-shot grant that stays in force) writes; the
+	// first holder's token is now stale: exit 5.
+	grant := func(name string) string {
+		t.Helper()
+		out, errOut, code := runFenced(t, "acquire", name, "--ttl", "5m", "--json", ep)
+		var g struct{ Token, Kind, Scope string }
+		if err := json.Unmarshal([]byte(out), &g); code != 0 || err != nil || g.Kind != "lock" || g.Scope != name {
+			t.Fatalf("acquire %s: exit %d %q %s", name, code, out, errOut)
+		}
+		return g.Token
+	}
+	token := grant("orders")
+	if _, errOut, code := runFenced(t, "kv", "put", "orders", "newer", "--token", token, ep); code != 0 {
 		t.Fatalf("second holder's put: exit %d %s", code, errOut)
 	}
 	_, errOut, code = runFenced(t, "kv", "put", "orders", "late", "--token", first, ep)
 	if code != 5 || !strings.Contains(errOut, "stale token "+first) {
 		t.Fatalf("stale put: exit %d %q, want 5", code, errOut)
+	}
+	other := grant("billing")
+	_, errOut, code = runFenced(t, "kv", "put", "orders", "cross", "--token", other, ep)
+	if code != 7 || !strings.Contains(errOut, `belongs to lock "billing"`) {
+		t.Fatalf("put with another lock's token: exit %d %q, want 7 naming billing", code, errOut)
 	}
 	out, _, code = runFenced(t, "kv", "get", "orders", "--json", ep)
 	if code != 0 || !strings.Contains(out, `"token":"`+token+`"`) || !strings.Contains(out, `"value":"newer"`) {

@@ -25,7 +25,9 @@
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
-// lost while CMD ran (fenced lock, fenced rwlock read|write).
+// lost while CMD ran (fenced lock, fenced rwlock read|write); fenced kv
+// also 3 key not found, 5 stale token, 6 version mismatch, 7 scope mismatch
+// (the token is not a live grant's for the key: docs/scopes.md).
 package main
 
 import (

@@ -23,6 +23,7 @@ func newServeCommand() *cobra.Command {
 	var logLevel, initialCluster string
 	var join bool
 	var eventLog, pprofAddr string
+	var kvScopes []string
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -51,6 +52,13 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 				return usageError("--token-floor %d is above the maximum token %d", tokenFloor, uint64(fence.MaxToken))
 			}
 			cfg.TokenFloor = fence.Token(tokenFloor)
+			for _, s := range kvScopes {
+				m, err := server.ParseKVScope(s)
+				if err != nil {
+					return usageError("--kv-scope: %v", err)
+				}
+				cfg.KVScopes = append(cfg.KVScopes, m)
+			}
 			if err := applyFaultEnv(&cfg); err != nil {
 				return err
 			}
@@ -122,6 +130,7 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 	f.StringVar(&cfg.Raft.PeerTLS.Key, "peer-key", "", "private key of --peer-cert (PEM)")
 	f.StringVar(&cfg.Raft.PeerTLS.CA, "peer-ca", "", "cluster CA (PEM): only peers with a node certificate it signed, naming a member, are accepted")
 	f.BoolVar(&cfg.InsecureListenAny, "insecure-listen-any", false, "allow --listen or --peer-listen beyond loopback without TLS (logged as a warning)")
+	f.StringArrayVar(&kvScopes, "kv-scope", nil, "PREFIX=SCOPE: a kv write of a key under PREFIX (PREFIX itself or PREFIX/...) needs the token of a live grant covering SCOPE instead of the key; repeatable, the longest prefix wins; default none (every key is its own scope). Give every member the same")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd

@@ -1,7 +1,7 @@
 // Command stale-writer tells the classic story of a lock without fencing,
 // and shows fenced stopping it:
 //
-//  1. worker A takes the order-queue lock and writes;
+//  1. worker A takes the lock "orders" and writes the key "orders";
 //  2. A is paused (a GC pause, SIGSTOP, a VM migration) past its TTL;
 //  3. worker B takes the lock over and writes;
 //  4. A wakes up, still believing it holds the lock, and writes: the
@@ -37,7 +37,7 @@ import (
 )
 
 const (
-	lockName = "order-queue"
+	lockName = "orders" // the lock guarding the key "orders" (the kv scope rule)
 	ttl      = 1 * time.Second
 )
 
@@ -67,7 +67,7 @@ func run(out io.Writer, endpoint string) error {
 		return err
 	}
 	defer c.Close()
-	const key = "orders"
+	const key = lockName
 	say := func(who, format string, args ...any) {
 		fmt.Fprintf(out, "%-9s %s\n", who, fmt.Sprintf(format, args...))
 	}

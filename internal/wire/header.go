@@ -19,6 +19,12 @@ const (
 	HeaderExpected = "X-Expected-Version"
 	// HeaderCurrent carries FieldCurrent.
 	HeaderCurrent = "X-Current-Version"
+	// HeaderKind carries FieldKind.
+	HeaderKind = "X-Token-Kind"
+	// HeaderScope carries FieldScope.
+	HeaderScope = "X-Token-Scope"
+	// HeaderRequiredScope carries FieldRequiredScope.
+	HeaderRequiredScope = "X-Required-Scope"
 )
 
 // fieldHeaders pairs each field with its header.
@@ -28,6 +34,9 @@ var fieldHeaders = []struct{ field, header string }{
 	{FieldRequired, HeaderRequired},
 	{FieldExpected, HeaderExpected},
 	{FieldCurrent, HeaderCurrent},
+	{FieldKind, HeaderKind},
+	{FieldScope, HeaderScope},
+	{FieldRequiredScope, HeaderRequiredScope},
 }
 
 // SetHeader writes r's reason and fields into h.

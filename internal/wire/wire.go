@@ -42,6 +42,7 @@ const (
 	ReasonLimitExceeded   = "limit-exceeded"
 	ReasonNotOwner        = "not-owner"
 	ReasonPermission      = "permission-denied"
+	ReasonScopeMismatch   = "scope-mismatch"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -58,6 +59,13 @@ const (
 	FieldExpected = "expected"
 	// FieldCurrent is the object's version when the write was rejected.
 	FieldCurrent = "current"
+	// FieldScope is the scope a scope-mismatched token belongs to (empty:
+	// no grant in force).
+	FieldScope = "scope"
+	// FieldKind is the kind of grant a scope-mismatched token belongs to.
+	FieldKind = "kind"
+	// FieldRequiredScope is the scope a scope-mismatched write needed.
+	FieldRequiredScope = "required-scope"
 )
 
 // kind is one row of the table: a fence error, its code and its reason.
@@ -79,6 +87,7 @@ var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
 	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, false},
+	{fence.ErrScopeMismatch, CodePermissionDenied, ReasonScopeMismatch, false},
 	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidArgument, true},
 	{fence.ErrInvalidArgument, CodeInvalidArgument, ReasonInvalidResource, false},
@@ -115,7 +124,13 @@ func Encode(err error) (Rejection, bool) {
 		r := Rejection{Code: k.code, Reason: k.reason, Message: err.Error()}
 		var se *fence.StaleTokenError
 		var vm *fence.VersionMismatchError
+		var sm *fence.ScopeMismatchError
 		switch {
+		case errors.As(err, &sm):
+			r.Fields = map[string]string{FieldObject: sm.Object, FieldPresented: sm.Presented.String(), FieldRequiredScope: sm.Required}
+			if sm.Scope != "" {
+				r.Fields[FieldKind], r.Fields[FieldScope] = string(sm.Kind), sm.Scope
+			}
 		case errors.As(err, &se):
 			r.Fields = map[string]string{FieldPresented: se.Presented.String(), FieldRequired: se.Required.String()}
 			if se.Object != "" {
@@ -172,6 +187,10 @@ func (r Rejection) Err(call Call) error {
 		if vm, ok := r.versionMismatch(call); ok {
 			return vm
 		}
+	case ReasonScopeMismatch:
+		if sm, ok := r.scopeMismatch(call); ok {
+			return sm
+		}
 	}
 	if r.Message == "" {
 		return k.err
@@ -205,6 +224,24 @@ func (r Rejection) versionMismatch(call Call) (*fence.VersionMismatchError, bool
 		vm.Object = call.Object
 	}
 	return vm, true
+}
+
+// scopeMismatch is the *fence.ScopeMismatchError of a rejection that
+// names the scope the write needed; a token of no live grant travels with
+// no kind and no scope.
+func (r Rejection) scopeMismatch(call Call) (*fence.ScopeMismatchError, bool) {
+	if r.Fields[FieldRequiredScope] == "" {
+		return nil, false
+	}
+	sm := &fence.ScopeMismatchError{Object: r.Fields[FieldObject], Presented: call.Token, Required: r.Fields[FieldRequiredScope],
+		Kind: fence.Kind(r.Fields[FieldKind]), Scope: r.Fields[FieldScope]}
+	if sm.Object == "" {
+		sm.Object = call.Object
+	}
+	if p, err := fence.ParseToken(r.Fields[FieldPresented]); err == nil {
+		sm.Presented = p
+	}
+	return sm, true
 }
 
 func lookup(reason string) (kind, bool) {

@@ -21,7 +21,7 @@ var sentinels = []error{
 	fence.ErrInvalidArgument, fence.ErrInvalidToken, fence.ErrStaleToken,
 	fence.ErrIssuerMismatch, fence.ErrSessionNotFound, fence.ErrNotGranted,
 	fence.ErrLockLost, fence.ErrTokenOverflow, fence.ErrNotLeader, fence.ErrLimitExceeded,
-	fence.ErrVersionMismatch, fence.ErrNotOwner, fence.ErrPermissionDenied,
+	fence.ErrVersionMismatch, fence.ErrNotOwner, fence.ErrPermissionDenied, fence.ErrScopeMismatch,
 }
 
 // roundTrip encodes err, carries the rejection in HTTP headers as the
@@ -70,6 +70,31 @@ func TestRoundTrip_StaleToken(t *testing.T) {
 	}
 	if r.Code != wire.CodeFailedPrecondition || r.Reason != wire.ReasonStaleToken {
 		t.Fatalf("encoded %v %q", r.Code, r.Reason)
+	}
+}
+
+// A scope mismatch keeps the scope the token belongs to (or that it
+// belongs to none) and the scope the write needed, as X-Token-Kind,
+// X-Token-Scope and X-Required-Scope.
+func TestRoundTrip_ScopeMismatch(t *testing.T) {
+	for _, want := range []fence.ScopeMismatchError{
+		{Object: "a", Required: "a", Presented: 7, Kind: fence.KindLock, Scope: "b"},
+		{Object: "cache/1", Required: "orders", Presented: 9, Kind: fence.KindPermit, Scope: "orders2/3"},
+		{Object: "a", Required: "a", Presented: 3}, // no live grant
+	} {
+		r, got := roundTrip(t, fmt.Errorf("put: %w", &want), wire.Call{Object: "other", Token: 1})
+		var sm *fence.ScopeMismatchError
+		if !errors.As(got, &sm) || *sm != want || !errors.Is(got, fence.ErrScopeMismatch) {
+			t.Fatalf("decoded %v, want %+v", got, want)
+		}
+		if r.Code != wire.CodePermissionDenied || r.Reason != wire.ReasonScopeMismatch {
+			t.Fatalf("encoded %v %q", r.Code, r.Reason)
+		}
+		h := make(http.Header)
+		r.SetHeader(h)
+		if h.Get(wire.HeaderScope) != want.Scope || h.Get(wire.HeaderKind) != string(want.Kind) || h.Get(wire.HeaderRequiredScope) != want.Required {
+			t.Fatalf("headers %v for %+v", h, want)
+		}
 	}
 }
 

@@ -1191,6 +1191,15 @@ type KVWrite struct {
 	// request_id de-duplicates a retried write: the original result is
 	// returned and nothing is applied again.
 	RequestId string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// scoped applies the kv scope rule (docs/design.md §10): the token must
+	// be held by a grant in force whose scope covers the key, or the scope
+	// field when it is set. Entries written before the rule (scoped false)
+	// replay exactly as before: fencing by the watermark only.
+	Scoped bool `protobuf:"varint,9,opt,name=scoped,proto3" json:"scoped,omitempty"`
+	// scope is the scope the proposing leader's --kv-scope mapping gives the
+	// key; empty when no mapping matches (the key is its own scope). Only
+	// with scoped.
+	Scope string `protobuf:"bytes,10,opt,name=scope,proto3" json:"scope,omitempty"`
 	// limits bound the whole kv, set by the proposing leader (field 100+:
 	// the limits of issue 11).
 	Limits        *KVLimits `protobuf:"bytes,100,opt,name=limits,proto3" json:"limits,omitempty"`
@@ -1273,6 +1282,20 @@ func (x *KVWrite) GetIfVersion() uint64 {
 func (x *KVWrite) GetRequestId() string {
 	if x != nil {
 		return x.RequestId
+	}
+	return ""
+}
+
+func (x *KVWrite) GetScoped() bool {
+	if x != nil {
+		return x.Scoped
+	}
+	return false
+}
+
+func (x *KVWrite) GetScope() string {
+	if x != nil {
+		return x.Scope
 	}
 	return ""
 }
@@ -2531,7 +2554,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"CancelWait\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x02\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xb4\x02\n" +
 	"\aKVWrite\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -2541,7 +2564,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
 	"if_version\x18\x06 \x01(\x04R\tifVersion\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\b \x01(\tR\trequestId\x121\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12\x16\n" +
+	"\x06scoped\x18\t \x01(\bR\x06scoped\x12\x14\n" +
+	"\x05scope\x18\n" +
+	" \x01(\tR\x05scope\x121\n" +
 	"\x06limits\x18d \x01(\v2\x19.fenced.state.v1.KVLimitsR\x06limitsJ\x04\b\a\x10\bR\bunfenced\"B\n" +
 	"\bKVLimits\x12\x19\n" +
 	"\bmax_keys\x18\x01 \x01(\x04R\amaxKeys\x12\x1b\n" +
