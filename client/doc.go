@@ -24,6 +24,10 @@
 // For one grant with a TTL of its own and no keep-alive, use Client.Acquire
 // and the TTLLock it returns.
 //
+// For shared readers and one writer, use NewRWMutex: a fair read/write lock
+// whose one FIFO queue keeps a stream of readers from starving a writer
+// (docs/rwlock.md).
+//
 // # What the SDK promises, and what not
 //
 // A session's validity is measured here, on the local monotonic clock,
