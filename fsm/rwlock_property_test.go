@@ -216,7 +216,7 @@ func drawRWCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *stat
 }
 
 // TestRWLock_Properties applies random command sequences and checks, on
-// every step, the rules of rwModel; that a retried granted acquire returns
+// every step, the rules of rwModel and the invariants of the state; that a retried granted acquire returns
 // its original token without issuing one; and that snapshot -> restore ->
 // replay of the rest gives the same state as applying everything.
 func TestRWLock_Properties(t *testing.T) {
@@ -279,6 +279,10 @@ func TestRWLock_Properties(t *testing.T) {
 				c.queued(a.GetName(), res.Session, c.pending.Write)
 			}
 			c.check(m)
+			// Restore checks every invariant of the state (invariants.go).
+			if err := fsm.New(nil).Restore(mustSnapshot(t, m)); err != nil {
+				t.Fatalf("after %v: %v", cmd, err)
+			}
 		}
 		checkReplay(t, m, snap, rest, cut)
 	})
