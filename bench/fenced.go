@@ -72,14 +72,19 @@ type fencedLocker struct {
 var _ RWLocker = (*fencedLocker)(nil)
 
 func (l *fencedLocker) rwmutex(name string) *client.RWMutex {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m, ok := l.rw[name]
+	return cached(&l.mu, l.rw, name, func() *client.RWMutex { return client.NewRWMutex(l.s, name) })
+}
+
+// cached returns byName[name], made with make under mu the first time.
+func cached[T any](mu *sync.Mutex, byName map[string]T, name string, make func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	v, ok := byName[name]
 	if !ok {
-		m = client.NewRWMutex(l.s, name)
-		l.rw[name] = m
+		v = make()
+		byName[name] = v
 	}
-	return m
+	return v
 }
 
 // RWLock implements RWLocker: it waits in the read/write lock's FIFO
@@ -103,14 +108,7 @@ func (l *fencedLocker) RWUnlock(ctx context.Context, name string) error {
 }
 
 func (l *fencedLocker) mutex(name string) *client.Mutex {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m, ok := l.mutexes[name]
-	if !ok {
-		m = client.NewMutex(l.s, name)
-		l.mutexes[name] = m
-	}
-	return m
+	return cached(&l.mu, l.mutexes, name, func() *client.Mutex { return client.NewMutex(l.s, name) })
 }
 
 // Lock implements Locker: it waits in the lock's FIFO queue.
