@@ -75,13 +75,13 @@ func (l *fencedLocker) rwmutex(name string) *client.RWMutex {
 	return cached(&l.mu, l.rw, name, func() *client.RWMutex { return client.NewRWMutex(l.s, name) })
 }
 
-// cached returns byName[name], made with make under mu the first time.
-func cached[T any](mu *sync.Mutex, byName map[string]T, name string, make func() T) T {
+// cached returns byName[name], made with newValue under mu the first time.
+func cached[T any](mu *sync.Mutex, byName map[string]T, name string, newValue func() T) T {
 	mu.Lock()
 	defer mu.Unlock()
 	v, ok := byName[name]
 	if !ok {
-		v = make()
+		v = newValue()
 		byName[name] = v
 	}
 	return v
