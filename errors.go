@@ -51,6 +51,10 @@ var (
 	// (a server started with an auth file). Nothing was changed; the
 	// message names the identity, the permission and the name.
 	ErrPermissionDenied = errors.New("fence: permission denied")
+	// ErrCapacityMismatch reports a semaphore acquire whose capacity is not
+	// the semaphore's: the capacity is fixed while any permit of it is live
+	// or waited for. Nothing was changed; the message gives both numbers.
+	ErrCapacityMismatch = errors.New("fence: capacity mismatch")
 )
 
 // StaleTokenError is the error a guard returns when a presented token is

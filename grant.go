@@ -55,4 +55,10 @@ type Grant struct {
 	// IssuedAt is the leader's wall clock when the grant was made; for
 	// display only, never for safety decisions.
 	IssuedAt time.Time
+	// Signed is the grant signed by the cluster, in the wire form of
+	// SignedGrant (the X-Fencing-Grant header's value): a resource behind
+	// guard.Signed verifies it offline with the cluster's KeySet. Empty
+	// when the server signs no grants, and on grants read from Describe,
+	// Verify or Revoke, which are not handed to their holder.
+	Signed string
 }

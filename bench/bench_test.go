@@ -30,6 +30,7 @@ func TestOptions_Validate(t *testing.T) {
 		{func(o *bench.Options) { o.TTL = -time.Second }, "ttl -1s out of range"},
 		{func(o *bench.Options) { o.ValueSize = 2 << 20 }, "value size 2097152 out of range"},
 		{func(o *bench.Options) { o.ServerPIDs = []int{0} }, "server pid 0 is not a process id"},
+		{func(o *bench.Options) { o.Workload, o.Capacity = bench.WorkloadSemaphore, 1000001 }, "capacity 1000001 out of range"},
 	} {
 		o := ok
 		tc.change(&o)
@@ -84,5 +85,26 @@ func TestRun_Handoff(t *testing.T) {
 	}
 	if r.Server == nil || r.Server.CPUPercent <= 0 || r.Server.RSSMiB <= 0 {
 		t.Fatalf("server usage %+v: want CPU and RSS of this process", r.Server)
+	}
+}
+
+// TestRun_Semaphore runs the semaphore workload in process: 8 clients on
+// a semaphore of capacity 3, with no capacity or per-slot token order
+// violation.
+func TestRun_Semaphore(t *testing.T) {
+	srv := testserver.Start(t)
+	sys, err := bench.NewFenced([]string{srv.Addr()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	r, err := bench.Run(context.Background(), sys, bench.Options{
+		Workload: bench.WorkloadSemaphore, Clients: 8, Capacity: 3, Duration: time.Second, Warmup: 100 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 || r.CapacityViolations != 0 {
+		t.Fatalf("semaphore result %+v: want cycles, no errors, no violations", r)
 	}
 }

@@ -26,6 +26,17 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("bench: %s has no read/write lock; the rwlock workload needs one", sys.Name())
 		}
 	}
+	if o.Workload == WorkloadSemaphore {
+		if _, ok := lockers[0].(Semaphorer); !ok {
+			return Result{}, fmt.Errorf("bench: %s has no semaphore; the semaphore workload needs one", sys.Name())
+		}
+	}
+	ops := lockOps
+	var sem *semaphoreCheck
+	if o.Workload == WorkloadSemaphore {
+		sem = &semaphoreCheck{capacity: int64(o.Capacity)}
+		ops = sem.ops(o.Capacity)
+	}
 
 	id := runID()
 	value := make([]byte, o.ValueSize)
@@ -41,16 +52,15 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		cycle     latencies
 		wg        sync.WaitGroup
 	)
+	if o.Workload == WorkloadRWLock {
+		ops = rwOps(&order)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for i, l := range lockers {
 		name := fmt.Sprintf("bench/%s/%s/%d", o.Workload, id, i)
-		if o.Workload == WorkloadHandoff || o.Workload == WorkloadRWLock {
+		if o.Workload == WorkloadHandoff || o.Workload == WorkloadSemaphore || o.Workload == WorkloadRWLock {
 			name = fmt.Sprintf("bench/%s/%s", o.Workload, id)
-		}
-		lock, unlock := l.Lock, l.Unlock
-		if o.Workload == WorkloadRWLock {
-			lock, unlock = rwCycle(l.(RWLocker), i, &order)
 		}
 		wg.Add(1)
 		go func() {
@@ -59,7 +69,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			for runCtx.Err() == nil {
 				counted := measuring.Load()
 				start := time.Now()
-				token, err := lock(runCtx, name)
+				token, err := ops.acquire(runCtx, l, name)
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs.add(fmt.Errorf("lock %s: %w", name, err))
@@ -78,7 +88,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 				}
 				// The release is not cut short by the end of the run:
 				// the next run must find the lock free.
-				if err := unlock(context.WithoutCancel(runCtx), name); err != nil {
+				if err := ops.release(context.WithoutCancel(runCtx), l, name); err != nil {
 					errs.add(fmt.Errorf("unlock %s: %w", name, err))
 					pause(runCtx, 10*time.Millisecond)
 					continue
@@ -124,7 +134,8 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		MaxMs:                acquire.percentile(1),
 		CycleP50Ms:           cycle.percentile(0.50),
 		CycleP99Ms:           cycle.percentile(0.99),
-		TokenOrderViolations: order.violations.Load(),
+		TokenOrderViolations: order.violations.Load() + sem.tokenViolations(),
+		CapacityViolations:   sem.capacityViolations(),
 		Server:               server,
 	}
 	errs.fill(&r)
@@ -134,23 +145,99 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	return r, nil
 }
 
-// rwCycle returns the lock and unlock of client i's cycles in the rwlock
-// workload: a write in every RWLockWriteShare of them, spread over the
-// clients, a read otherwise. Write tokens go through order: writers hold
-// the lock alone, so they see their grants one after the other.
-func rwCycle(l RWLocker, i int, order *tokenOrder) (lock func(context.Context, string) (uint64, error), unlock func(context.Context, string) error) {
-	every := int(1 / RWLockWriteShare)
-	n := i // spreads the writes of the clients over their cycles
-	lock = func(ctx context.Context, name string) (uint64, error) {
-		n++
-		write := n%every == 0
-		tok, err := l.RWLock(ctx, name, write)
-		if err == nil && write {
-			order.observe(tok)
-		}
-		return tok, err
+// rwOps are the cycles of the rwlock workload: the write grant in every
+// 1/RWLockWriteShare-th cycle over all clients, a read grant otherwise.
+// Write tokens go through order: writers hold the lock alone, so they see
+// their grants one after the other.
+func rwOps(order *tokenOrder) cycleOps {
+	every := int64(1 / RWLockWriteShare)
+	var n atomic.Int64
+	return cycleOps{
+		acquire: func(ctx context.Context, l Locker, name string) (uint64, error) {
+			write := n.Add(1)%every == 0
+			tok, err := l.(RWLocker).RWLock(ctx, name, write)
+			if err == nil && write {
+				order.observe(tok)
+			}
+			return tok, err
+		},
+		release: func(ctx context.Context, l Locker, name string) error { return l.(RWLocker).RWUnlock(ctx, name) },
 	}
-	return lock, l.RWUnlock
+}
+
+// cycleOps are the acquire and release of one cycle: a lock's, or a
+// semaphore permit's.
+type cycleOps struct {
+	acquire func(ctx context.Context, l Locker, name string) (uint64, error)
+	release func(ctx context.Context, l Locker, name string) error
+}
+
+var lockOps = cycleOps{
+	acquire: func(ctx context.Context, l Locker, name string) (uint64, error) { return l.Lock(ctx, name) },
+	release: func(ctx context.Context, l Locker, name string) error { return l.Unlock(ctx, name) },
+}
+
+// semaphoreCheck checks the semaphore workload as it runs: no more
+// clients hold a permit at once than the capacity, and the tokens of
+// successive holders of each slot increase.
+type semaphoreCheck struct {
+	capacity int64
+	holding  atomic.Int64
+	over     atomic.Int64
+	mu       sync.Mutex
+	slots    map[int]*tokenOrder
+}
+
+func (c *semaphoreCheck) ops(capacity int) cycleOps {
+	return cycleOps{
+		acquire: func(ctx context.Context, l Locker, name string) (uint64, error) {
+			token, slot, err := l.(Semaphorer).AcquirePermit(ctx, name, capacity)
+			if err != nil {
+				return 0, err
+			}
+			if c.holding.Add(1) > c.capacity {
+				c.over.Add(1)
+			}
+			c.slot(slot).observe(token)
+			return token, nil
+		},
+		release: func(ctx context.Context, l Locker, name string) error {
+			c.holding.Add(-1)
+			return l.(Semaphorer).ReleasePermit(ctx, name)
+		},
+	}
+}
+
+func (c *semaphoreCheck) slot(n int) *tokenOrder {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.slots == nil {
+		c.slots = map[int]*tokenOrder{}
+	}
+	if c.slots[n] == nil {
+		c.slots[n] = &tokenOrder{}
+	}
+	return c.slots[n]
+}
+
+func (c *semaphoreCheck) tokenViolations() int64 {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n int64
+	for _, o := range c.slots {
+		n += o.violations.Load()
+	}
+	return n
+}
+
+func (c *semaphoreCheck) capacityViolations() int64 {
+	if c == nil {
+		return 0
+	}
+	return c.over.Load()
 }
 
 // tokenOrder checks that the tokens of successive holders of one lock

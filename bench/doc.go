@@ -16,6 +16,10 @@
 //     sampled.
 //   - fenced-write: acquire → write to a fenced resource with the token →
 //     release.
+//   - semaphore: every client takes and releases one permit of the same
+//     semaphore of Capacity permits (systems implementing Semaphorer),
+//     checking that no more clients hold a permit at once than the
+//     capacity and that each slot's tokens increase.
 //   - rwlock: every client takes and releases the same read/write lock,
 //     a read grant in nine cycles of ten and the write grant in the tenth.
 //

@@ -48,7 +48,7 @@ func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Lock
 	if err != nil {
 		return nil, err
 	}
-	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, rw: map[string]*client.RWMutex{}}, nil
+	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, permits: map[string]*client.Permits{}, rw: map[string]*client.RWMutex{}}, nil
 }
 
 // Close implements System.
@@ -66,6 +66,7 @@ type fencedLocker struct {
 	s       *client.Session
 	mu      sync.Mutex
 	mutexes map[string]*client.Mutex
+	permits map[string]*client.Permits // held, by semaphore name
 	rw      map[string]*client.RWMutex
 }
 
@@ -123,6 +124,32 @@ func (l *fencedLocker) Lock(ctx context.Context, name string) (uint64, error) {
 // Unlock implements Locker.
 func (l *fencedLocker) Unlock(ctx context.Context, name string) error {
 	return l.mutex(name).Unlock(ctx)
+}
+
+// AcquirePermit implements Semaphorer: it waits in the semaphore's FIFO
+// queue for one permit.
+func (l *fencedLocker) AcquirePermit(ctx context.Context, name string, capacity int) (uint64, int, error) {
+	p, err := client.NewSemaphore(l.s, name, capacity).Acquire(ctx, 1)
+	if err != nil {
+		return 0, 0, err
+	}
+	l.mu.Lock()
+	l.permits[name] = p
+	l.mu.Unlock()
+	first := p.List()[0]
+	return uint64(first.Token), first.Slot, nil
+}
+
+// ReleasePermit implements Semaphorer.
+func (l *fencedLocker) ReleasePermit(ctx context.Context, name string) error {
+	l.mu.Lock()
+	p := l.permits[name]
+	delete(l.permits, name)
+	l.mu.Unlock()
+	if p == nil {
+		return fmt.Errorf("bench: no permit of %q held", name)
+	}
+	return p.Release(ctx)
 }
 
 // FencedWrite writes to the cluster's own fenced key-value store.

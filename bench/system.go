@@ -54,3 +54,14 @@ type RWLocker interface {
 type FencedWriter interface {
 	FencedWrite(ctx context.Context, key string, value []byte, token uint64) error
 }
+
+// Semaphorer is implemented by lockers that can take a permit of a
+// counting semaphore; the semaphore workload needs it.
+type Semaphorer interface {
+	// AcquirePermit blocks until this holder holds one permit of the
+	// semaphore name of capacity, and returns its token and slot (for
+	// systems without slots, -1).
+	AcquirePermit(ctx context.Context, name string, capacity int) (token uint64, slot int, err error)
+	// ReleasePermit releases the permit this holder holds of name.
+	ReleasePermit(ctx context.Context, name string) error
+}

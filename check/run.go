@@ -45,6 +45,10 @@ type Config struct {
 	// ResetTokens makes every new leader report tokens as if it had reset
 	// the token counter (the token-order checker's negative control).
 	ResetTokens bool
+	// AnyOwner makes every node let any request act for any session,
+	// whatever secret it presents (the ownership checker's negative
+	// control: the workers' attacks on each other's sessions succeed).
+	AnyOwner bool
 	// OutDir receives the history, the summary and the report.
 	OutDir string
 	// LivenessBound is how soon after healing every live client must get a
@@ -161,6 +165,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.ResetTokens {
 		knobs = append(knobs, "--test-reset-tokens")
 	}
+	if cfg.AnyOwner {
+		knobs = append(knobs, "--test-any-owner")
+	}
 	say("starting %d node(s) in %s", cfg.Nodes, work)
 	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs, cfg.Secure)
 	if err != nil {
@@ -252,7 +259,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
 	sum.Started, sum.Ended = started, time.Now()
-	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness"}
+	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness", "ownership"}
 	if err := report.Write(cfg.OutDir, h, violations, sum); err != nil {
 		return nil, err
 	}

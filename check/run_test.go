@@ -76,6 +76,39 @@ func TestRun_SecureCluster(t *testing.T) {
 	if res.Summary.Grants == 0 || res.Summary.FaultsInjected == 0 {
 		t.Fatalf("a run without grants or faults proves nothing: %s", res.Summary.Line())
 	}
+	// The workers share one identity: only the secrets stopped their
+	// attacks on each other's sessions.
+	if n := hijacks(res, ""); n == 0 || hijacks(res, history.OK) != 0 {
+		t.Fatalf("%d attacks on other sessions, %d took effect: want some, none", n, hijacks(res, history.OK))
+	}
+}
+
+// Negative control: servers that let any request act for any session
+// (--any-owner) let the workers' attacks on each other's sessions
+// through, and the ownership checker must say so. A few seconds on one
+// node suffice.
+func TestRun_AnyOwnerFailsOwnershipCheck(t *testing.T) {
+	res := run(t, check.Config{Nodes: 1, Clients: 3, Locks: 2, Duration: 3 * time.Second, Seed: 13, LivenessBound: time.Second, AnyOwner: true})
+	if !hasViolation(res, "ownership") {
+		for _, op := range res.History {
+			if op.Kind == history.OpHijack {
+				t.Logf("%+v", op)
+			}
+		}
+		t.Fatalf("the ownership checker did not catch servers that skip the secret check (%d attacks): %s", hijacks(res, ""), res.Summary.Line())
+	}
+}
+
+// hijacks counts the attacks on other sessions in res with outcome ("":
+// all).
+func hijacks(res *check.Result, outcome string) int {
+	n := 0
+	for _, op := range res.History {
+		if op.Kind == history.OpHijack && (outcome == "" || op.Outcome == outcome) {
+			n++
+		}
+	}
+	return n
 }
 
 // Negative control: with a kv that accepts every write, paused clients'

@@ -90,12 +90,16 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	defer c.Close()
+	hj, err := newHijacker(cfg.Endpoints, cfg.CAFile, cfg.TokenFile)
+	if err != nil {
+		return err
+	}
 	rec := &recorder{enc: json.NewEncoder(cfg.Out), id: cfg.ID}
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	for n := 0; ctx.Err() == nil; n++ {
 		name := cfg.Names[rng.IntN(len(cfg.Names))]
 		if rng.IntN(10) < 7 {
-			sessionRound(ctx, c, rec, rng, cfg, name, n)
+			sessionRound(ctx, c, hj, rec, rng, cfg, name, n)
 		} else {
 			ttlLockRound(ctx, c, rec, rng, cfg, name, n)
 		}
@@ -104,8 +108,9 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 }
 
 // sessionRound takes name with a session (waiting in the queue), works
-// under it and releases it.
-func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+// under it and releases it; one round in hijackEvery, it also attacks
+// another worker's session while it holds the lock.
+func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, err := c.NewSession(sctx, client.WithTTL(cfg.TTL))
@@ -135,6 +140,9 @@ func sessionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 	rec.record(op)
 	if err != nil {
 		return
+	}
+	if rng.IntN(hijackEvery) == 0 {
+		hj.attack(ctx, rec, rng, cfg.Names, s.ID())
 	}
 	work(ctx, c, rec, rng, name, m.Token(), n)
 	rel := history.Op{Kind: history.OpRelease, Name: name, Session: s.ID(), Token: uint64(m.Token()), Invoke: time.Now().UnixNano()}

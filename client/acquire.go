@@ -14,10 +14,10 @@ import (
 // RWMutex): the promises are those documented on Mutex.Lock.
 
 // sendAcquire makes one attempt of an acquire for the request seq, waiting
-// up to waitFor in the server's queue (0: try once). It reports whether
-// the server granted it and, when it did not, a detail for the "not
-// granted" error ("held by session 3").
-type sendAcquire func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (granted bool, notGranted string, err error)
+// up to waitFor in the server's queue (0: try once). When the server
+// answered, refused is why it did not grant the request ("held by session
+// 3"; wrapped by the "not granted" error), nil when it granted it.
+type sendAcquire func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (refused error, err error)
 
 // usable returns the error that keeps op on name from starting: a Client
 // closed or a session lost or closed.
@@ -59,15 +59,14 @@ func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send 
 			}
 			waitFor = max(waitFor, 0)
 		}
-		var granted bool
-		var detail string
+		var refused error
 		sends := 0 // attempts the server may have seen
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			g, d, err := send(actx, ep, seq, waitFor)
+			r, err := send(actx, ep, seq, waitFor)
 			if !errors.Is(err, errNotSent) {
 				sends++
 			}
-			granted, detail = g, d
+			refused = r
 			return err
 		})
 		sent := sends > 0
@@ -89,7 +88,7 @@ func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send 
 				return 0, fmt.Errorf("client: %s %q: %w", op, name, ErrClosed)
 			}
 			return 0, fmt.Errorf("client: %s %q: %w", op, name, err)
-		case granted:
+		case refused == nil:
 			if ctx.Err() != nil {
 				withdraw(ctx, seq, true)
 				return 0, fmt.Errorf("client: %s %q: %w", op, name, ctx.Err())
@@ -101,7 +100,7 @@ func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send 
 				// server would apply it as a new try: withdraw it.
 				withdraw(ctx, seq, true)
 			}
-			return 0, fmt.Errorf("client: %s %q: %w: %s", op, name, fence.ErrNotGranted, detail)
+			return 0, fmt.Errorf("client: %s %q: %w: %w", op, name, fence.ErrNotGranted, refused)
 		case ctx.Err() != nil:
 			// The server answered "not granted" and dropped the wait; an
 			// earlier attempt of seq may still be on its way.

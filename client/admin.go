@@ -40,7 +40,7 @@ func releaseResultOf(r fencedv1.ReleaseResult) ReleaseResult {
 // error wrapping fence.ErrNotOwner. It sends no sequence number: a retry
 // after a lost reply may answer AlreadyReleased for a release that was in
 // fact applied. Programs that hold a Session use Mutex.Unlock or
-// TTLLock.Release.
+// Lease.Release.
 func (c *Client) Release(ctx context.Context, name string, session uint64, secret string) (ReleaseResult, error) {
 	if err := fence.ValidateName(name); err != nil {
 		return "", fmt.Errorf("client: %w", err)

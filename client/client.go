@@ -75,7 +75,10 @@ type endpoint struct {
 	rwlocks  fencedv1connect.RWLockServiceClient
 	kv       fencedv1connect.KVServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
+	keys     fencedv1connect.KeyServiceClient
 	pipe     *pipeline // Acquire, Release and KV Put go through it
+	// semaphores is unary: the Pipeline carries lock and kv calls only.
+	semaphores fencedv1connect.SemaphoreServiceClient
 }
 
 // An Option configures a Client.
@@ -164,13 +167,15 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 		e := &endpoint{
-			addr:     ep,
-			url:      base,
-			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
-			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
-			rwlocks:  fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
-			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
-			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
+			addr:       ep,
+			url:        base,
+			sessions:   fencedv1connect.NewSessionServiceClient(c.httpClient, base),
+			locks:      fencedv1connect.NewLockServiceClient(c.httpClient, base),
+			kv:         fencedv1connect.NewKVServiceClient(c.httpClient, base),
+			cluster:    fencedv1connect.NewClusterServiceClient(c.httpClient, base),
+			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
+			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
+			rwlocks:    fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

@@ -22,7 +22,8 @@
 //	err = store.Write(m.Context(), "reports/daily", data, m.Token())
 //
 // For one grant with a TTL of its own and no keep-alive, use Client.Acquire
-// and the TTLLock it returns.
+// and the Lease it returns. For up to N holders at once, each with its
+// own token and slot, use NewSemaphore (docs/semaphore.md).
 //
 // For shared readers and one writer, use NewRWMutex: a fair read/write lock
 // whose one FIFO queue keeps a stream of readers from starving a writer
@@ -57,8 +58,8 @@
 //
 // A session's id is no secret (Status lists them); its secret is. The SDK
 // generates a random 128-bit secret for every session it creates (and for
-// the session of every TTLLock), sends it with each request of the session
-// and never shows it unless asked (Session.Secret, TTLLock.Secret): the
+// the session of every Lease), sends it with each request of the session
+// and never shows it unless asked (Session.Secret, Lease.Secret): the
 // server refuses a renewal, release, close or acquire for a session
 // without its secret, with an error wrapping fence.ErrNotOwner. When an
 // administrator force-revokes a lock (Client.Revoke, fenced revoke), the
@@ -70,7 +71,7 @@
 //
 // A Client keeps one HTTP/2 connection per endpoint it uses for its
 // calls, and one more for its KeepAlive stream. Lock acquires and releases
-// (of a Mutex or a TTLLock) and kv puts go over one LockService.Pipeline
+// (of a Mutex or a Lease) and kv puts go over one LockService.Pipeline
 // stream per endpoint: calls from any number of goroutines are sent
 // without waiting for each other and packed into few messages, and each
 // answer is matched to its call. A call whose context ends before it was
@@ -99,7 +100,7 @@
 //
 // Every call that changes state carries an id the server de-duplicates: a
 // session's requests carry the session and a sequence number, a new
-// session or a TTLLock a random request id. A call that times out or fails
+// session or a Lease a random request id. A call that times out or fails
 // on the network is retried with the same id, on the next endpoint if need
 // be, so the server applies it once and a retry returns the original
 // result. Retries go on until the caller's context ends (and, for a

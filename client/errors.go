@@ -22,7 +22,7 @@ var (
 	// little longer; the SDK no longer trusts it. It comes wrapped together
 	// with fence.ErrLockLost.
 	ErrExpired = errors.New("client: validity ran out without a confirmed renewal")
-	// ErrNotHeld is the cause of a Mutex's or TTLLock's Context when it holds
+	// ErrNotHeld is the cause of a Mutex's or Lease's Context when it holds
 	// no grant: before the first Lock, and after Unlock or Release.
 	ErrNotHeld = errors.New("client: lock not held")
 	// ErrRevoked reports a session an administrator revoked (fenced revoke):

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -28,8 +29,11 @@ const maxWaitChunk = 5 * time.Minute
 // Token, Grant and Context are safe to call from any goroutine; Lock,
 // TryLock and Unlock of one Mutex are meant to be called one at a time.
 type Mutex struct {
-	s    *Session
-	name string
+	validity // the session's: ValidUntil and Remaining
+	s        *Session
+	name     string
+	opts     lockOptions
+	optsErr  error
 
 	mu     sync.Mutex
 	grant  fence.Grant // zero when not held
@@ -37,17 +41,20 @@ type Mutex struct {
 	cancel context.CancelCauseFunc
 }
 
-// notHeld is the Context of a Mutex or TTLLock that holds no grant.
+// notHeld is the Context of a Mutex or Lease that holds no grant.
 var notHeld = func() context.Context {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(ErrNotHeld)
 	return ctx
 }()
 
-// NewMutex returns a Mutex for the lock name held through session s. It
-// does not contact the server; the name is checked by Lock and TryLock.
-func NewMutex(s *Session, name string) *Mutex {
-	return &Mutex{s: s, name: name, ctx: notHeld}
+// NewMutex returns a Mutex for the lock name held through session s, with
+// opts for its grants (WithLockDelay). It does not contact the server; the
+// name and options are checked by Lock and TryLock. Its ValidUntil and
+// Remaining are its session's.
+func NewMutex(s *Session, name string, opts ...LockOption) *Mutex {
+	o, err := lockOptionsOf(opts)
+	return &Mutex{validity: validity{s}, s: s, name: name, opts: o, optsErr: err, ctx: notHeld}
 }
 
 // Name returns the lock's name.
@@ -102,7 +109,7 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 	if wait {
 		op = "lock"
 	}
-	if err := fence.ValidateName(m.name); err != nil {
+	if err := errors.Join(fence.ValidateName(m.name), m.optsErr); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
 	s := m.s
@@ -113,16 +120,21 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 		return nil
 	}
 	var resp *fencedv1.AcquireResponse
-	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (bool, string, error) {
+	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (error, error) {
 		r, err := ep.acquire(ctx, &fencedv1.AcquireRequest{
 			Name:    m.name,
 			Session: s.id,
 			Secret:  s.secret,
 			Seq:     seq,
 			WaitMs:  waitFor.Milliseconds(),
+
+			LockDelayMs: m.opts.lockDelayMs,
 		})
 		resp = r
-		return r.GetGranted(), fmt.Sprintf("held by session %d", r.GetHolder()), err
+		if err != nil || r.GetGranted() {
+			return nil, err
+		}
+		return notGrantedReason(r), nil
 	}, m.withdraw)
 	if err != nil {
 		return err
@@ -237,6 +249,7 @@ func grantOf(g *fencedv1.Grant, session uint64, ttl time.Duration) fence.Grant {
 		Issuer:  g.GetIssuer(),
 		Session: g.GetSession(),
 		TTL:     time.Duration(g.GetTtlMs()) * time.Millisecond,
+		Signed:  g.GetSigned(),
 	}
 	if out.Session == 0 {
 		out.Session = session

@@ -19,7 +19,8 @@ import (
 
 // Status returns the server's view: issuer, last token, sessions, and the
 // locks (only name's, when name is not empty), following every page and
-// merging them; the node fields are those of the last page. It holds the
+// merging them (hidden_locks and hidden_sessions add up what the caller
+// may not read); the node fields are those of the last page. It holds the
 // whole view in memory: for a large cluster, walk StatusPage instead.
 func (c *Client) Status(ctx context.Context, name string) (*fencedv1.StatusResponse, error) {
 	var out *fencedv1.StatusResponse
@@ -33,8 +34,10 @@ func (c *Client) Status(ctx context.Context, name string) (*fencedv1.StatusRespo
 			out = page
 		} else {
 			locks, sessions := append(out.Locks, page.Locks...), append(out.Sessions, page.Sessions...)
+			hl, hs := out.HiddenLocks+page.HiddenLocks, out.HiddenSessions+page.HiddenSessions
 			out = page
 			out.Locks, out.Sessions = locks, sessions
+			out.HiddenLocks, out.HiddenSessions = hl, hs
 		}
 		if token = page.NextPageToken; token == "" {
 			return out, nil
@@ -68,8 +71,9 @@ func (c *Client) StatusPage(ctx context.Context, name string, pageSize int, page
 
 // Locks iterates over the locks whose names start with prefix, in name
 // order, reading them a page at a time (List). Each lock carries at most
-// 100 of its waiters (WaiterCount has their number). The iteration ends
-// after the first error, which it yields.
+// 100 of its waiters (WaiterCount has their number). Locks the caller may
+// not read are skipped (ListResponse.hidden_locks counts them). The
+// iteration ends after the first error, which it yields.
 func (c *Client) Locks(ctx context.Context, prefix string) iter.Seq2[*fencedv1.LockInfo, error] {
 	return func(yield func(*fencedv1.LockInfo, error) bool) {
 		token := ""

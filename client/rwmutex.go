@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -43,11 +44,13 @@ type RWMutex struct {
 	held *RWGrant // nil when none
 }
 
-// RWGrant is a read or write grant of an RWMutex.
+// RWGrant is a read or write grant of an RWMutex. Its ValidUntil and
+// Remaining are its session's.
 type RWGrant struct {
-	grant  fence.Grant
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+	validity // the session's
+	grant    fence.Grant
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 }
 
 // NewRWMutex returns an RWMutex for the read/write lock name held through
@@ -114,19 +117,21 @@ func (m *RWMutex) acquire(ctx context.Context, write, wait bool) (*RWGrant, erro
 		mode = fencedv1.RWLockMode_RW_LOCK_MODE_WRITE
 	}
 	var resp *fencedv1.RWAcquireResponse
-	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (bool, string, error) {
+	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (error, error) {
 		r, err := ep.rwlocks.Acquire(ctx, connect.NewRequest(&fencedv1.RWAcquireRequest{
 			Name: m.name, Mode: mode, Session: s.id, Secret: s.secret, Seq: seq, WaitMs: waitFor.Milliseconds(),
 		}))
 		if err != nil {
-			return false, "", err
+			return nil, err
 		}
 		resp = r.Msg
-		detail := "requests wait ahead"
-		if h := resp.GetHolder(); h != 0 {
-			detail = fmt.Sprintf("session %d holds it, or requests wait ahead", h)
+		if resp.GetGranted() {
+			return nil, nil
 		}
-		return resp.GetGranted(), detail, nil
+		if h := resp.GetHolder(); h != 0 {
+			return fmt.Errorf("session %d holds it, or requests wait ahead", h), nil
+		}
+		return errors.New("held, or requests wait ahead (with an auth file the server names the holder only to identities with read on the lock)"), nil
 	}, m.withdraw)
 	if err != nil {
 		return nil, err
@@ -136,7 +141,7 @@ func (m *RWMutex) acquire(ctx context.Context, write, wait bool) (*RWGrant, erro
 	if err != nil {
 		return nil, err
 	}
-	g := &RWGrant{grant: grant, ctx: gctx, cancel: cancel}
+	g := &RWGrant{validity: validity{s}, grant: grant, ctx: gctx, cancel: cancel}
 	m.mu.Lock()
 	if m.held != nil {
 		m.held.cancel(ErrNotHeld)

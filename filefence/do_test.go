@@ -52,6 +52,9 @@ func TestDir_Guard(t *testing.T) {
 		Watermark:             func(_ context.Context, name string) (fence.Token, error) { return d.Watermark(name) },
 		KeepsWatermarkOnError: true,
 	})
+	t.Run("Signed", func(t *testing.T) {
+		guardtest.RunSigned(t, guardtest.Guard{Guard: d, Watermark: func(_ context.Context, name string) (fence.Token, error) { return d.Watermark(name) }, FlatNames: true})
+	})
 }
 
 func TestDir_Do(t *testing.T) {

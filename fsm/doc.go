@@ -1,6 +1,7 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks with FIFO wait queues, the fenced kv, the one token
-// counter of the cluster and the tables that de-duplicate retried requests.
+// exclusive locks and counting semaphores (semaphore.go) with FIFO wait
+// queues, the fenced kv, the one token counter of the cluster and the
+// tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no
 // clock, does no I/O and iterates in sorted order wherever the order
@@ -16,7 +17,7 @@
 //
 // # Shared parts
 //
-// A primitive (the exclusive lock today) is built from parts every
+// A primitive (the exclusive lock, the semaphore) is built from parts every
 // primitive shares; each lives in its own file:
 //
 //   - session binding (binding.go, session.go): a grant hangs off a
@@ -55,6 +56,14 @@
 //     session).
 //   - expiry (expiry.go): ExpireSession and NewLeader. A primitive adds
 //     nothing: an expired session ends like a closed one.
+//   - lock delay (lockdelay.go) and renewal (renew.go), the exclusive
+//     lock's so far: a lockDelay kept beside a grant holds the name free
+//     after an expiry or revocation until the leader's term-stamped
+//     EndLockDelay; RenewGrant sets a holding session's TTL under its
+//     secret, never granting. A primitive that wants a delay keeps a
+//     lockDelay per object (pending, setWaiter, grantedTo, snapshot,
+//     restore and check do not depend on the lock) and starts and ends it
+//     as lockTable.startDelay and endDelay do.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
 //     retried request is answered with its original result. A primitive
@@ -77,7 +86,11 @@
 //     is refused with a QuotaError at one (checkSessionQuota in
 //     createSession, checkHoldQuota before a new grant or place in a queue).
 //   - pages (page.go): LocksAfter and SessionsAfter read a bounded page
-//     after a cursor.
+//     after a cursor; LocksVisible and SessionsVisible do for a reader
+//     who may see only some names, counting what they hide.
+//   - signing keys (keys.go): the cluster's Ed25519 keys, whose seeds the
+//     proposer generates (RotateKeys). A primitive does nothing with them:
+//     the server signs each grant it hands a holder (Server.handOut).
 //
 // # How to add a primitive
 //
@@ -115,8 +128,13 @@
 //     reading whether the session holds the grant or is still queued, and
 //     the command that cancels the wait (server/lock.go's wait is the
 //     example). Waits are keyed by kind, so a semaphore "orders" never wakes
-//     a waiter of the lock "orders". Register it in server.routes and add
-//     its read-only procedures to the list of linearizable reads
+//     a waiter of the lock "orders". The response that hands a grant to
+//     its holder (granted at once, pushed to a waiter, retried) builds it
+//     with Server.handOut(g), which signs kind, scope, token, issuer and
+//     issued_at with the cluster key (server/keys.go) — one call, nothing
+//     else to do; a grant shown to anyone else (describe, status) uses
+//     grantProto and is never signed. Register it in server.routes and
+//     add its read-only procedures to the list of linearizable reads
 //     (server/forward.go).
 //  6. client/semaphore.go: the SDK calls on a Session, with retries under
 //     the same seq; grants converted with grantOf (client/mutex.go).

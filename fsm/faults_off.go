@@ -7,3 +7,4 @@ package fsm
 type faults struct{}
 
 func (faults) acceptStale() bool { return false }
+func (faults) anyOwner() bool    { return false }

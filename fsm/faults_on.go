@@ -8,6 +8,7 @@ package fsm
 // production build.
 type faults struct {
 	unfencedKV bool
+	everyOwner bool
 }
 
 // SetUnfencedKV makes this Machine's kv accept every write, stale or not:
@@ -17,3 +18,12 @@ type faults struct {
 func (m *Machine) SetUnfencedKV(on bool) { m.faults.unfencedKV = on }
 
 func (f faults) acceptStale() bool { return f.unfencedKV }
+
+// SetAnyOwner makes this Machine let every request act for every session,
+// whatever secret it presents: the negative control of the fault
+// harness's ownership checker. It exists only in test builds (build tag
+// fencedfaults); every replica of a test cluster must be given the same
+// setting, or they diverge.
+func (m *Machine) SetAnyOwner(on bool) { m.faults.everyOwner = on }
+
+func (f faults) anyOwner() bool { return f.everyOwner }

@@ -21,16 +21,19 @@ import (
 type fuzzObserver struct {
 	t      *testing.T
 	holder map[string]uint64
-	last   fence.Token
-	live   map[uint64]bool
+	// permits are the live semaphore permits by token (a semaphore has
+	// many holders; its own rules are checked in semaphore_property_test).
+	permits map[fence.Token]uint64
+	last    fence.Token
+	live    map[uint64]bool
 }
 
 func newFuzzObserver(t *testing.T) *fuzzObserver {
-	return &fuzzObserver{t: t, holder: map[string]uint64{}, live: map[uint64]bool{}}
+	return &fuzzObserver{t: t, holder: map[string]uint64{}, permits: map[fence.Token]uint64{}, live: map[uint64]bool{}}
 }
 
 func (o *fuzzObserver) Granted(g fence.Grant) {
-	if h, ok := o.holder[g.Name]; ok {
+	if h, ok := o.holder[g.Name]; ok && g.Kind != fence.KindPermit {
 		o.t.Fatalf("grant of %q to session %d while session %d holds it", g.Name, g.Session, h)
 	}
 	if g.Token <= o.last || !g.Token.Valid() {
@@ -43,10 +46,21 @@ func (o *fuzzObserver) Granted(g fence.Grant) {
 		o.t.Fatalf("grant of %q has ttl %v, outside %v..%v", g.Name, g.TTL, fence.MinTTL, fence.MaxTTL)
 	}
 	o.last = g.Token
+	if g.Kind == fence.KindPermit {
+		o.permits[g.Token] = g.Session
+		return
+	}
 	o.holder[g.Name] = g.Session
 }
 
-func (o *fuzzObserver) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ EndReason) {
+func (o *fuzzObserver) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ EndReason) {
+	if k == fence.KindPermit {
+		if h, ok := o.permits[tok]; !ok || h != session {
+			o.t.Fatalf("release of permit %d of %q by session %d, but its holder is %d (held: %v)", tok, name, session, h, ok)
+		}
+		delete(o.permits, tok)
+		return
+	}
 	if h, ok := o.holder[name]; !ok || h != session {
 		o.t.Fatalf("release of %q by session %d, but the holder is %d (held: %v)", name, session, h, ok)
 	}
@@ -76,6 +90,11 @@ func (o *fuzzObserver) SessionEnded(session uint64, _ EndReason) {
 	for name, h := range o.holder {
 		if h == session {
 			o.t.Fatalf("session %d ended still holding %q", session, name)
+		}
+	}
+	for tok, h := range o.permits {
+		if h == session {
+			o.t.Fatalf("session %d ended still holding permit %d", session, tok)
 		}
 	}
 	delete(o.live, session)
@@ -258,6 +277,9 @@ func FuzzDecodeApply(f *testing.F) {
 	add(&statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: 1, Seq: 9, Name: "a", Wait: true}}},
 		&statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: 2, Seq: 1, Name: "a"}}})
 	add(&statev1.Command{Op: &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: "k", Token: 3, Value: []byte("v")}}})
+	add(&statev1.Command{Op: &statev1.Command_SemAcquire{SemAcquire: &statev1.SemAcquire{Session: 1, Seq: 9, Name: "a", Capacity: 2, Permits: 2, Wait: true}}},
+		&statev1.Command{Op: &statev1.Command_SemAcquire{SemAcquire: &statev1.SemAcquire{Name: "a", Capacity: 3, Permits: 1, TtlMs: 1000, RequestId: "r"}}},
+		&statev1.Command{Op: &statev1.Command_SemRelease{SemRelease: &statev1.SemRelease{Session: 1, Seq: 10, Name: "a"}}})
 	add(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "other", TokenFloor: math.MaxUint64}}})
 	add(&statev1.Command{Op: &statev1.Command_RegisterNode{RegisterNode: &statev1.RegisterNode{Id: "n\u200b1", ApiAddr: "x:1"}}})
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -39,6 +39,7 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 	}{
 		{"sessions", len(st.GetSessions()), len(m.sessions)},
 		{"locks", len(st.GetLocks()), len(m.locks.byName)},
+		{"semaphores", len(st.GetSemaphores()), len(m.semaphores.byName)},
 		{"read/write locks", len(st.GetRwlocks()), len(m.rwlocks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
@@ -72,6 +73,9 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.locks.check(); err != nil {
+		return err
+	}
+	if err := m.semaphores.check(); err != nil {
 		return err
 	}
 	if err := m.rwlocks.check(); err != nil {
@@ -153,8 +157,11 @@ func (t *lockTable) check() error {
 		if err := storedName(name); err != nil {
 			return broken("lock %q: %v", name, err)
 		}
-		if l.holder == 0 && l.queue.len() == 0 {
-			return broken("lock %q is free with no waiters but kept", name)
+		if l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
+			return broken("lock %q is free with no waiters and no delay but kept", name)
+		}
+		if err := l.delay.check(l, m.tokens.last); err != nil {
+			return err
 		}
 		if l.holder == 0 && l.token != 0 {
 			return broken("lock %q is free but has token %d", name, l.token)

@@ -20,6 +20,7 @@ type lock struct {
 	token    fence.Token
 	issuedAt int64
 	queue    waitQueue
+	delay    lockDelay // lockdelay.go
 }
 
 // lockTable is the exclusive-lock primitive: every lock in use, by name.
@@ -42,13 +43,15 @@ type LockInfo struct {
 	Holder fence.Grant
 	// Waiters are the queued sessions in the order they will be granted.
 	Waiters []uint64
+	// Delay is the lock delay of the grant and the pending one, if any.
+	Delay DelayInfo
 }
 
 // Held reports whether the lock has a holder.
 func (i LockInfo) Held() bool { return i.Holder.Token != 0 }
 
 func (t *lockTable) dropIfIdle(name string) {
-	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 {
+	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
 		delete(t.byName, name)
 	}
 }
@@ -60,6 +63,9 @@ func (t *lockTable) grantOf(l *lock) fence.Grant {
 
 func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	m, name := t.m, a.GetName()
+	if err := validateLockDelay(a.GetLockDelayMs()); err != nil {
+		return Result{Err: err}
+	}
 	s, seq, created, rep, err := m.startAcquire(a, name)
 	if err != nil {
 		return Result{Err: err}
@@ -73,8 +79,9 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		l = &lock{name: name}
 		t.byName[name] = l
 	}
-	if l.holder == 0 || (l.holder != sid && a.GetWait() && !l.queue.has(sid)) {
-		if err := checkHoldQuota(s, a.GetQuota(), l.holder != 0); err != nil {
+	free := l.holder == 0 && !l.delay.pending()
+	if free || (l.holder != sid && a.GetWait() && !l.queue.has(sid)) {
+		if err := checkHoldQuota(s, a.GetQuota(), !free); err != nil {
 			t.dropIfIdle(name)
 			if created {
 				m.endSession(sid, OneShotUnused, now)
@@ -83,9 +90,10 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		}
 	}
 	switch {
-	case l.holder == 0:
+	case free:
 		g := m.issueGrant(fence.KindLock, name, name, sid, now) // exhaustion was checked above
 		l.holder, l.token, l.issuedAt = sid, g.Token, now
+		l.delay.holderMs = a.GetLockDelayMs()
 		s.bound[kindLock].hold(name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
@@ -95,15 +103,16 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
 		m.enqueue(kindLock, fence.KindLock, name, &l.queue, s, seq)
+		l.delay.setWaiter(sid, a.GetLockDelayMs())
 		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: l.holder})
 		return Result{Session: sid, Queued: true, Holder: l.holder}
 	default:
-		holder := l.holder
+		holder, delayed := l.holder, l.delay.pending()
 		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: holder})
 		if created {
 			m.endSession(sid, OneShotUnused, now)
 		}
-		return Result{Session: sid, Holder: holder}
+		return Result{Session: sid, Holder: holder, Delayed: delayed}
 	}
 }
 
@@ -158,17 +167,29 @@ func (t *lockTable) heldByOther(name string, sid uint64) bool {
 	return l != nil && l.holder != 0 && l.holder != sid
 }
 
-// releaseHeld frees l and grants it to the first waiter, if any.
+// releaseHeld frees l and grants it to the first waiter, if any, unless
+// the grant's end starts its lock delay (lockdelay.go).
 func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 	m := t.m
 	if s := m.sessions[l.holder]; s != nil {
 		s.bound[kindLock].unhold(l.name)
 	}
-	m.endGrant(l.token, reason)
+	ended := l.token
+	m.endGrant(ended, reason)
 	l.holder, l.token, l.issuedAt = 0, 0, 0
+	if t.startDelay(l, ended, reason, now) {
+		return
+	}
+	t.grantNext(l, now)
+}
+
+// grantNext grants the free lock l to its first waiter, if any.
+func (t *lockTable) grantNext(l *lock, now int64) {
+	m := t.m
 	if l.queue.len() > 0 && !m.tokens.exhausted() {
 		w, g, _ := m.promote(kindLock, l.name, l.name, &l.queue, now)
 		l.holder, l.token, l.issuedAt = w.session, g.Token, now
+		l.delay.grantedTo(w.session)
 		m.obs.Granted(g)
 		return
 	}
@@ -207,6 +228,7 @@ func (t *lockTable) snapshot(st *statev1.State) {
 		for _, w := range l.queue.list {
 			pl.Waiters = append(pl.Waiters, &statev1.Waiter{Session: w.session, Seq: w.seq})
 		}
+		l.delay.snapshot(l, pl)
 		st.Locks = append(st.Locks, pl)
 	}
 }
@@ -229,6 +251,9 @@ func (t *lockTable) restore(st *statev1.State) error {
 			}
 			s.bound[kindLock].wait(l.name)
 			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindLock})
+		}
+		if err := l.delay.restore(l, pl); err != nil {
+			return err
 		}
 		t.byName[l.name] = l
 	}
@@ -254,7 +279,7 @@ func (m *Machine) Lock(name string) LockInfo {
 }
 
 func (t *lockTable) info(l *lock) LockInfo {
-	info := LockInfo{Name: l.name, Waiters: l.queue.sessions()}
+	info := LockInfo{Name: l.name, Waiters: l.queue.sessions(), Delay: l.delay.info()}
 	if l.holder != 0 {
 		info.Holder = t.grantOf(l)
 	}

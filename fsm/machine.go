@@ -19,9 +19,11 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
+	semaphores  *semaphoreTable
 	rwlocks     *rwTable
 	kv          *kvStore
 	nodes       nodeTable
+	keys        *keyring // the signing keys (keys.go)
 	// live is every grant in force by token (livegrants.go), rebuilt from
 	// the primitives on restore.
 	live liveGrants
@@ -56,9 +58,11 @@ func (m *Machine) reset() {
 	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
+	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks, kindRWLock: m.rwlocks}
-	m.sections = []section{m.locks, m.rwlocks, m.kv, m.nodes}
+	m.keys = &keyring{}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindRWLock: m.rwlocks}
+	m.sections = []section{m.locks, m.semaphores, m.rwlocks, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -86,6 +90,16 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_SemAcquire:
+		return m.semaphores.acquire(op.SemAcquire, now)
+	case *statev1.Command_SemRelease:
+		return m.semaphores.release(op.SemRelease, now)
+	case *statev1.Command_SemCancelWait:
+		return m.semaphores.cancelWait(op.SemCancelWait.GetSession(), op.SemCancelWait.GetName(), now)
+	case *statev1.Command_EndLockDelay:
+		return m.locks.endDelay(op.EndLockDelay, now)
+	case *statev1.Command_RenewGrant:
+		return m.locks.renew(op.RenewGrant)
 	case *statev1.Command_RwAcquire:
 		return m.rwlocks.acquire(op.RwAcquire, now)
 	case *statev1.Command_RwRelease:
@@ -96,6 +110,8 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:
 		return m.nodes.register(op.RegisterNode)
+	case *statev1.Command_RotateKeys:
+		return m.keys.rotate(op.RotateKeys)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

@@ -174,9 +174,8 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 }
 
 // checkReplay checks that restoring snap (taken before command cut; nil
-// for the end) and applying rest, the commands from cut on, gives m's
-// state.
-func checkReplay(t *rapid.T, m *fsm.Machine, snap []byte, rest []*statev1.Command, cut int) {
+// for the end) and applying rest gives the state of m.
+func checkReplay(t *rapid.T, m *fsm.Machine, snap []byte, cut int, rest []*statev1.Command) {
 	if snap == nil {
 		snap = mustSnapshot(t, m)
 	}
@@ -261,7 +260,7 @@ func TestMachine_Properties(t *testing.T) {
 				}
 			}
 		}
-		checkReplay(t, m, snap, rest, cut)
+		checkReplay(t, m, snap, cut, rest)
 		// Every holder the checker tracked is the holder the machine reports.
 		for _, name := range names {
 			info := m.Lock(name)

@@ -28,25 +28,80 @@ func keysAfter[K cmp.Ordered, V any](byKey map[K]V, after K, keep func(K) bool, 
 	return keys, false
 }
 
+// A reader may be allowed to see only some names (read permissions on
+// name prefixes): visible says which, nil meaning every name. The pages
+// then skip what it may not see and count it in hidden, up to the last
+// item returned (to the end, on the last page), so that the pages of a
+// walk add up to everything hidden, and a cursor never names a hidden
+// item.
+
 // LocksAfter returns up to limit locks whose names start with prefix and
 // sort after after ("" for the first page), by name, and whether more
 // follow. limit must be positive.
 func (m *Machine) LocksAfter(prefix, after string, limit int) ([]LockInfo, bool) {
-	names, more := keysAfter(m.locks.byName, after, func(name string) bool { return strings.HasPrefix(name, prefix) }, limit)
-	out := make([]LockInfo, len(names))
-	for i, name := range names {
-		out[i] = m.locks.info(m.locks.byName[name])
-	}
+	out, _, more := m.LocksVisible(prefix, after, nil, limit)
 	return out, more
+}
+
+// LocksVisible is LocksAfter of the locks visible accepts (nil: all),
+// with the number of the others it skipped (hidden).
+func (m *Machine) LocksVisible(prefix, after string, visible func(string) bool, limit int) (locks []LockInfo, hidden int, more bool) {
+	names, _ := keysAfter(m.locks.byName, after, func(name string) bool { return strings.HasPrefix(name, prefix) }, len(m.locks.byName))
+	skipped := 0 // hidden since the last lock returned
+	for _, name := range names {
+		if visible != nil && !visible(name) {
+			skipped++
+			continue
+		}
+		if len(locks) == limit {
+			return locks, hidden, true
+		}
+		locks = append(locks, m.locks.info(m.locks.byName[name]))
+		hidden, skipped = hidden+skipped, 0
+	}
+	return locks, hidden + skipped, false
 }
 
 // SessionsAfter returns up to limit live sessions with ids above after,
 // by id, and whether more follow. limit must be positive.
 func (m *Machine) SessionsAfter(after uint64, limit int) ([]SessionInfo, bool) {
-	ids, more := keysAfter(m.sessions, after, func(uint64) bool { return true }, limit)
-	out := make([]SessionInfo, len(ids))
-	for i, id := range ids {
-		out[i] = m.sessions[id].info()
-	}
+	out, _, more := m.SessionsVisible(after, nil, limit)
 	return out, more
+}
+
+// SessionsVisible is SessionsAfter for a reader who may see only the
+// names visible accepts (nil: all): a session is shown with the locks it
+// holds and waits for that are visible, and hidden (counted) when none is;
+// a session that holds and waits for nothing is shown only when visible
+// is nil.
+func (m *Machine) SessionsVisible(after uint64, visible func(string) bool, limit int) (sessions []SessionInfo, hidden int, more bool) {
+	ids, _ := keysAfter(m.sessions, after, func(uint64) bool { return true }, len(m.sessions))
+	skipped := 0 // hidden since the last session returned
+	for _, id := range ids {
+		si := m.sessions[id].info()
+		if visible != nil {
+			si.Held, si.Waiting = keepNames(si.Held, visible), keepNames(si.Waiting, visible)
+			if len(si.Held) == 0 && len(si.Waiting) == 0 {
+				skipped++
+				continue
+			}
+		}
+		if len(sessions) == limit {
+			return sessions, hidden, true
+		}
+		sessions = append(sessions, si)
+		hidden, skipped = hidden+skipped, 0
+	}
+	return sessions, hidden + skipped, false
+}
+
+// keepNames returns the names visible accepts, in their order.
+func keepNames(names []string, visible func(string) bool) []string {
+	var out []string
+	for _, n := range names {
+		if visible(n) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -14,7 +14,7 @@ type section interface {
 }
 
 // primitive is a coordination primitive whose grants hang off sessions
-// (the exclusive lock today). Besides its snapshot section it releases
+// (the exclusive lock, the semaphore). Besides its snapshot section it releases
 // what a session holds, and takes it out of every queue, when the session
 // ends.
 type primitive interface {

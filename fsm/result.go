@@ -46,6 +46,9 @@ type Result struct {
 	Queued bool
 	// Holder is the session holding the lock when an acquire was not granted.
 	Holder uint64
+	// Delayed reports an acquire not granted because the lock is in its
+	// lock delay (lockdelay.go); Holder is then 0.
+	Delayed bool
 	// Release is the outcome of a Release command.
 	Release ReleaseResult
 	// Ended reports that a CloseSession, ExpireSession or Revoke ended a
@@ -53,6 +56,12 @@ type Result struct {
 	Ended bool
 	// KV is the outcome of a kv write.
 	KV KVResult
+	// Permits are the permits a semaphore acquire holds when Granted, by
+	// slot; Grant is the first.
+	Permits []Permit
+	// Available and Capacity are a semaphore's free permits and capacity
+	// after an acquire.
+	Available, Capacity uint32
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool

@@ -284,6 +284,6 @@ func TestRWLock_Properties(t *testing.T) {
 				t.Fatalf("after %v: %v", cmd, err)
 			}
 		}
-		checkReplay(t, m, snap, rest, cut)
+		checkReplay(t, m, snap, cut, rest)
 	})
 }

@@ -123,7 +123,7 @@ func (m *Machine) requestSession(sid, seq uint64, requestID string, ttlMs int64,
 	if s == nil {
 		return nil, 0, false, errSessionNotFound(sid)
 	}
-	if err := s.checkOwner(secretHash); err != nil {
+	if err := m.checkOwner(s, secretHash); err != nil {
 		return nil, 0, false, err
 	}
 	return s, seq, created, nil
@@ -136,7 +136,7 @@ func (m *Machine) closeSession(c *statev1.CloseSession, now int64) Result {
 		return Result{Err: err}
 	}
 	if s := m.sessions[c.GetSession()]; s != nil {
-		if err := s.checkOwner(c.GetSecretHash()); err != nil {
+		if err := m.checkOwner(s, c.GetSecretHash()); err != nil {
 			return Result{Err: err}
 		}
 	}

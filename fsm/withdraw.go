@@ -64,7 +64,7 @@ func (m *Machine) release(p releaser, r releaseRequest, now int64) Result {
 	s := m.sessions[sid]
 	if s != nil {
 		// A release for a session that does not exist changes nothing.
-		if err := s.checkOwner(r.GetSecretHash()); err != nil {
+		if err := m.checkOwner(s, r.GetSecretHash()); err != nil {
 			return Result{Err: err}
 		}
 	}

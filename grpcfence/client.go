@@ -23,6 +23,14 @@ func WithToken(ctx context.Context, object string, t fence.Token) context.Contex
 	return guard.WithOutgoingToken(ctx, object, t)
 }
 
+// WithGrant returns a context whose fenced calls carry grant g for object:
+// x-fencing-token, x-fencing-issuer and, when the cluster signed it,
+// x-fencing-grant (g.Signed), which a resource behind guard.Signed
+// requires. It is guard.WithOutgoingGrant.
+func WithGrant(ctx context.Context, object string, g fence.Grant) context.Context {
+	return guard.WithOutgoingGrant(ctx, object, g)
+}
+
 // WithIssuer returns a context whose fenced calls also carry
 // x-fencing-issuer: the issuer (cluster id, the Issuer of a fence.Grant) of
 // the token, for resources pinned to one issuer. It is
@@ -49,6 +57,9 @@ func outgoing(ctx context.Context) (context.Context, guard.Outgoing) {
 	if o.Issuer != "" {
 		md.Set(MetadataIssuer, o.Issuer)
 	}
+	if o.Grant != "" {
+		md.Set(MetadataGrant, o.Grant)
+	}
 	return metadata.NewOutgoingContext(ctx, md), o
 }
 
@@ -64,7 +75,8 @@ func outgoing(ctx context.Context) (context.Context, guard.Outgoing) {
 //     matching fence.ErrInvalidToken (INVALID_RESOURCE:
 //     fence.ErrInvalidArgument);
 //   - codes.PermissionDenied with an ISSUER_MISMATCH detail: an error
-//     matching fence.ErrIssuerMismatch.
+//     matching fence.ErrIssuerMismatch (INVALID_GRANT:
+//     fence.ErrInvalidGrant).
 //
 // These errors keep their status: status.Code and status.FromError work on
 // them as on any gRPC error. Other errors are returned unchanged.

@@ -185,11 +185,16 @@ type testServer struct {
 	addr string
 }
 
-func newServer(t *testing.T, s setup, cfg grpcfence.Config) *testServer {
+// newServer starts a testServer; wrap, if given, wraps the objects'
+// guard (in guard.Signed, say).
+func newServer(t *testing.T, s setup, cfg grpcfence.Config, wrap ...func(fence.Guard) fence.Guard) *testServer {
 	t.Helper()
 	ts := &testServer{o: &objects{values: map[string]string{}}}
 	ts.impl = &objectsServer{o: ts.o, useDo: s.useDo}
 	cfg.Guard = &ts.o.marks
+	for _, w := range wrap {
+		cfg.Guard = w(cfg.Guard)
+	}
 	cfg.Mode = s.mode
 	fi, err := grpcfence.New(cfg)
 	if err != nil {

@@ -154,6 +154,9 @@ func (i *Interceptor) admit(ctx context.Context, method string) (context.Context
 	if p.Issuer != "" {
 		ctx = guard.ContextWithIssuer(ctx, p.Issuer)
 	}
+	if p.Grant != "" {
+		ctx = guard.ContextWithGrant(ctx, p.Grant)
+	}
 	if err := guard.CheckIssuer(ctx, i.cfg.Issuer); err != nil {
 		return nil, err
 	}
@@ -161,7 +164,7 @@ func (i *Interceptor) admit(ctx context.Context, method string) (context.Context
 }
 
 // metadataFields are the fencing metadata keys, for guard.ParsePresented.
-var metadataFields = guard.Fields{Token: MetadataToken, Object: MetadataResourceID, Issuer: MetadataIssuer, Kind: "metadata", Plural: "values"}
+var metadataFields = guard.Fields{Token: MetadataToken, Object: MetadataResourceID, Issuer: MetadataIssuer, Grant: MetadataGrant, Kind: "metadata", Plural: "values"}
 
 // fail converts err with Error and, for a stale token, sets the
 // x-required-token trailer.

@@ -23,6 +23,9 @@ const (
 	// MetadataIssuer carries the issuer (cluster id) of the token, for
 	// resources pinned to one issuer.
 	MetadataIssuer = "x-fencing-issuer"
+	// MetadataGrant carries the signed grant of the token (fence.Grant's
+	// Signed), for resources behind guard.Signed.
+	MetadataGrant = "x-fencing-grant"
 	// MetadataRequiredToken is the trailer that carries, on a stale token,
 	// the lowest token the object accepts now (its watermark).
 	MetadataRequiredToken = "x-required-token"
@@ -49,6 +52,11 @@ const (
 	// one the resource is pinned to, or none was presented
 	// (codes.PermissionDenied).
 	ReasonIssuerMismatch = "ISSUER_MISMATCH"
+	// ReasonInvalidGrant: the resource requires a signed grant
+	// (guard.Signed) and the one presented is missing, sent twice, does not
+	// verify, or is for another token, issuer or scope
+	// (codes.PermissionDenied).
+	ReasonInvalidGrant = "INVALID_GRANT"
 )
 
 // Error returns the gRPC status error for a fencing error, so a handler
@@ -60,6 +68,8 @@ const (
 //   - an error matching fence.ErrInvalidToken: codes.InvalidArgument;
 //   - an error matching fence.ErrIssuerMismatch: codes.PermissionDenied
 //     (retrying cannot help: the token comes from another cluster);
+//   - an error matching fence.ErrInvalidGrant (guard.Signed):
+//     codes.PermissionDenied, reason INVALID_GRANT;
 //   - any other error of package fence: the code and reason the fenced
 //     server sends for it (a *fence.VersionMismatchError is
 //     codes.Aborted, reason VERSION_MISMATCH, metadata "object",

@@ -19,6 +19,9 @@ type Outgoing struct {
 	// Issuer is the issuer (cluster id, the Issuer of a fence.Grant) of
 	// Token, for resources pinned to one issuer; "" sends none.
 	Issuer string
+	// Grant is the signed grant of Token (fence.Grant's Signed), for
+	// resources behind Signed; "" sends none.
+	Grant string
 }
 
 type outgoingKey struct{}
@@ -37,10 +40,23 @@ func OutgoingFromContext(ctx context.Context) (o Outgoing, ok bool) {
 
 // WithOutgoingToken returns a context whose fenced requests carry token t
 // for object, whatever transport sends them. A later WithOutgoingToken
-// replaces an earlier one; an issuer set by WithOutgoingIssuer is kept.
+// replaces an earlier one and drops the signed grant of a WithOutgoingGrant
+// (it was another token's); an issuer set by WithOutgoingIssuer is kept.
 func WithOutgoingToken(ctx context.Context, object string, t fence.Token) context.Context {
 	o, _ := OutgoingFromContext(ctx)
-	o.Object, o.Token = object, t
+	o.Object, o.Token, o.Grant = object, t, ""
+	return context.WithValue(ctx, outgoingKey{}, o)
+}
+
+// WithOutgoingGrant returns a context whose fenced requests carry the
+// grant g for object: its token, its issuer and its signed grant
+// (g.Signed, sent as X-Fencing-Grant or x-fencing-grant when not empty),
+// which resources behind Signed require. It is the one call a holder
+// needs:
+//
+//	ctx = guard.WithOutgoingGrant(ctx, "orders/17", mu.Grant())
+func WithOutgoingGrant(ctx context.Context, object string, g fence.Grant) context.Context {
+	o := Outgoing{Object: object, Token: g.Token, Issuer: g.Issuer, Grant: g.Signed}
 	return context.WithValue(ctx, outgoingKey{}, o)
 }
 

@@ -7,21 +7,23 @@ import (
 )
 
 // Fields names the fencing fields of a request in one transport: the HTTP
-// headers (X-Fencing-Token, X-Resource-Id, X-Fencing-Issuer) or the gRPC
-// metadata keys, and the words for them in messages: Kind for one
-// ("header", "metadata"), Plural for several ("headers", "values").
+// headers (X-Fencing-Token, X-Resource-Id, X-Fencing-Issuer,
+// X-Fencing-Grant) or the gRPC metadata keys, and the words for them in
+// messages: Kind for one ("header", "metadata"), Plural for several
+// ("headers", "values").
 type Fields struct {
-	Token, Object, Issuer string
-	Kind, Plural          string
+	Token, Object, Issuer, Grant string
+	Kind, Plural                 string
 }
 
 // Presented is what a fenced request presents: its token, the object it
-// names ("" when it names none) and the issuer of its token ("" when not
-// sent).
+// names ("" when it names none), the issuer of its token ("" when not
+// sent) and its signed grant ("" when not sent; Signed verifies it).
 type Presented struct {
 	Token  fence.Token
 	Object string
 	Issuer string
+	Grant  string
 }
 
 // ParsePresented reads a request's fencing fields through values, which
@@ -36,10 +38,12 @@ type Presented struct {
 //   - a token missing, malformed, 0, above fence.MaxToken or repeated, or
 //     an issuer repeated (the token's origin is then unclear): an error
 //     matching fence.ErrInvalidToken;
-//   - an object repeated: an error matching fence.ErrInvalidArgument.
+//   - an object repeated: an error matching fence.ErrInvalidArgument;
+//   - a signed grant repeated: an error matching fence.ErrInvalidGrant.
 //
-// A missing object or issuer is not an error here: the transport derives
-// the object otherwise, and CheckIssuer decides about the issuer.
+// A missing object, issuer or grant is not an error here: the transport
+// derives the object otherwise, CheckIssuer decides about the issuer and
+// Signed about the grant.
 func ParsePresented(values func(field string) []string, f Fields, what string) (Presented, error) {
 	var p Presented
 	raw, err := SingleValue(values(f.Token), f.Token, f.Plural, fence.ErrInvalidToken)
@@ -58,6 +62,11 @@ func ParsePresented(values func(field string) []string, f Fields, what string) (
 	}
 	if p.Issuer, err = SingleValue(values(f.Issuer), f.Issuer, f.Plural, fence.ErrInvalidToken); err != nil {
 		return p, err
+	}
+	if f.Grant != "" {
+		if p.Grant, err = SingleValue(values(f.Grant), f.Grant, f.Plural, fence.ErrInvalidGrant); err != nil {
+			return p, err
+		}
 	}
 	return p, nil
 }

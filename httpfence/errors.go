@@ -19,6 +19,9 @@ const (
 	// HeaderIssuer carries the issuer (cluster id) of the token, for
 	// resources pinned to one issuer.
 	HeaderIssuer = "X-Fencing-Issuer"
+	// HeaderGrant carries the signed grant of the token (fence.Grant's
+	// Signed), for resources behind guard.Signed; optional elsewhere.
+	HeaderGrant = "X-Fencing-Grant"
 	// HeaderRequiredToken carries, on a 409, the lowest token the object
 	// accepts now (its watermark).
 	HeaderRequiredToken = "X-Required-Token"
@@ -44,6 +47,10 @@ const (
 	// ReasonIssuerMismatch: the token comes from another issuer than the
 	// one the resource is pinned to, or none was presented (status 403).
 	ReasonIssuerMismatch = "issuer-mismatch"
+	// ReasonInvalidGrant: the resource requires a signed grant
+	// (guard.Signed) and the one presented is missing, sent twice, does not
+	// verify, or is for another token, issuer or scope (status 403).
+	ReasonInvalidGrant = "invalid-grant"
 )
 
 // errorBody is the JSON body of every rejection. Tokens are decimal strings
@@ -63,8 +70,8 @@ type errorBody struct {
 //     {"error","presented","required"};
 //   - an error matching fence.ErrInvalidToken: 400 Bad Request, body
 //     {"error"};
-//   - an error matching fence.ErrIssuerMismatch: 403 Forbidden, body
-//     {"error"}. 403 rather than 409 because retrying cannot help: the
+//   - an error matching fence.ErrInvalidGrant (guard.Signed) or
+//     fence.ErrIssuerMismatch: 403 Forbidden, body {"error"}. 403 rather than 409 because retrying cannot help: the
 //     token comes from another cluster, and a 409 would read as stale to
 //     clients that know only docs/design.md §5.
 //
@@ -104,6 +111,7 @@ var statusOf = map[string]int{
 	ReasonStaleToken:     http.StatusConflict,
 	ReasonInvalidToken:   http.StatusBadRequest,
 	ReasonIssuerMismatch: http.StatusForbidden,
+	ReasonInvalidGrant:   http.StatusForbidden,
 }
 
 func writeRejection(w http.ResponseWriter, status int, reason string, body errorBody) {

@@ -120,6 +120,9 @@ func (m *Middleware) Handler(next http.Handler) http.Handler {
 		if p.Issuer != "" {
 			ctx = guard.ContextWithIssuer(ctx, p.Issuer)
 		}
+		if p.Grant != "" {
+			ctx = guard.ContextWithGrant(ctx, p.Grant)
+		}
 		if err := guard.CheckIssuer(ctx, m.cfg.Issuer); err != nil {
 			WriteError(w, err)
 			return
@@ -144,7 +147,7 @@ func (m *Middleware) object(r *http.Request) (string, error) {
 }
 
 // headerFields are the fencing headers, for guard.ParsePresented.
-var headerFields = guard.Fields{Token: HeaderToken, Object: HeaderResourceID, Issuer: HeaderIssuer, Kind: "header", Plural: "headers"}
+var headerFields = guard.Fields{Token: HeaderToken, Object: HeaderResourceID, Issuer: HeaderIssuer, Grant: HeaderGrant, Kind: "header", Plural: "headers"}
 
 // ParseHeaders parses the fencing headers of a request: X-Fencing-Token
 // (required), X-Resource-Id and X-Fencing-Issuer ("" when absent), each

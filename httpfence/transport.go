@@ -24,6 +24,14 @@ func WithToken(ctx context.Context, object string, t fence.Token) context.Contex
 	return guard.WithOutgoingToken(ctx, object, t)
 }
 
+// WithGrant returns a context whose fenced requests, sent through a
+// Transport, carry grant g for object: X-Fencing-Token, X-Fencing-Issuer
+// and, when the cluster signed it, X-Fencing-Grant (g.Signed), which a
+// resource behind guard.Signed requires. It is guard.WithOutgoingGrant.
+func WithGrant(ctx context.Context, object string, g fence.Grant) context.Context {
+	return guard.WithOutgoingGrant(ctx, object, g)
+}
+
 // WithIssuer returns a context whose fenced requests, sent through a
 // Transport, also carry X-Fencing-Issuer: the issuer (cluster id, the
 // Issuer of a fence.Grant) of the token, for resources pinned to one
@@ -37,7 +45,7 @@ const maxErrorBody = 64 << 10
 
 // Transport is the client side of the HTTP fencing convention, an
 // http.RoundTripper. It adds the token, object and issuer of the request's
-// context (WithToken, WithIssuer) as headers, replacing any already set;
+// context (WithToken, WithIssuer, guard.WithOutgoingGrant) as headers, replacing any already set;
 // a request whose context has no token is sent unchanged. Its zero value
 // sends through http.DefaultTransport.
 //
@@ -54,7 +62,9 @@ const maxErrorBody = 64 << 10
 //   - 400 with X-Fencing-Error: invalid-resource: an error matching
 //     fence.ErrInvalidArgument;
 //   - 403 with X-Fencing-Error: issuer-mismatch: an error matching
-//     fence.ErrIssuerMismatch.
+//     fence.ErrIssuerMismatch;
+//   - 403 with X-Fencing-Error: invalid-grant: an error matching
+//     fence.ErrInvalidGrant (a resource behind guard.Signed).
 //
 // Every other response, including a 400 or 403 without X-Fencing-Error
 // (the handler's own validation, or a server that does not send the
@@ -82,6 +92,9 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if o.Issuer != "" {
 			req.Header.Set(HeaderIssuer, o.Issuer)
 		}
+		if o.Grant != "" {
+			req.Header.Set(HeaderGrant, o.Grant)
+		}
 	}
 	resp, err := base.RoundTrip(req)
 	if err != nil {
@@ -101,7 +114,7 @@ func rejection(req *http.Request, resp *http.Response) error {
 	switch {
 	case resp.StatusCode == http.StatusConflict && (required != "" || reason == ReasonStaleToken):
 	case resp.StatusCode == http.StatusBadRequest && (reason == ReasonInvalidToken || reason == ReasonInvalidResource):
-	case resp.StatusCode == http.StatusForbidden && reason == ReasonIssuerMismatch:
+	case resp.StatusCode == http.StatusForbidden && (reason == ReasonIssuerMismatch || reason == ReasonInvalidGrant):
 	default:
 		return nil
 	}
@@ -121,6 +134,9 @@ func rejection(req *http.Request, resp *http.Response) error {
 		return re
 	case http.StatusForbidden:
 		re.kind = fence.ErrIssuerMismatch
+		if reason == ReasonInvalidGrant {
+			re.kind = fence.ErrInvalidGrant
+		}
 		return re
 	}
 	// A stale token.

@@ -67,6 +67,7 @@ func TestGuard_Before(t *testing.T) {
 func TestGuard_Guard(t *testing.T) {
 	g := outbox.NewGuard(newPool(t))
 	guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark})
+	t.Run("Signed", func(t *testing.T) { guardtest.RunSigned(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 // TestGuard_SharedWithDispatcher: a direct call guarded by Before raises

@@ -55,6 +55,7 @@ func TestGuard_Conformance(t *testing.T) {
 	})
 	g := postgres.New(pool)
 	t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
+	t.Run("Signed", func(t *testing.T) { guardtest.RunSigned(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 // checkTarget writes through Guard.Check alone and keeps the value in

@@ -58,6 +58,7 @@ func TestGuard_DoConformance(t *testing.T) {
 	g := redisfence.New(rdb)
 	guardtest.Run(t, func(t *testing.T) guardtest.Target { return mixedTarget{g, rdb} })
 	t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
+	t.Run("Signed", func(t *testing.T) { guardtest.RunSigned(t, guardtest.Guard{Guard: g, Watermark: g.Watermark}) })
 }
 
 func TestGuard_DoConformanceCluster(t *testing.T) {

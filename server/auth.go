@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -17,18 +18,26 @@ import (
 	"sync/atomic"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
-// Authentication: bearer tokens from an auth file (Config.AuthFile).
+// Authentication: bearer tokens and client certificates named in an auth
+// file (Config.AuthFile).
 //
-// The file holds one identity per line, as JSON:
+// The file holds one identity per line, as JSON, known by the SHA-256 of
+// its bearer token or by the identity of its client certificate (the
+// common name, or the one URI SAN of a certificate without a common name;
+// tlsfiles.ClientIdentity):
 //
 //	{"name":"app","sha256":"<hex SHA-256 of the token>","roles":[{"prefix":"orders/","permissions":["acquire","read"]}]}
+//	{"name":"billing","cert":"billing-svc","roles":[{"prefix":"billing/","permissions":["acquire","read"]}]}
 //
 // Blank lines and lines starting with # are skipped. The server keeps only
 // the hashes: a token is 32 random bytes (fenced auth token makes one), so
-// one unsalted SHA-256 suffices. Server.ReloadAuth reads the file again.
-// Authorization (which call needs which permission) is in authz.go.
+// one unsalted SHA-256 suffices. A certificate is verified against the
+// API's CA (Config.TLS.CA) in the handshake; the cert line only names what
+// it may do. Server.ReloadAuth reads the file again. Authorization (which
+// call needs which permission) is in authz.go.
 
 // Permissions a role grants on the names starting with its prefix.
 const (
@@ -41,13 +50,19 @@ const (
 // permissions is every permission a role may grant.
 var permissions = []string{permRead, permAcquire, permKVWrite, permAdmin}
 
-// AuthEntry is one line of an auth file: an identity, the SHA-256 of its
-// bearer token (hexadecimal) and its roles.
+// AuthEntry is one line of an auth file: an identity, how it is known
+// (exactly one of SHA256, the hexadecimal SHA-256 of its bearer token, and
+// Cert, the identity of its client certificate) and its roles.
 type AuthEntry struct {
 	Name   string     `json:"name"`
-	SHA256 string     `json:"sha256"`
+	SHA256 string     `json:"sha256,omitempty"`
+	Cert   string     `json:"cert,omitempty"`
 	Roles  []AuthRole `json:"roles"`
 }
+
+// maxCertIdentity bounds a cert line's certificate identity (a common
+// name or a URI), which followers forward in a header.
+const maxCertIdentity = 1024
 
 // AuthRole grants permissions (read, acquire, kv-write, admin) on every
 // name that starts with Prefix; the prefix "" covers every name.
@@ -83,8 +98,12 @@ func (id *identity) allowsAnywhere(perm string) bool {
 	return false
 }
 
-// authTable maps the hex SHA-256 of a token to its identity.
-type authTable map[string]*identity
+// authTable holds an auth file's identities: by the hex SHA-256 of their
+// token, and by the identity of their client certificate.
+type authTable struct {
+	byHash map[string]*identity
+	byCert map[string]*identity
+}
 
 // authenticator holds the auth file's identities; a reload swaps them.
 type authenticator struct {
@@ -118,7 +137,7 @@ func (a *authenticator) reload() error {
 // line must be a valid entry: names and hashes are unique, a hash is 64
 // hexadecimal digits and every permission is known.
 func parseAuthFile(data []byte) (authTable, error) {
-	t := authTable{}
+	t := authTable{byHash: map[string]*identity{}, byCert: map[string]*identity{}}
 	names := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Buffer(nil, 1<<20)
@@ -131,26 +150,34 @@ func parseAuthFile(data []byte) (authTable, error) {
 		dec := json.NewDecoder(bytes.NewReader(line))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&e); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", fence.ErrInvalidArgument, n, err)
+			return authTable{}, fmt.Errorf("%w: line %d: %v", fence.ErrInvalidArgument, n, err)
 		}
 		if err := e.validate(); err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", fence.ErrInvalidArgument, n, err)
+			return authTable{}, fmt.Errorf("%w: line %d: %v", fence.ErrInvalidArgument, n, err)
 		}
-		hash := strings.ToLower(e.SHA256)
 		if names[e.Name] {
-			return nil, fmt.Errorf("%w: line %d: identity %q is named twice", fence.ErrInvalidArgument, n, e.Name)
+			return authTable{}, fmt.Errorf("%w: line %d: identity %q is named twice", fence.ErrInvalidArgument, n, e.Name)
 		}
-		if _, dup := t[hash]; dup {
-			return nil, fmt.Errorf("%w: line %d: identity %q has the token hash of another identity", fence.ErrInvalidArgument, n, e.Name)
+		id := &identity{name: e.Name, roles: e.Roles}
+		if e.Cert != "" {
+			if _, dup := t.byCert[e.Cert]; dup {
+				return authTable{}, fmt.Errorf("%w: line %d: identity %q has the certificate identity %q of another identity", fence.ErrInvalidArgument, n, e.Name, e.Cert)
+			}
+			t.byCert[e.Cert] = id
+		} else {
+			hash := strings.ToLower(e.SHA256)
+			if _, dup := t.byHash[hash]; dup {
+				return authTable{}, fmt.Errorf("%w: line %d: identity %q has the token hash of another identity", fence.ErrInvalidArgument, n, e.Name)
+			}
+			t.byHash[hash] = id
 		}
 		names[e.Name] = true
-		t[hash] = &identity{name: e.Name, roles: e.Roles}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, err
+		return authTable{}, err
 	}
-	if len(t) == 0 {
-		return nil, fmt.Errorf("%w: no identities: every call would be refused", fence.ErrInvalidArgument)
+	if len(names) == 0 {
+		return authTable{}, fmt.Errorf("%w: no identities: every call would be refused", fence.ErrInvalidArgument)
 	}
 	return t, nil
 }
@@ -159,8 +186,17 @@ func (e *AuthEntry) validate() error {
 	if e.Name == "" {
 		return errors.New(`"name" is empty`)
 	}
-	if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != sha256.Size {
-		return fmt.Errorf(`identity %q: "sha256" must be 64 hexadecimal digits (the SHA-256 of the token; fenced auth token prints the line)`, e.Name)
+	switch {
+	case e.SHA256 != "" && e.Cert != "":
+		return fmt.Errorf(`identity %q: give "sha256" (a bearer token) or "cert" (a client certificate), not both: one identity per line`, e.Name)
+	case e.Cert != "":
+		if len(e.Cert) > maxCertIdentity || strings.IndexFunc(e.Cert, func(r rune) bool { return r < ' ' || r == 0x7f }) >= 0 {
+			return fmt.Errorf(`identity %q: "cert" must be a certificate's common name or URI of at most %d bytes without control characters (fenced auth cert prints the line)`, e.Name, maxCertIdentity)
+		}
+	default:
+		if b, err := hex.DecodeString(e.SHA256); err != nil || len(b) != sha256.Size {
+			return fmt.Errorf(`identity %q: "sha256" must be 64 hexadecimal digits (the SHA-256 of the token; fenced auth token prints the line), or give "cert" instead (fenced auth cert)`, e.Name)
+		}
 	}
 	for _, r := range e.Roles {
 		if len(r.Permissions) == 0 {
@@ -191,13 +227,63 @@ func NewAuthToken() (token, hash string) {
 	return token, TokenHash(token)
 }
 
-// errNoCredentials is a call without an Authorization header.
+// errNoCredentials is a call without an Authorization header (and without
+// a client certificate of an identity, when the auth file has cert lines).
 var errNoCredentials = errors.New("no credentials: this server requires \"Authorization: Bearer TOKEN\" on every API call (SDK: client.WithBearerToken; CLI: --token-file or FENCED_AUTH_TOKEN)")
 
-// authenticate returns the identity of the bearer token of r.
-func (a *authenticator) authenticate(r *http.Request) (*identity, error) {
+// errNoCertCredentials is errNoCredentials of a server whose auth file
+// also names certificates.
+var errNoCertCredentials = fmt.Errorf("%w; or a client certificate named by a cert line of its auth file (SDK: client.WithTLS; CLI: --cert and --key or FENCED_CERT and FENCED_KEY)", errNoCredentials)
+
+// headerClientIdentity carries, on a call a member forwards (to the
+// leader) or probes with, the identity of the client certificate that
+// member verified. It is believed only from a connection that presents
+// the node certificate of a current member; from anyone else it is
+// refused (401), so a client cannot claim a certificate it does not hold.
+const headerClientIdentity = "X-Fenced-Client-Identity"
+
+// authenticate returns the identity of a call: the bearer token of r when
+// it has one; else, from a current member (memberNode, the node id of the
+// connection's node certificate of a member, "" otherwise), the client
+// identity it forwards; else the identity of the client certificate leaf
+// (nil without one). It returns the certificate identity it used.
+func (a *authenticator) authenticate(r *http.Request, leaf *x509.Certificate, memberNode string) (*identity, string, error) {
+	t := a.table.Load()
+	if fwd := r.Header.Values(headerClientIdentity); len(fwd) > 0 {
+		if memberNode == "" {
+			return nil, "", fmt.Errorf("%s %q refused: it is taken only from a current member forwarding a call (over TLS with its node certificate)", headerClientIdentity, fwd[0])
+		}
+		if len(fwd) > 1 {
+			return nil, "", fmt.Errorf("%s is repeated: a forwarded call names one client identity", headerClientIdentity)
+		}
+		id := t.byCert[fwd[0]]
+		if id == nil {
+			return nil, "", fmt.Errorf("client certificate identity %q, forwarded by %s, has no cert line in this node's auth file", fwd[0], memberNode)
+		}
+		return id, fwd[0], nil
+	}
+	if len(r.Header.Values("Authorization")) == 0 && leaf != nil {
+		cid, err := tlsfiles.ClientIdentity(leaf)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: %v", errNoCertCredentials, err)
+		}
+		id := t.byCert[cid]
+		if id == nil {
+			return nil, "", fmt.Errorf("%w: the client certificate's identity %q has no cert line in the auth file (fenced auth cert prints one)", errNoCertCredentials, cid)
+		}
+		return id, cid, nil
+	}
+	id, err := t.token(r)
+	return id, "", err
+}
+
+// token returns the identity of the bearer token of r.
+func (t *authTable) token(r *http.Request) (*identity, error) {
 	h := r.Header.Values("Authorization")
 	if len(h) == 0 {
+		if len(t.byCert) > 0 {
+			return nil, errNoCertCredentials
+		}
 		return nil, errNoCredentials
 	}
 	// The scheme is case-insensitive (RFC 9110 §11.1).
@@ -205,7 +291,7 @@ func (a *authenticator) authenticate(r *http.Request) (*identity, error) {
 	if len(h) > 1 || !ok || !strings.EqualFold(scheme, "Bearer") || token == "" {
 		return nil, errors.New(`malformed credentials: want one header "Authorization: Bearer TOKEN"`)
 	}
-	id := (*a.table.Load())[TokenHash(token)]
+	id := t.byHash[TokenHash(token)]
 	if id == nil {
 		return nil, errors.New("unknown bearer token")
 	}
@@ -213,13 +299,16 @@ func (a *authenticator) authenticate(r *http.Request) (*identity, error) {
 }
 
 // caller is what authentication learned about a call: its identity (nil
-// for an unauthenticated RegisterNode), the common name of its verified
-// client certificate, and its Authorization header, which status probes
-// of other members carry on.
+// for an unauthenticated RegisterNode), the node id of its verified node
+// certificate (a member's or not; "" for a client certificate), and what
+// a member forwarding the call or probing others carries on: its
+// Authorization header, or the identity of the client certificate the
+// identity was found by.
 type caller struct {
 	id            *identity
 	certName      string
 	authorization string
+	certIdentity  string
 }
 
 type callerKey struct{}
@@ -229,12 +318,15 @@ func callerOf(ctx context.Context) *caller {
 	return c
 }
 
-// authenticating requires a valid bearer token on every API call when the
-// server has an auth file (see auth.go); /healthz, /readyz and /metrics
-// stay open. A RegisterNode without credentials passes on to its own check
-// (a member's node certificate). A refusal is 401 Unauthenticated in the
-// Connect error format and is audited. It runs on every node, before a
-// follower forwards the call, and the leader checks the same header again.
+// authenticating requires a valid bearer token or a client certificate of
+// an identity on every API call when the server has an auth file (see
+// auth.go); /healthz, /readyz and /metrics stay open. A RegisterNode
+// without credentials passes on to its own check (a member's node
+// certificate). A refusal is 401 Unauthenticated in the Connect error
+// format and is audited. It runs on every node, before a follower
+// forwards the call; the leader checks the same bearer token again, or
+// believes the client identity the follower forwards when the follower
+// presents a current member's node certificate.
 func (s *Server) authenticating(next http.Handler) http.Handler {
 	if s.auth == nil {
 		return next
@@ -245,18 +337,39 @@ func (s *Server) authenticating(next http.Handler) http.Handler {
 			return
 		}
 		c := &caller{authorization: r.Header.Get("Authorization")}
+		var leaf *x509.Certificate
 		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			c.certName = r.TLS.VerifiedChains[0][0].Subject.CommonName
+			if leaf = r.TLS.VerifiedChains[0][0]; tlsfiles.IsNodeCert(leaf) {
+				c.certName = leaf.Subject.CommonName
+			}
 		}
-		id, err := s.auth.authenticate(r)
+		member := ""
+		// Only a forwarded client identity needs the membership (a read of
+		// raft's configuration).
+		if c.certName != "" && r.Header.Get(headerClientIdentity) != "" && s.isMember(c.certName) {
+			member = c.certName
+		}
+		id, cid, err := s.auth.authenticate(r, leaf, member)
 		if err != nil && !(errors.Is(err, errNoCredentials) && r.URL.Path == registerNodePath) {
 			s.audit.record(auditEntry{Event: auditAuthFailed, Source: identityOf(r.Context()), Procedure: r.URL.Path, Outcome: "refused", Detail: err.Error()})
 			writeConnectError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
 			return
 		}
-		c.id = id
+		c.id, c.certIdentity = id, cid
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// isMember reports whether id is a member of this node's latest
+// configuration.
+func (s *Server) isMember(id string) bool {
+	members, _ := s.node.Members()
+	for _, m := range members {
+		if m.ID == id {
+			return true
+		}
+	}
+	return false
 }
 
 // ReloadAuth reads the auth file again. Calls after it see the new

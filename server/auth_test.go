@@ -202,8 +202,8 @@ func TestAuth_PrefixesAndPermissions(t *testing.T) {
 	denied(t, "reader describes billing/x", err, `"read"`)
 	_, err = reader.sessions.CreateSession(ctx, connect.NewRequest(&fencedv1.CreateSessionRequest{TtlMs: 30000}))
 	denied(t, "reader creates a session", err, `"acquire"`)
-	_, err = app.locks.Status(ctx, connect.NewRequest(&fencedv1.StatusRequest{}))
-	denied(t, "app reads the status of every lock", err, `"read"`)
+	_, err = app.locks.Status(ctx, connect.NewRequest(&fencedv1.StatusRequest{Name: "billing/x"}))
+	denied(t, "app reads the status of billing/x", err, `"read"`, `"billing/x"`)
 	if _, err := app.locks.List(ctx, connect.NewRequest(&fencedv1.ListRequest{Prefix: "orders/"})); err != nil {
 		t.Fatalf("app lists orders/: %v", err)
 	}

@@ -40,13 +40,27 @@ func needOf(msg any) need {
 		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.ReleaseRequest:
 		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreAcquireRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreReleaseRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.SemaphoreVerifyRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.SemaphoreDescribeRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.RenewRequest:
+		return need{perm: permAcquire, name: m.Name}
 	case *fencedv1.VerifyRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.DescribeRequest:
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.ListRequest:
-		return need{perm: permRead, name: m.Prefix}
+		// What the caller may not read is left out (readable).
+		return need{perm: permRead, anywhere: true}
 	case *fencedv1.StatusRequest:
+		if m.Name == "" {
+			return need{perm: permRead, anywhere: true}
+		}
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.KVGetRequest:
 		return need{perm: permRead, name: m.Key}
@@ -66,8 +80,11 @@ func needOf(msg any) need {
 		return need{perm: permAdmin, name: m.Name}
 	case *fencedv1.ClusterStatusRequest:
 		return need{perm: permRead}
+	case *fencedv1.ListKeysRequest:
+		return need{perm: permRead, anywhere: true}
 	default:
-		// AddMember, RemoveMember, TransferLeader and anything unknown.
+		// AddMember, RemoveMember, TransferLeader, RotateKeys and
+		// anything unknown.
 		return need{perm: permAdmin}
 	}
 }
@@ -101,6 +118,26 @@ func (s *Server) authorize(ctx context.Context, procedure string, n need) error 
 	}
 	s.audit.record(auditEntry{Event: auditDenied, Identity: c.id.name, Source: identityOf(ctx), Procedure: procedure, Target: n.name, Permission: n.perm, Outcome: "refused", Detail: err.Error()})
 	return err
+}
+
+// readable returns which names the caller of ctx may read, for the
+// answers that list locks and sessions (Status, List) and the holder an
+// Acquire that was not granted names: nil when every name (no auth file,
+// a call made inside the server, or read on the prefix "").
+func (s *Server) readable(ctx context.Context) func(name string) bool {
+	if s.auth == nil {
+		return nil
+	}
+	c := callerOf(ctx)
+	switch {
+	case c == nil:
+		return nil
+	case c.id == nil:
+		return func(string) bool { return false }
+	case c.id.allows(permRead, ""):
+		return nil
+	}
+	return func(name string) bool { return c.id.allows(permRead, name) }
 }
 
 // authorizeRegister checks a RegisterNode: an identity with admin, or the
@@ -197,6 +234,8 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 		e.Target = m.Id
 	case *fencedv1.RegisterNodeRequest:
 		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
+	case *fencedv1.RotateKeysRequest:
+		e.Target, e.Detail = "signing keys", fmt.Sprintf("keep %d: %s", keepOf(m), m.Reason)
 	}
 	if err != nil {
 		e.Outcome = "failed: " + connect.CodeOf(err).String()

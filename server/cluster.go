@@ -84,6 +84,8 @@ func (s *Server) probeMember(ctx context.Context, m *fencedv1.Member) (uint64, s
 	// The member checks the caller's credentials itself.
 	if c := callerOf(ctx); c != nil && c.authorization != "" {
 		req.Header().Set("Authorization", c.authorization)
+	} else if c != nil && c.certIdentity != "" {
+		req.Header().Set(headerClientIdentity, c.certIdentity)
 	}
 	resp, err := c.Status(ctx, req)
 	if err != nil {

@@ -32,6 +32,12 @@ type Config struct {
 	// verifying the other's certificate against the CA and presenting
 	// their own. Server.ReloadTLS reads the files again.
 	TLS raftstore.TLSFiles
+	// RequireClientCert makes the API's TLS mutual: a client must present
+	// a certificate of TLS.CA in the handshake, or the connection is
+	// refused before any HTTP (health checks and /metrics included). It
+	// needs TLS with a CA. A certificate is an identity only through a
+	// cert line of the AuthFile (AuthEntry.Cert).
+	RequireClientCert bool
 	// InsecureListenAny allows serving the API or the peer port without
 	// TLS on an address other than loopback. Without it Validate refuses
 	// that; with it Start logs a warning saying what is open.
@@ -52,6 +58,12 @@ type Config struct {
 	// ExpiryInterval is how often the leader looks for leases that ran out.
 	// A session is expired at most this long after its TTL. Default 25ms.
 	ExpiryInterval time.Duration
+	// LockDelay is the lock delay of an acquire that does not ask for one
+	// (docs/lock-delay.md): after the session holding the grant expires
+	// or is revoked, the lock is granted to no one for this long. A
+	// mitigation for resources that cannot check tokens, not a safety
+	// mechanism. Default 0 (off); at most 1 minute.
+	LockDelay time.Duration
 	// MaxMessageBytes caps a request message. Default 64 KiB.
 	MaxMessageBytes int
 	// ProposeTimeout bounds one proposal when the caller sets no deadline.
@@ -73,6 +85,12 @@ type Config struct {
 	// needs on its name (docs/design.md §10). Server.ReloadAuth reads it
 	// again. Without it the API is open to anyone who can reach it.
 	AuthFile string
+	// SignGrants makes the leader sign every grant it hands a holder
+	// with the cluster's Ed25519 key (the Grant's signed field,
+	// docs/design.md §10), so resources behind guard.Signed can verify its
+	// scope offline. It costs one signature per grant on the leader.
+	// Default true (DefaultConfig); keys are kept and published either way.
+	SignGrants bool
 	// Audit configures the audit log of authentication failures, denials
 	// and admin actions; the zero value keeps none.
 	Audit AuditConfig
@@ -102,6 +120,7 @@ func DefaultConfig() Config {
 		Limits:          DefaultLimits(),
 
 		TokenReserveBlock: 1000,
+		SignGrants:        true,
 	}
 }
 
@@ -127,6 +146,9 @@ func (c Config) Validate() error {
 	if err := c.TLS.Check("", false); err != nil {
 		errs = append(errs, err)
 	}
+	if c.RequireClientCert && (c.TLS.Cert == "" || c.TLS.CA == "") {
+		errs = append(errs, errors.New("require client certificates: the API needs TLS with a CA to verify them against (--cert, --key and --ca)"))
+	}
 	if c.Audit.MaxBytes < 0 || c.Audit.Keep < 0 {
 		errs = append(errs, fmt.Errorf("audit log: rotation size %d and files kept %d must not be negative", c.Audit.MaxBytes, c.Audit.Keep))
 	}
@@ -143,6 +165,9 @@ func (c Config) Validate() error {
 	}
 	if c.ExpiryInterval < time.Millisecond || c.ExpiryInterval > time.Second {
 		errs = append(errs, fmt.Errorf("expiry interval %v is out of range; want 1ms to 1s", c.ExpiryInterval))
+	}
+	if err := validateLockDelayConfig(c.LockDelay); err != nil {
+		errs = append(errs, err)
 	}
 	if c.MaxMessageBytes < 1024 {
 		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))

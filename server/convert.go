@@ -27,7 +27,17 @@ func lockProto(info fsm.LockInfo) *fencedv1.LockInfo {
 	for _, w := range info.Waiters {
 		out.Waiters = append(out.Waiters, &fencedv1.Waiter{Session: w})
 	}
+	delayProto(info.Delay, out)
 	return out
+}
+
+// delayProto fills in the lock delay of out (docs/lock-delay.md).
+func delayProto(d fsm.DelayInfo, out *fencedv1.LockInfo) {
+	out.LockDelayMs = d.Holder.Milliseconds()
+	if d.Pending {
+		out.Delayed, out.DelayMs = true, d.Length.Milliseconds()
+		out.DelayUntilUnixMs = d.Since.Add(d.Length).UnixMilli()
+	}
 }
 
 func releaseProto(r fsm.ReleaseResult) fencedv1.ReleaseResult {

@@ -15,6 +15,7 @@ import (
 type events struct {
 	waits   *waits
 	expiry  *sessionExpiry
+	delays  *lockDelays
 	revokes *revokePush
 	metrics *metrics
 	log     *slog.Logger
@@ -26,6 +27,9 @@ var _ fsm.Observer = (*events)(nil)
 
 func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
+	if g.Kind == fence.KindPermit {
+		e.metrics.permits.Inc()
+	}
 	if g.Kind == fence.KindRead || g.Kind == fence.KindWrite {
 		e.metrics.rwGrants.WithLabelValues(string(g.Kind)).Inc()
 	}

@@ -19,6 +19,8 @@ type sessionDeadline struct {
 	ttl      time.Duration
 	deadline time.Time
 	expiring time.Time // when an expiry was proposed; zero if none
+	pins     int       // renewals in flight (renew.go): no expiry is proposed while > 0
+	gen      uint64    // the heap entry of this generation is the live one (renew.go)
 }
 
 // sessionExpiry is the in-memory table of session deadlines, from which
@@ -51,8 +53,11 @@ func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	deadline := l.clock.Now().Add(ttl)
-	_, queued := l.table[id]
+	old, queued := l.table[id]
 	l.table[id] = &sessionDeadline{ttl: ttl, deadline: deadline}
+	if queued {
+		l.table[id].gen = old.gen // its entry stays the live one
+	}
 	if !queued {
 		// A session started again keeps its entry, which is before the new
 		// deadline (deadlines are always some now+ttl, and now only grows).
@@ -126,17 +131,20 @@ func (l *sessionExpiry) due() []uint64 {
 		e := heap.Pop(&l.queue).(deadlineEntry)
 		ls := l.table[e.id]
 		switch {
-		case ls == nil:
-			// Ended; drop the entry.
+		case ls == nil || e.gen != ls.gen:
+			// Ended, or a retime queued a newer entry; drop this one.
 		case now.Before(ls.deadline):
 			// Renewed since the entry was queued.
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.deadline})
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.deadline, gen: ls.gen})
+		case ls.pins > 0:
+			// A renewal is being applied; look again shortly.
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(pinnedRecheck), gen: ls.gen})
 		case !ls.expiring.IsZero() && now.Sub(ls.expiring) < retryExpiryAfter:
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.expiring.Add(retryExpiryAfter)})
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.expiring.Add(retryExpiryAfter), gen: ls.gen})
 		default:
 			ls.expiring = now
 			ids = append(ids, e.id)
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(retryExpiryAfter)})
+			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(retryExpiryAfter), gen: ls.gen})
 		}
 	}
 	return ids
@@ -151,8 +159,9 @@ func (l *sessionExpiry) count() int {
 
 // deadlineEntry is a session's place in the deadline heap.
 type deadlineEntry struct {
-	id uint64
-	at time.Time
+	id  uint64
+	at  time.Time
+	gen uint64 // sessionDeadline.gen when queued
 }
 
 // deadlineHeap is a container/heap of entries, earliest first.

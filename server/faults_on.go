@@ -27,6 +27,10 @@ type Faults struct {
 	// clients see tokens repeat and go down (the negative control of the
 	// token-order checker). The committed state is untouched.
 	ResetTokens bool
+	// AnyOwner makes this node's state machine let any request renew,
+	// close, release or acquire for any session, whatever secret it
+	// presents (the negative control of the ownership checker).
+	AnyOwner bool
 }
 
 // faultState is a node's running faults.
@@ -50,6 +54,9 @@ func (f *faultState) warn(log *slog.Logger) {
 	if k.ResetTokens {
 		log.Warn(msg, "fault", "reset-tokens")
 	}
+	if k.AnyOwner {
+		log.Warn(msg, "fault", "any-owner")
+	}
 	if f.cfg.Raft.Test.Dial != nil {
 		log.Warn(msg, "fault", "dial-hook")
 	}
@@ -65,7 +72,10 @@ func (f *faultState) clock() fence.Clock {
 }
 
 // machine applies the node-local faults of the state machine.
-func (f *faultState) machine(m *fsm.Machine) { m.SetUnfencedKV(f.cfg.Test.UnfencedKV) }
+func (f *faultState) machine(m *fsm.Machine) {
+	m.SetUnfencedKV(f.cfg.Test.UnfencedKV)
+	m.SetAnyOwner(f.cfg.Test.AnyOwner)
+}
 
 // tookOver records the last token issued when this node became leader.
 func (f *faultState) tookOver(last uint64) {

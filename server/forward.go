@@ -33,14 +33,17 @@ const (
 // answered after it confirmed its leadership with a quorum (linearizable);
 // with HeaderLocal any member answers from its own state.
 var readPaths = map[string]bool{
-	fencedv1connect.LockServiceVerifyProcedure:     true,
-	fencedv1connect.LockServiceDescribeProcedure:   true,
-	fencedv1connect.LockServiceListProcedure:       true,
-	fencedv1connect.LockServiceStatusProcedure:     true,
-	fencedv1connect.KVServiceGetProcedure:          true,
-	fencedv1connect.RWLockServiceVerifyProcedure:   true,
-	fencedv1connect.RWLockServiceDescribeProcedure: true,
-	fencedv1connect.ClusterServiceStatusProcedure:  true,
+	fencedv1connect.LockServiceVerifyProcedure:        true,
+	fencedv1connect.LockServiceDescribeProcedure:      true,
+	fencedv1connect.LockServiceListProcedure:          true,
+	fencedv1connect.LockServiceStatusProcedure:        true,
+	fencedv1connect.KVServiceGetProcedure:             true,
+	fencedv1connect.ClusterServiceStatusProcedure:     true,
+	fencedv1connect.KeyServiceListKeysProcedure:       true,
+	fencedv1connect.SemaphoreServiceVerifyProcedure:   true,
+	fencedv1connect.SemaphoreServiceDescribeProcedure: true,
+	fencedv1connect.RWLockServiceVerifyProcedure:      true,
+	fencedv1connect.RWLockServiceDescribeProcedure:    true,
 }
 
 func isRead(r *http.Request) bool {
@@ -53,7 +56,7 @@ func isRead(r *http.Request) bool {
 // isAPI reports whether the path is served by the leader (everything but
 // the node's own endpoints).
 func isAPI(path string) bool {
-	return path != "/metrics" && path != "/healthz" && path != "/readyz"
+	return path != "/metrics" && path != "/healthz" && path != "/readyz" && path != WellKnownKeysPath
 }
 
 // forwarding routes API calls: the leader serves them (reads after
@@ -69,6 +72,13 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 			pr.Out.Header.Set(headerForwardedBy, s.cfg.Raft.NodeID)
 			if id := identityOf(pr.In.Context()); id != "" {
 				pr.Out.Header.Set(headerSource, id)
+			}
+			// The leader cannot see the client's certificate: this node
+			// vouches for the identity it verified, with its own node
+			// certificate (authenticating).
+			pr.Out.Header.Del(headerClientIdentity)
+			if c := callerOf(pr.In.Context()); c != nil && c.certIdentity != "" {
+				pr.Out.Header.Set(headerClientIdentity, c.certIdentity)
 			}
 		},
 		Transport:     transport,

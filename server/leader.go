@@ -47,6 +47,7 @@ func (s *Server) followLeadership() {
 // earlier terms (barrier), record this leadership in the log so expiries of
 // older terms are ignored from here on, restart the token counter above
 // this node's recorded reservation, initialise the issuer and token floor,
+// create the first signing key if the state has none (keys.go),
 // then restart every session's full TTL from now.
 func (s *Server) lead(l raftstore.Leadership) {
 	ctx, cancel := context.WithCancel(s.ctx)
@@ -74,6 +75,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 		}
 	}
 	s.expiry.restartAll()
+	s.rearmDelays()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -103,14 +105,17 @@ func (s *Server) takeOver(ctx context.Context, term uint64) error {
 			return err
 		}
 	}
-	if issuer != "" && uint64(s.cfg.TokenFloor) <= last {
-		return nil
+	if issuer == "" || uint64(s.cfg.TokenFloor) > last {
+		if issuer == "" {
+			issuer = newIssuer()
+		}
+		if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: issuer, TokenFloor: uint64(s.cfg.TokenFloor)}}}); err != nil {
+			return err
+		}
 	}
-	if issuer == "" {
-		issuer = newIssuer()
-	}
-	_, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: issuer, TokenFloor: uint64(s.cfg.TokenFloor)}}})
-	return err
+	// The first signing key, before this leader serves a grant; a state
+	// from before signed grants gets one here too.
+	return s.bootstrapKey(ctx)
 }
 
 // newIssuer returns a random issuer id for a new cluster.
@@ -125,31 +130,51 @@ func newIssuer() string {
 func (s *Server) expireLoop(ctx context.Context, term uint64) {
 	tick := time.NewTicker(s.cfg.ExpiryInterval)
 	defer tick.Stop()
-	sem := make(chan struct{}, maxParallelExpiries)
-	var inflight sync.WaitGroup
-	defer inflight.Wait()
+	props := &leaderProposals{s: s, sem: make(chan struct{}, maxParallelExpiries)}
+	defer props.inflight.Wait()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
 		}
+		if !s.endDueDelays(ctx, term, props) {
+			return
+		}
 		for _, id := range s.expiry.due() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
+			cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
+			if !props.propose(ctx, cmd, "expire session", "session", id) {
 				return
 			}
-			inflight.Add(1)
-			go func() {
-				defer func() { <-sem; inflight.Done() }()
-				cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
-				if _, err := s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
-					s.log.Warn("expire session", "session", id, "err", err)
-				}
-			}()
 		}
 	}
+}
+
+// leaderProposals are the proposals the leader makes of its own accord
+// (expiries, ends of lock delays), at most maxParallelExpiries in flight.
+type leaderProposals struct {
+	s        *Server
+	sem      chan struct{}
+	inflight sync.WaitGroup
+}
+
+// propose proposes cmd in the background, logging a failure as what with
+// attrs, once fewer than the maximum are in flight. It reports false when
+// ctx ended first.
+func (p *leaderProposals) propose(ctx context.Context, cmd *statev1.Command, what string, attrs ...any) bool {
+	select {
+	case p.sem <- struct{}{}:
+	case <-ctx.Done():
+		return false
+	}
+	p.inflight.Add(1)
+	go func() {
+		defer func() { <-p.sem; p.inflight.Done() }()
+		if _, err := p.s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+			p.s.log.Warn(what, append(attrs, "err", err)...)
+		}
+	}()
+	return true
 }
 
 // registerWithLeader records this follower's API address through the

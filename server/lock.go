@@ -32,7 +32,7 @@ type lockService struct{ s *Server }
 var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
 
 func validateAcquire(m *fencedv1.AcquireRequest) error {
-	return validateAcquireFields(m.Name, m.Session, m.WaitMs, m.TtlMs, m.RequestId)
+	return errors.Join(validateAcquireFields(m.Name, m.Session, m.WaitMs, m.TtlMs, m.RequestId), validateLockDelayMs(m.LockDelayMs))
 }
 
 // validateAcquireFields checks the fields every primitive's acquire
@@ -86,25 +86,28 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, grant, err := h.s.acquire(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
+	res, grant, err := h.s.acquire(ctx, m.Name, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
+		LockDelayMs: h.s.lockDelayMs(m.LockDelayMs),
 	}}}, func(session uint64) (fsm.Result, error) {
 		return h.s.wait(ctx, m.Name, session, time.Duration(m.WaitMs)*time.Millisecond)
 	})
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Grant: grant}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Delayed: res.Delayed, Grant: grant}
 	if res.Granted {
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
 }
 
-// acquire proposes cmd, an acquire of any primitive, and when it queued
-// its session waits for the outcome with wait. It returns the result and,
-// when granted, the grant as the client is told it.
-func (s *Server) acquire(ctx context.Context, cmd *statev1.Command, wait func(session uint64) (fsm.Result, error)) (fsm.Result, *fencedv1.Grant, error) {
+// acquire proposes cmd, an acquire of any primitive on name, and when it
+// queued its session waits for the outcome with wait. It returns the
+// result, whose Holder (a session id) is shown only to a caller who may
+// read name, and, when granted, the grant as handed to its holder
+// (handOut: signed with Config.SignGrants).
+func (s *Server) acquire(ctx context.Context, name string, cmd *statev1.Command, wait func(session uint64) (fsm.Result, error)) (fsm.Result, *fencedv1.Grant, error) {
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
 		return fsm.Result{}, nil, s.limitErr(err)
@@ -114,10 +117,13 @@ func (s *Server) acquire(ctx context.Context, cmd *statev1.Command, wait func(se
 			return fsm.Result{}, nil, err
 		}
 	}
+	if visible := s.readable(ctx); visible != nil && !visible(name) {
+		res.Holder = 0 // a session id, shown only to readers of the name
+	}
 	if !res.Granted {
 		return res, nil, nil
 	}
-	return res, grantProto(s.faults.reported(res.Grant)), nil
+	return res, s.handOut(s.faults.reported(res.Grant)), nil
 }
 
 // wait blocks until the queued session is granted lock name, leaves the
@@ -260,8 +266,10 @@ func (h *lockService) List(ctx context.Context, req *connect.Request[fencedv1.Li
 	}
 	var locks []fsm.LockInfo
 	var more bool
-	h.s.sm.read(func(fm *fsm.Machine) { locks, more = fm.LocksAfter(m.Prefix, after, limit) })
-	resp := &fencedv1.ListResponse{}
+	var hidden int
+	visible := h.s.readable(ctx)
+	h.s.sm.read(func(fm *fsm.Machine) { locks, hidden, more = fm.LocksVisible(m.Prefix, after, visible, limit) })
+	resp := &fencedv1.ListResponse{HiddenLocks: uint32(hidden)}
 	for _, l := range locks {
 		resp.Locks = append(resp.Locks, inlineLock(l))
 	}
@@ -288,7 +296,7 @@ func (h *lockService) Status(ctx context.Context, req *connect.Request[fencedv1.
 	resp := &fencedv1.StatusResponse{NodeId: st.NodeID, Leader: st.LeaderID, Term: st.Term}
 	h.s.sm.read(func(fm *fsm.Machine) {
 		resp.Issuer, resp.LastToken = fm.Issuer(), uint64(fm.LastToken())
-		err = statusPage(fm, resp, m.Name, m.PageToken, size)
+		err = statusPage(fm, resp, m.Name, m.PageToken, size, h.s.readable(ctx))
 	})
 	if err != nil {
 		return nil, toConnect(err)

@@ -14,6 +14,7 @@ import (
 type metrics struct {
 	registry        *prometheus.Registry
 	grants          prometheus.Counter
+	permits         prometheus.Counter
 	rwGrants        *prometheus.CounterVec
 	releases        *prometheus.CounterVec
 	expiries        prometheus.Counter
@@ -23,14 +24,25 @@ type metrics struct {
 	diskErrors      *prometheus.CounterVec
 	proposeDuration prometheus.Histogram
 	applyDuration   prometheus.Histogram
+	lockDelays      prometheus.Counter // lockdelay.go
+	renewals        prometheus.Counter // renew.go
 }
 
 func newMetrics(sm *stateMachine) *metrics {
 	buckets := prometheus.ExponentialBuckets(0.0001, 2, 18) // 100µs .. ~13s
 	m := &metrics{
 		registry: prometheus.NewRegistry(),
+		lockDelays: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_lock_delays_total", Help: "Lock delays started after the expiry or revocation of a grant that asked for one.",
+		}),
+		renewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_grant_renewals_total", Help: "Grants renewed with Renew (fenced renew, Lease.Renew).",
+		}),
 		grants: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_grants_total", Help: "Locks granted, immediately or to a waiter (on this node's state machine).",
+		}),
+		permits: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_semaphore_permits_granted_total", Help: "Semaphore permits granted, immediately or to a waiter (on this node's state machine); each permit is also a grant.",
 		}),
 		rwGrants: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_rwlock_grants_total", Help: "Read/write lock grants, immediately or to a waiter, by mode: read, write (also counted in fenced_grants_total).",
@@ -68,10 +80,14 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.rwGrants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
+		m.grants, m.permits, m.rwGrants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
+		gauge("fenced_semaphore_permits_held", "Semaphore permits currently held, over all semaphores.", func(fm *fsm.Machine) int { n, _ := fm.SemaphoreCounts(); return n }),
+		gauge("fenced_semaphore_waiters", "Acquires waiting in semaphore queues.", func(fm *fsm.Machine) int { _, n := fm.SemaphoreCounts(); return n }),
+		m.lockDelays, m.renewals,
+		gauge("fenced_locks_delayed", "Locks in their lock delay.", func(fm *fsm.Machine) int { return len(fm.PendingDelays()) }),
 		gauge("fenced_rwlock_readers", "Read grants of read/write locks currently held.", func(fm *fsm.Machine) int { r, _, _ := fm.RWCounts(); return r }),
 		gauge("fenced_rwlock_writers", "Write grants of read/write locks currently held.", func(fm *fsm.Machine) int { _, w, _ := fm.RWCounts(); return w }),
 		gauge("fenced_rwlock_waiters", "Requests waiting in read/write lock queues.", func(fm *fsm.Machine) int { _, _, q := fm.RWCounts(); return q }),

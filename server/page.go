@@ -74,8 +74,10 @@ func inlineLock(info fsm.LockInfo) *fencedv1.LockInfo {
 
 // statusPage fills resp with the page of locks, then sessions, that starts
 // at token, at most size items, and sets its next_page_token. With name
-// set, the locks are that one lock.
-func statusPage(fm *fsm.Machine, resp *fencedv1.StatusResponse, name, token string, size int) error {
+// set, the locks are that one lock. Only what visible accepts is shown
+// (nil: everything); the rest is counted in hidden_locks and
+// hidden_sessions.
+func statusPage(fm *fsm.Machine, resp *fencedv1.StatusResponse, name, token string, size int, visible func(string) bool) error {
 	kind, pos, err := decodeCursor(token, string([]byte{cursorLock, cursorSession}))
 	if err != nil {
 		return err
@@ -84,12 +86,15 @@ func statusPage(fm *fsm.Machine, resp *fencedv1.StatusResponse, name, token stri
 	if kind != cursorSession {
 		var locks []fsm.LockInfo
 		var more bool
+		var hidden int
 		switch {
 		case name != "" && kind == 0:
+			// The caller may read name (authorize).
 			locks = []fsm.LockInfo{fm.Lock(name)}
 		case name == "":
-			locks, more = fm.LocksAfter("", pos, size)
+			locks, hidden, more = fm.LocksVisible("", pos, visible, size)
 		}
+		resp.HiddenLocks = uint32(hidden)
 		for _, l := range locks {
 			resp.Locks = append(resp.Locks, inlineLock(l))
 		}
@@ -103,7 +108,8 @@ func statusPage(fm *fsm.Machine, resp *fencedv1.StatusResponse, name, token stri
 	} else if after, err = strconv.ParseUint(pos, 10, 64); err != nil {
 		return fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, token)
 	}
-	sessions, more := fm.SessionsAfter(after, size)
+	sessions, hidden, more := fm.SessionsVisible(after, visible, size)
+	resp.HiddenSessions = uint32(hidden)
 	for _, si := range sessions {
 		resp.Sessions = append(resp.Sessions, &fencedv1.SessionInfo{Session: si.ID, TtlMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting})
 	}

@@ -48,7 +48,7 @@ func (h *rwLockService) Acquire(ctx context.Context, req *connect.Request[fenced
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, grant, err := h.s.acquire(ctx, &statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{
+	res, grant, err := h.s.acquire(ctx, m.Name, &statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Mode: mode, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
 	}}}, func(session uint64) (fsm.Result, error) {
 		return h.s.rwWait(ctx, kind, m.Name, session, time.Duration(m.WaitMs)*time.Millisecond)

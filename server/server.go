@@ -36,6 +36,7 @@ type Server struct {
 	sm      *stateMachine
 	node    *raftstore.Node
 	expiry  *sessionExpiry
+	delays  *lockDelays // lock delays to end (lockdelay.go)
 	revokes *revokePush
 	waits   *waits
 	metrics *metrics
@@ -89,6 +90,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
+	s.delays = newLockDelays(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
 	res, err := openTokenReservation(cfg.Raft.DataDir)
@@ -100,8 +102,8 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
-	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()) }
-	obs = events{waits: s.waits, expiry: s.expiry, revokes: s.revokes, metrics: s.metrics, log: log}
+	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()); s.delays.reset(m.PendingDelays()) }
+	obs = events{waits: s.waits, expiry: s.expiry, delays: s.delays, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
@@ -178,6 +180,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle(fencedv1connect.NewSessionServiceHandler(&sessionService{s}, opts...))
 	mux.Handle(fencedv1connect.NewLockServiceHandler(&lockService{s}, opts...))
+	mux.Handle(fencedv1connect.NewSemaphoreServiceHandler(&semaphoreService{s}, opts...))
 	mux.Handle(fencedv1connect.NewRWLockServiceHandler(&rwLockService{s}, opts...))
 	// kv values are up to 1 MiB, plus the message's own fields. The lock
 	// service's Pipeline carries kv puts too, so its messages get the kv
@@ -188,6 +191,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
+	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
+	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)

@@ -32,7 +32,7 @@ func (s *Server) secure(ln net.Listener) (net.Listener, error) {
 	if s.apiTLS == nil {
 		return ln, nil
 	}
-	return tlsListener{ln, s.apiTLS}, nil
+	return tlsListener{ln, s.apiTLS, s.cfg.RequireClientCert}, nil
 }
 
 // tlsListener wraps accepted connections in TLS with the identity loaded
@@ -40,6 +40,9 @@ func (s *Server) secure(ln net.Listener) (net.Listener, error) {
 type tlsListener struct {
 	net.Listener
 	id *tlsfiles.Reloader
+	// requireClientCert refuses a handshake without a client certificate
+	// of the CA (Config.RequireClientCert).
+	requireClientCert bool
 }
 
 func (l tlsListener) Accept() (net.Conn, error) {
@@ -47,7 +50,7 @@ func (l tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tls.Server(c, l.id.ServerConfig()), nil
+	return tls.Server(c, l.id.ServerConfig(l.requireClientCert)), nil
 }
 
 // setProtocols lets the API server speak HTTP/2 over TLS with TLS and

@@ -67,6 +67,7 @@ func TestGuard_Conformance(t *testing.T) {
 			tg := newTarget(t, b)
 			guardtest.Run(t, func(t *testing.T) guardtest.Target { return tg })
 			t.Run("Guard", func(t *testing.T) { guardtest.RunGuard(t, guardtest.Guard{Guard: tg.g, Watermark: tg.g.Watermark}) })
+			t.Run("Signed", func(t *testing.T) { guardtest.RunSigned(t, guardtest.Guard{Guard: tg.g, Watermark: tg.g.Watermark}) })
 		})
 	}
 }

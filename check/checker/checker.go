@@ -16,6 +16,7 @@ const (
 	LinearizabilityCheck = "linearizability"
 	LostAckCheck         = "lost-ack"
 	LivenessCheck        = "liveness"
+	OwnershipCheck       = "ownership"
 )
 
 // DefaultLinearizableTimeout is how long porcupine may search for a
@@ -54,8 +55,8 @@ type Options struct {
 
 // All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
-// linearizability, lost-ack, liveness; within a checker in the order of
-// keys, names and time. An empty result means the history passed.
+// linearizability, lost-ack, liveness, ownership; within a checker in the
+// order of keys, names and time. An empty result means the history passed.
 func All(h history.History, o Options) []Violation {
 	var out []Violation
 	out = append(out, StaleWrites(h)...)
@@ -64,6 +65,7 @@ func All(h history.History, o Options) []Violation {
 	out = append(out, Linearizable(h, o)...)
 	out = append(out, LostAcks(h)...)
 	out = append(out, Liveness(h, o)...)
+	out = append(out, Ownership(h)...)
 	return out
 }
 

@@ -30,6 +30,13 @@ const (
 	// OpRead is a kv get of Key; on success Value, Version and Token (the
 	// key's watermark); Outcome "not_found" for a missing key.
 	OpRead Kind = "read"
+	// OpHijack is a worker's attempt to act for another worker's session
+	// (Session) with a wrong secret: Target is the call (HijackRelease of
+	// Name, HijackRenew, HijackClose), Value how the victim was chosen
+	// ("listed" by Status, or "guessed"), Result a release's answer.
+	// Outcome OK means the call took effect: the ownership checker's
+	// violation.
+	OpHijack Kind = "hijack"
 	// OpFault is a fault injected (Fault, Target) or healed (Outcome
 	// "healed").
 	OpFault Kind = "fault"
@@ -39,6 +46,13 @@ const (
 	OpServerGrant   Kind = "server_grant"
 	OpServerRelease Kind = "server_release"
 	OpServerExpire  Kind = "server_expire"
+)
+
+// The calls of an OpHijack (its Target).
+const (
+	HijackRelease = "release"
+	HijackRenew   = "renew"
+	HijackClose   = "close"
 )
 
 // Processes that are not client workers or server nodes.
@@ -90,7 +104,7 @@ type Op struct {
 	Required uint64 `json:"required,omitempty"` // required token of a stale write
 	Value    string `json:"value,omitempty"`    // value written or read
 	Version  uint64 `json:"version,omitempty"`  // kv version after a write, or read
-	Result   string `json:"result,omitempty"`   // release answer
+	Result   string `json:"result,omitempty"`   // release answer (release, hijack)
 	Fault    string `json:"fault,omitempty"`    // fault kind
 	Target   string `json:"target,omitempty"`   // fault target (node, process, link)
 	Seq      uint64 `json:"seq,omitempty"`      // apply order of server events

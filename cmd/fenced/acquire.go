@@ -15,13 +15,15 @@ import (
 func newAcquireCommand() *cobra.Command {
 	var cf clientFlags
 	var ttl, wait time.Duration
+	var delay lockDelayFlag
 	cmd := &cobra.Command{
 		Use:   "acquire NAME",
 		Short: "Take a lock with a TTL of its own and print the grant",
 		Long: `Take a lock and print the grant: name, token, issuer, session, TTL, and
 with --json the session's secret. The grant lives until its TTL runs out or
 "fenced release NAME --session ID --secret S", which needs that secret;
-nothing keeps it alive after this command exits.
+nothing keeps it alive after this command exits, but "fenced renew NAME
+--session ID --secret S [--ttl D]" renews it (same token).
 
 With --wait 0 (the default) the lock is tried once. With --wait D the call
 queues (FIFO) for up to D, keeping its session alive while it waits; the
@@ -34,15 +36,22 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
 				return withExit(exitUsage, err)
 			}
+			opts, err := delay.options()
+			if err != nil {
+				return err
+			}
 			c, err := cf.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
-			g, secret, err := acquire(ctx, c, name, ttl, wait)
+			g, secret, err := acquire(ctx, c, name, ttl, wait, opts...)
 			if errors.Is(err, fence.ErrNotGranted) {
 				c.Close()
+				if wait == 0 && errors.Is(err, client.ErrLockDelayed) {
+					return withExit(exitNotGranted, fmt.Errorf("%s: not granted: in its lock delay after its holder expired or was revoked", name))
+				}
 				return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
 			}
 			if err != nil {
@@ -55,7 +64,8 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "TTL of the grant (100ms to 24h)")
+	delay.register(cmd)
+	cmd.Flags().DurationVar(&ttl, "ttl", 30*time.Second, "TTL of the grant (100ms to 24h); \"fenced renew\" extends it")
 	cmd.Flags().DurationVar(&wait, "wait", 0, "how long to wait in the queue (0: try once)")
 	return cmd
 }
@@ -63,9 +73,9 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 // acquire takes name once (wait 0) with a per-grant lease, or waits for it
 // on a session kept alive while waiting. It returns the grant and the
 // secret of its session.
-func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration) (fence.Grant, string, error) {
+func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.Duration, opts ...client.LockOption) (fence.Grant, string, error) {
 	if wait == 0 {
-		l, err := c.Acquire(ctx, name, ttl)
+		l, err := c.Acquire(ctx, name, ttl, opts...)
 		if err != nil {
 			return fence.Grant{}, "", err
 		}
@@ -77,7 +87,7 @@ func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.
 	}
 	wctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	m := client.NewMutex(s, name)
+	m := client.NewMutex(s, name, opts...)
 	if err := m.Lock(wctx); err != nil {
 		s.Close(context.Background())
 		if wctx.Err() != nil && ctx.Err() == nil {

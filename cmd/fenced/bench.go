@@ -38,6 +38,10 @@ Workloads:
                 them alive for --duration and reports the server's CPU and
                 RSS (bytes per session from the RSS growth)
   fenced-write  acquire → fenced kv put with the token → release
+  semaphore     every client takes and releases one permit of the same
+                semaphore of --capacity permits (waiting FIFO when all are
+                held); checks that no more clients hold a permit at once
+                than the capacity and that each slot's tokens increase
   rwlock        every client takes and releases the same read/write lock:
                 a read grant in 90% of the cycles, the write grant in 10%
 
@@ -47,7 +51,7 @@ through /proc and their CPU and RSS during the measurement are reported
 (or name them with --server-pid). Client and server sharing the same cores
 compete for them: compare figures only within one run on one machine.
 
-The lock names used start with bench/; run it against a cluster that
+The lock and semaphore names used start with bench/; run it against a cluster that
 serves other users only if a little extra load is acceptable.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -91,6 +95,8 @@ serves other users only if a little extra load is acceptable.`,
 				printBench(cmd.OutOrStdout(), r)
 			}
 			switch {
+			case r.CapacityViolations > 0:
+				return fmt.Errorf("%d permits were held by more clients at once than the capacity: a safety bug, please report it", r.CapacityViolations)
 			case r.TokenOrderViolations > 0:
 				return fmt.Errorf("%d grants came with a token not above the previous holder's: a safety bug, please report it", r.TokenOrderViolations)
 			case r.Errors > 0:
@@ -101,7 +107,8 @@ serves other users only if a little extra load is acceptable.`,
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write or rwlock")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore or rwlock")
+	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to measure")
@@ -157,6 +164,9 @@ func printBench(w io.Writer, r bench.Result) {
 	fmt.Fprintf(w, "  acquire    p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs)
 	if r.Workload != bench.WorkloadSessions {
 		fmt.Fprintf(w, "  cycle      p50 %.2fms  p99 %.2fms\n", r.CycleP50Ms, r.CycleP99Ms)
+	}
+	if r.Workload == bench.WorkloadSemaphore {
+		fmt.Fprintf(w, "  checks     %d capacity violations, %d slot token order violations\n", r.CapacityViolations, r.TokenOrderViolations)
 	}
 	fmt.Fprintf(w, "  errors     %d\n", r.Errors)
 	if s := r.Server; s != nil {

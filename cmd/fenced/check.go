@@ -26,11 +26,12 @@ func newCheckCommand() *cobra.Command {
 		Use:   "check",
 		Short: "Run the fault harness: a real cluster under faults, every operation recorded and checked",
 		Long: `Start a cluster of real fenced serve processes on loopback behind per-link
-TCP proxies, run client worker processes that take contended locks and write
-the fenced kv under their tokens, inject faults on a seeded schedule, heal,
-and check the whole history: stale writes, token order, mutual exclusion,
-linearizability (porcupine), lost acknowledgements and liveness after
-healing. Writes history.jsonl, summary.json, violations.json and
+TCP proxies, run client worker processes that take contended locks, write
+the fenced kv under their tokens and try to act for each other's sessions
+with wrong secrets, inject faults on a seeded schedule, heal, and check the
+whole history: stale writes, token order, mutual exclusion,
+linearizability (porcupine), lost acknowledgements, liveness after healing
+and session ownership. Writes history.jsonl, summary.json, violations.json and
 report.html to --out. The last line on stdout is one summary line; the exit
 status is 0 only when every check passed.
 
@@ -84,6 +85,7 @@ membership (or all).`,
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "the TTL of the workers' sessions and TTL locks")
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
+	f.BoolVar(&cfg.AnyOwner, "any-owner", false, "negative control: the servers let any request act for any session, whatever its secret (the ownership check must fail)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
 	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")

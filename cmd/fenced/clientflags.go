@@ -157,6 +157,8 @@ type grantJSON struct {
 	Session string `json:"session"`
 	TTLMs   int64  `json:"ttl_ms"`
 	Secret  string `json:"secret,omitempty"`
+	// Signed is the signed grant, for an X-Fencing-Grant header.
+	Signed string `json:"signed,omitempty"`
 }
 
 // printGrant prints g as one JSON object, with the session's secret when
@@ -165,7 +167,7 @@ func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(grantJSON{
 			Name: g.Name, Kind: string(g.Kind), Scope: g.Scope, Token: g.Token.String(), Issuer: g.Issuer,
-			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(), Secret: secret,
+			Session: fmt.Sprint(g.Session), TTLMs: g.TTL.Milliseconds(), Secret: secret, Signed: g.Signed,
 		})
 	}
 	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)

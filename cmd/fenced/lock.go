@@ -20,6 +20,7 @@ import (
 func newLockCommand() *cobra.Command {
 	var cf clientFlags
 	var ttl, wait, grace time.Duration
+	var delay lockDelayFlag
 	cmd := &cobra.Command{
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
 		Short: "Run CMD while holding a lock",
@@ -47,10 +48,15 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runUnder(cmd, &cf, args[0], ttl, wait, grace, args[1:], takeMutex(args[0]))
+			opts, err := delay.options()
+			if err != nil {
+				return err
+			}
+			return runUnder(cmd, &cf, args[0], ttl, wait, grace, args[1:], takeMutex(args[0], opts...))
 		},
 	}
 	runFlags(cmd, &cf, &ttl, &wait, &grace, "lock")
+	delay.register(cmd)
 	return cmd
 }
 
@@ -99,10 +105,10 @@ type held struct {
 // takeFunc takes a grant through session s, waiting until ctx ends.
 type takeFunc func(ctx context.Context, s *client.Session) (held, error)
 
-// takeMutex takes the exclusive lock name.
-func takeMutex(name string) takeFunc {
+// takeMutex takes the exclusive lock name with opts.
+func takeMutex(name string, opts ...client.LockOption) takeFunc {
 	return func(ctx context.Context, s *client.Session) (held, error) {
-		m := client.NewMutex(s, name)
+		m := client.NewMutex(s, name, opts...)
 		if err := m.Lock(ctx); err != nil {
 			return held{}, err
 		}
@@ -146,20 +152,34 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		s.Close(cctx)
 	}()
 	g := m.grant
+	env := []string{
+		"FENCED_TOKEN=" + g.Token.String(),
+		"FENCED_LOCK=" + g.Name,
+		"FENCED_KIND=" + string(g.Kind),
+		"FENCED_ISSUER=" + g.Issuer,
+		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
+		"FENCED_SESSION_SECRET=" + s.Secret(),
+	}
+	lost := func() string { return fmt.Sprintf("%s %q lost (token %d)", grantWords(g.Kind), g.Name, g.Token) }
+	return runHeld(m.ctx, env, argv, grace, lost, func() {
+		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		m.unlock(uctx)
+	})
+}
 
+// runHeld runs argv with env added to its environment while held is
+// alive, and calls release when argv exits (or cannot start). When held
+// ends first, it says so on stderr (lost describes what was lost), sends
+// SIGTERM to argv's process group, SIGKILL after grace, and returns exit
+// status 4. Signals to fenced are passed on to argv's process group.
+func runHeld(held context.Context, env, argv []string, grace time.Duration, lost func() string, release func()) error {
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = os.Stdin, os.Stdout, os.Stderr
-	child.Env = append(os.Environ(),
-		"FENCED_TOKEN="+g.Token.String(),
-		"FENCED_LOCK="+g.Name,
-		"FENCED_KIND="+string(g.Kind),
-		"FENCED_ISSUER="+g.Issuer,
-		"FENCED_SESSION="+strconv.FormatUint(s.ID(), 10),
-		"FENCED_SESSION_SECRET="+s.Secret(),
-	)
+	child.Env = append(os.Environ(), env...)
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
-		m.unlock(context.Background())
+		release()
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
@@ -173,14 +193,12 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	for {
 		select {
 		case err := <-exited:
-			uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			m.unlock(uctx)
-			cancel()
+			release()
 			return childExit(err)
 		case sig := <-sigs:
 			syscall.Kill(-child.Process.Pid, sig.(syscall.Signal))
-		case <-m.ctx.Done():
-			fmt.Fprintf(os.Stderr, "fenced: %s %q lost (token %d): %v; stopping %s\n", grantWords(g.Kind), g.Name, g.Token, context.Cause(m.ctx), argv[0])
+		case <-held.Done():
+			fmt.Fprintf(os.Stderr, "fenced: %s: %v; stopping %s\n", lost(), context.Cause(held), argv[0])
 			stopGroup(child.Process.Pid, exited, grace)
 			return withExit(exitLockLost, nil)
 		}

@@ -4,6 +4,7 @@
 //	fenced serve                          run a server (single node, data in ./fenced-data)
 //	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
+//	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
 //	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
@@ -11,6 +12,10 @@
 //	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
 //	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
+//	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
+//	fenced semaphore release NAME --session ID --secret S      release a session's permits
+//	fenced semaphore describe NAME        capacity, holders (slots, tokens), waiters
+//	fenced semaphore run NAME --capacity N -- CMD ARGS...      run CMD while holding permits
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
 //	fenced kv del KEY --token T           delete a key under a token
@@ -23,6 +28,9 @@
 //	fenced certs init                     create a CA in ./fenced-certs
 //	fenced certs issue --node ID          issue a node (or --client NAME) certificate
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
+//	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
+//	fenced keys list                      the cluster's public grant-signing keys
+//	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock, fenced rwlock read|write); fenced kv

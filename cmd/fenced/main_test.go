@@ -40,6 +40,10 @@ func staleWriter(url string) {
 		req, _ := http.NewRequest(http.MethodPut, url, nil)
 		req.Header.Set("X-Fencing-Token", token)
 		req.Header.Set("X-Writer-Pid", strconv.Itoa(os.Getpid()))
+		if slot := os.Getenv("FENCED_SLOT"); slot != "" {
+			// A semaphore permit fences its slot: the object name/slot.
+			req.Header.Set("X-Object", os.Getenv("FENCED_SEMAPHORE")+"/"+slot)
+		}
 		if resp, err := http.DefaultClient.Do(req); err == nil {
 			resp.Body.Close()
 		}
@@ -62,6 +66,7 @@ type attempt struct {
 	accepted bool
 	required fence.Token
 	pid      int
+	object   string
 }
 
 // resource is an HTTP resource protected by an in-memory guard, following
@@ -80,8 +85,12 @@ func (r *resource) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	pid, _ := strconv.Atoi(req.Header.Get("X-Writer-Pid"))
-	err = r.guard.Check(req.Context(), "object", tok)
-	a := attempt{token: tok, accepted: err == nil, pid: pid}
+	object := req.Header.Get("X-Object")
+	if object == "" {
+		object = "object"
+	}
+	err = r.guard.Check(req.Context(), object, tok)
+	a := attempt{token: tok, accepted: err == nil, pid: pid, object: object}
 	if se, ok := err.(*fence.StaleTokenError); ok {
 		a.required = se.Required
 		w.Header().Set("X-Required-Token", se.Required.String())
@@ -182,7 +191,7 @@ func eventually(t *testing.T, what string, d time.Duration, cond func() bool) {
 func fmtAttempts(as []attempt) string {
 	var b bytes.Buffer
 	for _, a := range as {
-		fmt.Fprintf(&b, "  token %d accepted=%v required=%d pid=%d\n", a.token, a.accepted, a.required, a.pid)
+		fmt.Fprintf(&b, "  %s token %d accepted=%v required=%d pid=%d\n", a.object, a.token, a.accepted, a.required, a.pid)
 	}
 	return b.String()
 }

@@ -16,7 +16,24 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newRevokeCommand(), newLockCommand(), newRWLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand(), newCertsCommand(), newAuthCommand())
+	root.AddCommand(
+		newServeCommand(),
+		newAcquireCommand(),
+		newReleaseCommand(),
+		newRenewCommand(),
+		newRevokeCommand(),
+		newLockCommand(),
+		newStatusCommand(),
+		newKVCommand(),
+		newClusterCommand(),
+		newCheckCommand(),
+		newBenchCommand(),
+		newCertsCommand(),
+		newAuthCommand(),
+		newKeysCommand(),
+		newSemaphoreCommand(),
+		newRWLockCommand(),
+	)
 	usageArgs(root)
 	return root
 }

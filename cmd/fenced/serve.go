@@ -37,9 +37,11 @@ is given. --cert/--key serve the API over TLS; --peer-cert/--peer-key/
 files. Whether TLS is on or off, the peer port refuses Raft messages from
 anyone who is not a member.
 
---auth-file requires a bearer token on every API call and checks its
-identity's permissions on the call's name (fenced auth token makes tokens);
-SIGHUP reloads it too. Without it the API is open to anyone who can reach
+--auth-file requires a bearer token or a client certificate of an identity
+on every API call and checks the identity's permissions on the call's name
+(fenced auth token makes tokens, fenced auth cert names certificates);
+SIGHUP reloads it too. --require-client-cert refuses TLS connections
+without a client certificate of --ca. Without it the API is open to anyone who can reach
 it. --audit-log records authentication failures, denials and admin actions.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -103,8 +105,10 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 	f.Uint64Var(&cfg.TokenReserveBlock, "token-reserve-block", cfg.TokenReserveBlock, "tokens reserved at a time: the end of each block is fsynced to DATA-DIR/token-reservation before its tokens are issued, and the counter restarts above it after a restart or leader change")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")
+	f.BoolVar(&cfg.SignGrants, "sign-grants", cfg.SignGrants, "sign every grant handed to a holder with the cluster's Ed25519 key (Grant.signed, X-Fencing-Grant), for resources behind guard.Signed; the keys are kept and published at /.well-known/fenced-keys either way")
+	f.DurationVar(&cfg.LockDelay, "lock-delay", 0, "lock delay of an acquire that asks for none: after its session expires or is revoked (never after a release), a lock is granted to no one for this long (0: off, at most 1m). A mitigation for resources that cannot check tokens, not a safety mechanism")
 	f.BoolVar(&cfg.AllowRevoke, "allow-revoke", false, "without --auth-file: enable \"fenced revoke\" (force-revoke of a lock's holder) for anyone who can reach the API (with --auth-file, identities with admin on the name may revoke)")
-	f.StringVar(&cfg.AuthFile, "auth-file", "", "require a bearer token on every API call: identities, token hashes and roles, one JSON line each (fenced auth token prints them); SIGHUP reloads it. Without it the API is open to anyone who can reach it")
+	f.StringVar(&cfg.AuthFile, "auth-file", "", "require a bearer token or a client certificate of an identity on every API call: identities, token hashes or certificate identities, and roles, one JSON line each (fenced auth token and fenced auth cert print them); SIGHUP reloads it. Without it the API is open to anyone who can reach it")
 	f.StringVar(&cfg.Audit.File, "audit-log", "", "append authentication failures, denials and admin actions to this file as JSON lines")
 	f.Int64Var(&cfg.Audit.MaxBytes, "audit-log-max-bytes", 64<<20, "rotate --audit-log when it would grow past this many bytes (FILE.1, FILE.2, ...); 0 never rotates")
 	f.IntVar(&cfg.Audit.Keep, "audit-log-keep", 5, "rotated audit log files to keep")
@@ -126,6 +130,7 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 	f.StringVar(&cfg.TLS.Cert, "cert", "", "serve the API over TLS with this certificate (PEM; see fenced certs issue --node); SIGHUP reloads it")
 	f.StringVar(&cfg.TLS.Key, "key", "", "private key of --cert (PEM)")
 	f.StringVar(&cfg.TLS.CA, "ca", "", "CA (PEM) that client certificates and other members' API certificates are verified against")
+	f.BoolVar(&cfg.RequireClientCert, "require-client-cert", false, "mutual TLS on the API: refuse a connection without a client certificate of --ca (health checks and /metrics too); needs --cert, --key and --ca")
 	f.StringVar(&cfg.Raft.PeerTLS.Cert, "peer-cert", "", "mutual TLS on the peer port with this node certificate (PEM, common name = --node-id); SIGHUP reloads it")
 	f.StringVar(&cfg.Raft.PeerTLS.Key, "peer-key", "", "private key of --peer-cert (PEM)")
 	f.StringVar(&cfg.Raft.PeerTLS.CA, "peer-ca", "", "cluster CA (PEM): only peers with a node certificate it signed, naming a member, are accepted")

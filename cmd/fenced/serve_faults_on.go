@@ -19,7 +19,8 @@ func addFaultFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.Float64Var(&cfg.Test.ClockRate, "test-clock-rate", 0, "test only: run the lease clock at this rate (a skewed server)")
 	f.BoolVar(&cfg.Test.UnfencedKV, "test-unfenced-kv", false, "test only: the kv accepts stale writes (negative control)")
 	f.BoolVar(&cfg.Test.ResetTokens, "test-reset-tokens", false, "test only: a new leader reports tokens as if its counter were reset (negative control)")
-	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-reset-tokens"} {
+	f.BoolVar(&cfg.Test.AnyOwner, "test-any-owner", false, "test only: any request may act for any session, whatever its secret (negative control)")
+	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-reset-tokens", "test-any-owner"} {
 		f.MarkHidden(name)
 	}
 }

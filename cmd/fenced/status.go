@@ -56,7 +56,7 @@ func newStatusCommand() *cobra.Command {
 func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 	fmt.Fprintf(w, "node %s (leader %s, term %d, applied %d)\nissuer %s, last token %d\n",
 		shown(st.NodeId), shown(st.Leader), st.Term, st.AppliedIndex, shown(st.Issuer), st.LastToken)
-	fmt.Fprintf(w, "\nlocks (%d):\n", len(st.Locks))
+	fmt.Fprintf(w, "\nlocks (%d%s):\n", len(st.Locks), hiddenNote(st.HiddenLocks))
 	for _, l := range st.Locks {
 		holder := "free"
 		if h := l.Holder; h != nil {
@@ -66,7 +66,7 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 		for _, wt := range l.Waiters {
 			waiters = append(waiters, fmt.Sprint(wt.Session))
 		}
-		fmt.Fprintf(w, "  %-30s %s", shown(l.Name), holder)
+		fmt.Fprintf(w, "  %-30s %s%s", shown(l.Name), holder, delayNote(l))
 		if more := int(l.WaiterCount) - len(waiters); more > 0 {
 			waiters = append(waiters, fmt.Sprintf("and %d more", more))
 		}
@@ -75,9 +75,18 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintf(w, "\nsessions (%d):\n", len(st.Sessions))
+	fmt.Fprintf(w, "\nsessions (%d%s):\n", len(st.Sessions), hiddenNote(st.HiddenSessions))
 	for _, s := range st.Sessions {
 		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, shownAll(s.Held), shownAll(s.Waiting))
 	}
 	return nil
+}
+
+// hiddenNote says how many items the server left out because the caller
+// may not read them.
+func hiddenNote(n uint32) string {
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %d more hidden: no read permission", n)
 }

@@ -86,7 +86,7 @@ func run(out io.Writer, endpoint string) error {
 	<-a.Context().Done()
 	say("", "(A's lease has run out; A does not know, it is paused)")
 
-	var b *client.TTLLock
+	var b *client.Lease
 	for b == nil {
 		b, err = c.Acquire(ctx, lockName, 30*time.Second)
 		if err != nil && !errors.Is(err, fence.ErrNotGranted) {

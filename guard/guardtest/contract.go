@@ -20,6 +20,20 @@ type Guard struct {
 	// fence.Guard allows to a store that cannot undo apply's writes
 	// (filefence).
 	KeepsWatermarkOnError bool
+	// FlatNames is set for a guard whose objects cannot contain "/" (a
+	// directory's file names, filefence): RunSigned then does not write
+	// an object below a grant's scope.
+	FlatNames bool
+}
+
+// mark returns obj's watermark, failing t when it cannot be read.
+func (g Guard) mark(t *testing.T, obj string) fence.Token {
+	t.Helper()
+	m, err := g.Watermark(ctx(t), obj)
+	if err != nil {
+		t.Fatalf("Watermark(%q): %v", obj, err)
+	}
+	return m
 }
 
 // RunGuard checks the contract of fence.Guard's Do that holds whatever
@@ -31,14 +45,7 @@ type Guard struct {
 // Do, checks the atomicity of the writes themselves.
 func RunGuard(t *testing.T, g Guard) {
 	type key struct{}
-	mark := func(t *testing.T, obj string) fence.Token {
-		t.Helper()
-		m, err := g.Watermark(ctx(t), obj)
-		if err != nil {
-			t.Fatalf("Watermark(%q): %v", obj, err)
-		}
-		return m
-	}
+	mark := g.mark
 
 	t.Run("Apply", func(t *testing.T) {
 		obj := object(t)

@@ -51,3 +51,10 @@ func TestMemory_Guard(t *testing.T) {
 		Watermark: func(_ context.Context, object string) (fence.Token, error) { return g.Watermark(object), nil },
 	})
 }
+
+func TestMemory_Signed(t *testing.T) {
+	var g guard.Memory
+	guardtest.RunSigned(t, guardtest.Guard{Guard: &g, Watermark: func(_ context.Context, object string) (fence.Token, error) {
+		return g.Watermark(object), nil
+	}})
+}

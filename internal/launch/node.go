@@ -65,18 +65,23 @@ func IssueCerts(dir string, nodes []Node) error {
 }
 
 // HTTPClient returns a client for n's API: one that verifies the node's
-// certificate against the CA of n.CertsDir, or http.DefaultClient without
-// TLS; and the base URL of the API.
+// certificate against the CA of n.CertsDir and presents the node's own
+// (for a server with --require-client-cert), or http.DefaultClient
+// without TLS; and the base URL of the API.
 func (n Node) HTTPClient() (*http.Client, string, error) {
 	if n.CertsDir == "" {
 		return http.DefaultClient, "http://" + n.Addr, nil
 	}
-	ca, _, _ := n.tlsFiles()
+	ca, certFile, keyFile := n.tlsFiles()
 	pool, err := tlsfiles.LoadPool(ca)
 	if err != nil {
 		return nil, "", err
 	}
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return nil, "", err
+	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}}}
 	return &http.Client{Transport: tr}, "https://" + n.Addr, nil
 }
 

@@ -54,6 +54,18 @@ func Start(t testing.TB, opts ...Option) *Server {
 // starts a server with its data in dataDir and waits until it is ready
 // (at most 20s). The caller stops it with Stop.
 func Launch(dataDir string, opts ...Option) (*Server, error) {
+	return launchServer(dataDir, "", opts)
+}
+
+// LaunchTLS is Launch for a server whose options put its API on TLS with
+// the files of certsDir (the CA, and NODE-ID.crt and .key, as fenced certs
+// makes them): it waits for readiness over TLS, presenting the node's own
+// certificate.
+func LaunchTLS(dataDir, certsDir string, opts ...Option) (*Server, error) {
+	return launchServer(dataDir, certsDir, opts)
+}
+
+func launchServer(dataDir, certsDir string, opts []Option) (*Server, error) {
 	cfg := server.DefaultConfig()
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Raft.PeerListen = "127.0.0.1:0"
@@ -71,7 +83,13 @@ func Launch(dataDir string, opts ...Option) (*Server, error) {
 		return nil, fmt.Errorf("start server: %w", err)
 	}
 	s := &Server{Server: srv, Config: cfg}
-	if err := launch.WaitReady(context.Background(), srv.Addr(), 20*time.Second); err != nil {
+	ready := func() error { return launch.WaitReady(context.Background(), srv.Addr(), 20*time.Second) }
+	if certsDir != "" {
+		ready = func() error {
+			return launch.Node{ID: cfg.Raft.NodeID, Addr: srv.Addr(), CertsDir: certsDir}.WaitReady(context.Background(), 20*time.Second)
+		}
+	}
+	if err := ready(); err != nil {
 		s.Stop()
 		return nil, err
 	}

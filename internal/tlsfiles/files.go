@@ -13,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"slices"
 	"sync/atomic"
 )
 
@@ -120,7 +119,7 @@ func checkNodeCert(leaf *x509.Certificate, id string) error {
 	if leaf.Subject.CommonName != id {
 		return fmt.Errorf("the certificate names node %q, not this node %q (issue one with fenced certs issue --node %s)", leaf.Subject.CommonName, id, id)
 	}
-	if !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageServerAuth) || !slices.Contains(leaf.ExtKeyUsage, x509.ExtKeyUsageClientAuth) {
+	if !IsNodeCert(leaf) {
 		return fmt.Errorf("the certificate of %q is not a node certificate: it must allow both server and client use", id)
 	}
 	return nil
@@ -147,9 +146,10 @@ func (r *Reloader) Pool() *x509.CertPool { return r.cur.Load().pool }
 
 // ServerConfig returns the config of a TLS listener that presents the
 // latest certificate. With a CA file, clients may present a certificate,
-// which must then verify against the latest CA (they need not present one:
-// authentication of API clients is a separate layer).
-func (r *Reloader) ServerConfig() *tls.Config {
+// which must then verify against the latest CA; with requireClientCert
+// they must present one (mutual TLS), otherwise they need not
+// (authentication of API clients is a separate layer).
+func (r *Reloader) ServerConfig(requireClientCert bool) *tls.Config {
 	return &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
@@ -162,6 +162,9 @@ func (r *Reloader) ServerConfig() *tls.Config {
 			}
 			if l.pool != nil {
 				c.ClientCAs, c.ClientAuth = l.pool, tls.VerifyClientCertIfGiven
+				if requireClientCert {
+					c.ClientAuth = tls.RequireAndVerifyClientCert
+				}
 			}
 			return c, nil
 		},

@@ -115,7 +115,7 @@ func TestReloader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := tls.Listen("tcp", "127.0.0.1:0", r.ServerConfig())
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", r.ServerConfig(false))
 	if err != nil {
 		t.Fatal(err)
 	}

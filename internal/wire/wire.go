@@ -33,6 +33,7 @@ const (
 	ReasonInvalidToken    = "invalid-token"
 	ReasonStaleToken      = "stale-token"
 	ReasonIssuerMismatch  = "issuer-mismatch"
+	ReasonInvalidGrant    = "invalid-grant"
 	ReasonVersionMismatch = "version-mismatch"
 	ReasonSessionNotFound = "session-not-found"
 	ReasonNotGranted      = "not-granted"
@@ -43,6 +44,7 @@ const (
 	ReasonNotOwner        = "not-owner"
 	ReasonPermission      = "permission-denied"
 	ReasonScopeMismatch   = "scope-mismatch"
+	ReasonCapacity        = "capacity-mismatch"
 )
 
 // Fields of a rejection, the values of the concrete error type. Tokens and
@@ -86,6 +88,8 @@ type kind struct {
 var kinds = []kind{
 	{fence.ErrStaleToken, CodeFailedPrecondition, ReasonStaleToken, false},
 	{fence.ErrInvalidToken, CodeInvalidArgument, ReasonInvalidToken, false},
+	// Before the issuer: a signed grant of another issuer matches both.
+	{fence.ErrInvalidGrant, CodePermissionDenied, ReasonInvalidGrant, false},
 	{fence.ErrIssuerMismatch, CodePermissionDenied, ReasonIssuerMismatch, false},
 	{fence.ErrScopeMismatch, CodePermissionDenied, ReasonScopeMismatch, false},
 	{fence.ErrVersionMismatch, CodeAborted, ReasonVersionMismatch, false},
@@ -99,6 +103,7 @@ var kinds = []kind{
 	{fence.ErrLimitExceeded, CodeResourceExhausted, ReasonLimitExceeded, false},
 	{fence.ErrNotOwner, CodePermissionDenied, ReasonNotOwner, false},
 	{fence.ErrPermissionDenied, CodePermissionDenied, ReasonPermission, false},
+	{fence.ErrCapacityMismatch, CodeFailedPrecondition, ReasonCapacity, false},
 }
 
 // Rejection is a fence error as it travels: code, reason, the message of

@@ -25,6 +25,58 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type RenewResult int32
+
+const (
+	RenewResult_RENEW_RESULT_UNSPECIFIED RenewResult = 0
+	// The session held the lock: its deadline restarted with the TTL.
+	RenewResult_RENEW_RESULT_RENEWED RenewResult = 1
+	// The session does not hold the lock (or not under that token);
+	// nothing changed.
+	RenewResult_RENEW_RESULT_NOT_OWNED RenewResult = 2
+)
+
+// Enum value maps for RenewResult.
+var (
+	RenewResult_name = map[int32]string{
+		0: "RENEW_RESULT_UNSPECIFIED",
+		1: "RENEW_RESULT_RENEWED",
+		2: "RENEW_RESULT_NOT_OWNED",
+	}
+	RenewResult_value = map[string]int32{
+		"RENEW_RESULT_UNSPECIFIED": 0,
+		"RENEW_RESULT_RENEWED":     1,
+		"RENEW_RESULT_NOT_OWNED":   2,
+	}
+)
+
+func (x RenewResult) Enum() *RenewResult {
+	p := new(RenewResult)
+	*p = x
+	return p
+}
+
+func (x RenewResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RenewResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_fenced_v1_fenced_proto_enumTypes[0].Descriptor()
+}
+
+func (RenewResult) Type() protoreflect.EnumType {
+	return &file_fenced_v1_fenced_proto_enumTypes[0]
+}
+
+func (x RenewResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RenewResult.Descriptor instead.
+func (RenewResult) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+}
+
 type ReleaseResult int32
 
 const (
@@ -64,11 +116,11 @@ func (x ReleaseResult) String() string {
 }
 
 func (ReleaseResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_fenced_v1_fenced_proto_enumTypes[0].Descriptor()
+	return file_fenced_v1_fenced_proto_enumTypes[1].Descriptor()
 }
 
 func (ReleaseResult) Type() protoreflect.EnumType {
-	return &file_fenced_v1_fenced_proto_enumTypes[0]
+	return &file_fenced_v1_fenced_proto_enumTypes[1]
 }
 
 func (x ReleaseResult) Number() protoreflect.EnumNumber {
@@ -77,7 +129,142 @@ func (x ReleaseResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReleaseResult.Descriptor instead.
 func (ReleaseResult) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+}
+
+type RenewRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// name is the lock whose grant is renewed.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// session holds the grant (for a grant with a TTL of its own, the
+	// per-grant session it was granted with).
+	Session uint64 `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
+	// secret is the session's secret.
+	Secret string `protobuf:"bytes,3,opt,name=secret,proto3" json:"secret,omitempty"`
+	// ttl_ms is the new TTL, 100 to 86400000; 0 keeps the current one.
+	TtlMs int64 `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// token, when not 0, must be the grant's token.
+	Token         uint64 `protobuf:"varint,5,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewRequest) Reset() {
+	*x = RenewRequest{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewRequest) ProtoMessage() {}
+
+func (x *RenewRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewRequest.ProtoReflect.Descriptor instead.
+func (*RenewRequest) Descriptor() ([]byte, []int) {
 	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *RenewRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RenewRequest) GetSecret() string {
+	if x != nil {
+		return x.Secret
+	}
+	return ""
+}
+
+func (x *RenewRequest) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RenewRequest) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+type RenewResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Result RenewResult            `protobuf:"varint,1,opt,name=result,proto3,enum=fenced.v1.RenewResult" json:"result,omitempty"`
+	// grant is the renewed grant (same token, the new TTL) when RENEWED.
+	Grant         *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewResponse) Reset() {
+	*x = RenewResponse{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewResponse) ProtoMessage() {}
+
+func (x *RenewResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewResponse.ProtoReflect.Descriptor instead.
+func (*RenewResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RenewResponse) GetResult() RenewResult {
+	if x != nil {
+		return x.Result
+	}
+	return RenewResult_RENEW_RESULT_UNSPECIFIED
+}
+
+func (x *RenewResponse) GetGrant() *Grant {
+	if x != nil {
+		return x.Grant
+	}
+	return nil
 }
 
 type PipelineCall struct {
@@ -97,7 +284,7 @@ type PipelineCall struct {
 
 func (x *PipelineCall) Reset() {
 	*x = PipelineCall{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -109,7 +296,7 @@ func (x *PipelineCall) String() string {
 func (*PipelineCall) ProtoMessage() {}
 
 func (x *PipelineCall) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[0]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -122,7 +309,7 @@ func (x *PipelineCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineCall.ProtoReflect.Descriptor instead.
 func (*PipelineCall) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PipelineCall) GetId() uint64 {
@@ -200,7 +387,7 @@ type PipelineRequest struct {
 
 func (x *PipelineRequest) Reset() {
 	*x = PipelineRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +399,7 @@ func (x *PipelineRequest) String() string {
 func (*PipelineRequest) ProtoMessage() {}
 
 func (x *PipelineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[1]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +412,7 @@ func (x *PipelineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineRequest.ProtoReflect.Descriptor instead.
 func (*PipelineRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PipelineRequest) GetCalls() []*PipelineCall {
@@ -257,7 +444,7 @@ type PipelineError struct {
 
 func (x *PipelineError) Reset() {
 	*x = PipelineError{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -269,7 +456,7 @@ func (x *PipelineError) String() string {
 func (*PipelineError) ProtoMessage() {}
 
 func (x *PipelineError) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[2]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -282,7 +469,7 @@ func (x *PipelineError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineError.ProtoReflect.Descriptor instead.
 func (*PipelineError) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PipelineError) GetCode() uint32 {
@@ -322,7 +509,7 @@ type PipelineResult struct {
 
 func (x *PipelineResult) Reset() {
 	*x = PipelineResult{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -334,7 +521,7 @@ func (x *PipelineResult) String() string {
 func (*PipelineResult) ProtoMessage() {}
 
 func (x *PipelineResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[3]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -347,7 +534,7 @@ func (x *PipelineResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineResult.ProtoReflect.Descriptor instead.
 func (*PipelineResult) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{3}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PipelineResult) GetId() uint64 {
@@ -437,7 +624,7 @@ type PipelineResponse struct {
 
 func (x *PipelineResponse) Reset() {
 	*x = PipelineResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +636,7 @@ func (x *PipelineResponse) String() string {
 func (*PipelineResponse) ProtoMessage() {}
 
 func (x *PipelineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[4]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +649,7 @@ func (x *PipelineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PipelineResponse.ProtoReflect.Descriptor instead.
 func (*PipelineResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{4}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PipelineResponse) GetResults() []*PipelineResult {
@@ -494,7 +681,7 @@ type KVPutRequest struct {
 
 func (x *KVPutRequest) Reset() {
 	*x = KVPutRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -506,7 +693,7 @@ func (x *KVPutRequest) String() string {
 func (*KVPutRequest) ProtoMessage() {}
 
 func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[5]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -519,7 +706,7 @@ func (x *KVPutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutRequest.ProtoReflect.Descriptor instead.
 func (*KVPutRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *KVPutRequest) GetKey() string {
@@ -576,7 +763,7 @@ type KVPutResponse struct {
 
 func (x *KVPutResponse) Reset() {
 	*x = KVPutResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +775,7 @@ func (x *KVPutResponse) String() string {
 func (*KVPutResponse) ProtoMessage() {}
 
 func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[6]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +788,7 @@ func (x *KVPutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVPutResponse.ProtoReflect.Descriptor instead.
 func (*KVPutResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *KVPutResponse) GetVersion() uint64 {
@@ -627,7 +814,7 @@ type KVGetRequest struct {
 
 func (x *KVGetRequest) Reset() {
 	*x = KVGetRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +826,7 @@ func (x *KVGetRequest) String() string {
 func (*KVGetRequest) ProtoMessage() {}
 
 func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[7]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +839,7 @@ func (x *KVGetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetRequest.ProtoReflect.Descriptor instead.
 func (*KVGetRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *KVGetRequest) GetKey() string {
@@ -675,7 +862,7 @@ type KVGetResponse struct {
 
 func (x *KVGetResponse) Reset() {
 	*x = KVGetResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -687,7 +874,7 @@ func (x *KVGetResponse) String() string {
 func (*KVGetResponse) ProtoMessage() {}
 
 func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[8]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -700,7 +887,7 @@ func (x *KVGetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVGetResponse.ProtoReflect.Descriptor instead.
 func (*KVGetResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *KVGetResponse) GetFound() bool {
@@ -745,7 +932,7 @@ type KVDeleteRequest struct {
 
 func (x *KVDeleteRequest) Reset() {
 	*x = KVDeleteRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +944,7 @@ func (x *KVDeleteRequest) String() string {
 func (*KVDeleteRequest) ProtoMessage() {}
 
 func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[9]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +957,7 @@ func (x *KVDeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteRequest.ProtoReflect.Descriptor instead.
 func (*KVDeleteRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *KVDeleteRequest) GetKey() string {
@@ -819,7 +1006,7 @@ type KVDeleteResponse struct {
 
 func (x *KVDeleteResponse) Reset() {
 	*x = KVDeleteResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +1018,7 @@ func (x *KVDeleteResponse) String() string {
 func (*KVDeleteResponse) ProtoMessage() {}
 
 func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[10]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +1031,7 @@ func (x *KVDeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVDeleteResponse.ProtoReflect.Descriptor instead.
 func (*KVDeleteResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{10}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *KVDeleteResponse) GetDeleted() bool {
@@ -880,7 +1067,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1079,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[11]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1092,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{11}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Member) GetId() string {
@@ -965,7 +1152,7 @@ type ClusterStatusRequest struct {
 
 func (x *ClusterStatusRequest) Reset() {
 	*x = ClusterStatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1164,7 @@ func (x *ClusterStatusRequest) String() string {
 func (*ClusterStatusRequest) ProtoMessage() {}
 
 func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[12]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1177,7 @@ func (x *ClusterStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusRequest.ProtoReflect.Descriptor instead.
 func (*ClusterStatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{12}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
 }
 
 type ClusterStatusResponse struct {
@@ -1008,7 +1195,7 @@ type ClusterStatusResponse struct {
 
 func (x *ClusterStatusResponse) Reset() {
 	*x = ClusterStatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1020,7 +1207,7 @@ func (x *ClusterStatusResponse) String() string {
 func (*ClusterStatusResponse) ProtoMessage() {}
 
 func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[13]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1033,7 +1220,7 @@ func (x *ClusterStatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ClusterStatusResponse.ProtoReflect.Descriptor instead.
 func (*ClusterStatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{13}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ClusterStatusResponse) GetNodeId() string {
@@ -1095,7 +1282,7 @@ type AddMemberRequest struct {
 
 func (x *AddMemberRequest) Reset() {
 	*x = AddMemberRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1294,7 @@ func (x *AddMemberRequest) String() string {
 func (*AddMemberRequest) ProtoMessage() {}
 
 func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[14]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1307,7 @@ func (x *AddMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberRequest.ProtoReflect.Descriptor instead.
 func (*AddMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{14}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AddMemberRequest) GetId() string {
@@ -1145,7 +1332,7 @@ type AddMemberResponse struct {
 
 func (x *AddMemberResponse) Reset() {
 	*x = AddMemberResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1344,7 @@ func (x *AddMemberResponse) String() string {
 func (*AddMemberResponse) ProtoMessage() {}
 
 func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[15]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1357,7 @@ func (x *AddMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AddMemberResponse.ProtoReflect.Descriptor instead.
 func (*AddMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{15}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
 }
 
 type RemoveMemberRequest struct {
@@ -1182,7 +1369,7 @@ type RemoveMemberRequest struct {
 
 func (x *RemoveMemberRequest) Reset() {
 	*x = RemoveMemberRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1194,7 +1381,7 @@ func (x *RemoveMemberRequest) String() string {
 func (*RemoveMemberRequest) ProtoMessage() {}
 
 func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[16]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1207,7 +1394,7 @@ func (x *RemoveMemberRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberRequest.ProtoReflect.Descriptor instead.
 func (*RemoveMemberRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{16}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RemoveMemberRequest) GetId() string {
@@ -1225,7 +1412,7 @@ type RemoveMemberResponse struct {
 
 func (x *RemoveMemberResponse) Reset() {
 	*x = RemoveMemberResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1424,7 @@ func (x *RemoveMemberResponse) String() string {
 func (*RemoveMemberResponse) ProtoMessage() {}
 
 func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[17]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1437,7 @@ func (x *RemoveMemberResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveMemberResponse.ProtoReflect.Descriptor instead.
 func (*RemoveMemberResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{17}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
 }
 
 type TransferLeaderRequest struct {
@@ -1262,7 +1449,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1461,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[18]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1474,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{18}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -1306,7 +1493,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1318,7 +1505,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[19]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1331,7 +1518,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{19}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TransferLeaderResponse) GetLeader() string {
@@ -1351,7 +1538,7 @@ type RegisterNodeRequest struct {
 
 func (x *RegisterNodeRequest) Reset() {
 	*x = RegisterNodeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +1550,7 @@ func (x *RegisterNodeRequest) String() string {
 func (*RegisterNodeRequest) ProtoMessage() {}
 
 func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[20]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +1563,7 @@ func (x *RegisterNodeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeRequest.ProtoReflect.Descriptor instead.
 func (*RegisterNodeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{20}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RegisterNodeRequest) GetId() string {
@@ -1401,7 +1588,7 @@ type RegisterNodeResponse struct {
 
 func (x *RegisterNodeResponse) Reset() {
 	*x = RegisterNodeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1413,7 +1600,7 @@ func (x *RegisterNodeResponse) String() string {
 func (*RegisterNodeResponse) ProtoMessage() {}
 
 func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[21]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1426,7 +1613,7 @@ func (x *RegisterNodeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNodeResponse.ProtoReflect.Descriptor instead.
 func (*RegisterNodeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{21}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
 }
 
 // Grant is a lock granted to a session.
@@ -1452,14 +1639,21 @@ type Grant struct {
 	// a claim. It covers itself and every object below it ("orders" covers
 	// "orders/17", never "orders2"). Empty from a server that predates
 	// scopes: the name.
-	Scope         string `protobuf:"bytes,8,opt,name=scope,proto3" json:"scope,omitempty"`
+	Scope string `protobuf:"bytes,8,opt,name=scope,proto3" json:"scope,omitempty"`
+	// signed is the grant signed by the cluster (docs/design.md §10): the
+	// value of the X-Fencing-Grant header, "fg1." + base64url(canonical
+	// encoding of key id, issuer, kind, scope, token, issued_at) + "." +
+	// base64url(Ed25519 signature). Set only in the response that hands the
+	// grant to its holder (Acquire), never in Describe, Verify or Revoke;
+	// empty when the server signs no grants (--sign-grants=false).
+	Signed        string `protobuf:"bytes,9,opt,name=signed,proto3" json:"signed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Grant) Reset() {
 	*x = Grant{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1471,7 +1665,7 @@ func (x *Grant) String() string {
 func (*Grant) ProtoMessage() {}
 
 func (x *Grant) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[22]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1484,7 +1678,7 @@ func (x *Grant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Grant.ProtoReflect.Descriptor instead.
 func (*Grant) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{22}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Grant) GetName() string {
@@ -1543,6 +1737,13 @@ func (x *Grant) GetScope() string {
 	return ""
 }
 
+func (x *Grant) GetSigned() string {
+	if x != nil {
+		return x.Signed
+	}
+	return ""
+}
+
 type CreateSessionRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// ttl_ms is the session's TTL in milliseconds, 100 to 86400000.
@@ -1562,7 +1763,7 @@ type CreateSessionRequest struct {
 
 func (x *CreateSessionRequest) Reset() {
 	*x = CreateSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1574,7 +1775,7 @@ func (x *CreateSessionRequest) String() string {
 func (*CreateSessionRequest) ProtoMessage() {}
 
 func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[23]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1587,7 +1788,7 @@ func (x *CreateSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionRequest.ProtoReflect.Descriptor instead.
 func (*CreateSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{23}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CreateSessionRequest) GetTtlMs() int64 {
@@ -1625,7 +1826,7 @@ type CreateSessionResponse struct {
 
 func (x *CreateSessionResponse) Reset() {
 	*x = CreateSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1637,7 +1838,7 @@ func (x *CreateSessionResponse) String() string {
 func (*CreateSessionResponse) ProtoMessage() {}
 
 func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[24]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1650,7 +1851,7 @@ func (x *CreateSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSessionResponse.ProtoReflect.Descriptor instead.
 func (*CreateSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{24}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CreateSessionResponse) GetSession() uint64 {
@@ -1697,7 +1898,7 @@ type KeepAliveRequest struct {
 
 func (x *KeepAliveRequest) Reset() {
 	*x = KeepAliveRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +1910,7 @@ func (x *KeepAliveRequest) String() string {
 func (*KeepAliveRequest) ProtoMessage() {}
 
 func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[25]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +1923,7 @@ func (x *KeepAliveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveRequest.ProtoReflect.Descriptor instead.
 func (*KeepAliveRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{25}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *KeepAliveRequest) GetSession() uint64 {
@@ -1780,7 +1981,7 @@ type KeepAliveResponse struct {
 
 func (x *KeepAliveResponse) Reset() {
 	*x = KeepAliveResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1993,7 @@ func (x *KeepAliveResponse) String() string {
 func (*KeepAliveResponse) ProtoMessage() {}
 
 func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[26]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +2006,7 @@ func (x *KeepAliveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeepAliveResponse.ProtoReflect.Descriptor instead.
 func (*KeepAliveResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{26}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *KeepAliveResponse) GetSession() uint64 {
@@ -1875,7 +2076,7 @@ type CloseSessionRequest struct {
 
 func (x *CloseSessionRequest) Reset() {
 	*x = CloseSessionRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1887,7 +2088,7 @@ func (x *CloseSessionRequest) String() string {
 func (*CloseSessionRequest) ProtoMessage() {}
 
 func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[27]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1900,7 +2101,7 @@ func (x *CloseSessionRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionRequest.ProtoReflect.Descriptor instead.
 func (*CloseSessionRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{27}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CloseSessionRequest) GetSession() uint64 {
@@ -1927,7 +2128,7 @@ type CloseSessionResponse struct {
 
 func (x *CloseSessionResponse) Reset() {
 	*x = CloseSessionResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1939,7 +2140,7 @@ func (x *CloseSessionResponse) String() string {
 func (*CloseSessionResponse) ProtoMessage() {}
 
 func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[28]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1952,7 +2153,7 @@ func (x *CloseSessionResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSessionResponse.ProtoReflect.Descriptor instead.
 func (*CloseSessionResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{28}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CloseSessionResponse) GetClosed() bool {
@@ -1981,14 +2182,20 @@ type AcquireRequest struct {
 	// secret is the session's secret. When session is 0 it is the secret of
 	// the per-grant session (generated by the server when empty, as for
 	// CreateSession).
-	Secret        string `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret string `protobuf:"bytes,7,opt,name=secret,proto3" json:"secret,omitempty"`
+	// lock_delay_ms is the lock delay of this grant: when its session
+	// expires or is revoked (never after a release or close), the lock is
+	// not granted to anyone for this long. Unset: the server's default
+	// (--lock-delay, off unless set); 0: none; at most 60000. A mitigation
+	// for resources that cannot check tokens, not a safety mechanism.
+	LockDelayMs   *int64 `protobuf:"varint,40,opt,name=lock_delay_ms,json=lockDelayMs,proto3,oneof" json:"lock_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireRequest) Reset() {
 	*x = AcquireRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2000,7 +2207,7 @@ func (x *AcquireRequest) String() string {
 func (*AcquireRequest) ProtoMessage() {}
 
 func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[29]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2013,7 +2220,7 @@ func (x *AcquireRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireRequest.ProtoReflect.Descriptor instead.
 func (*AcquireRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{29}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *AcquireRequest) GetName() string {
@@ -2065,23 +2272,34 @@ func (x *AcquireRequest) GetSecret() string {
 	return ""
 }
 
+func (x *AcquireRequest) GetLockDelayMs() int64 {
+	if x != nil && x.LockDelayMs != nil {
+		return *x.LockDelayMs
+	}
+	return 0
+}
+
 type AcquireResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Granted bool                   `protobuf:"varint,1,opt,name=granted,proto3" json:"granted,omitempty"`
 	// grant is set when granted.
 	Grant *Grant `protobuf:"bytes,2,opt,name=grant,proto3" json:"grant,omitempty"`
-	// holder is the session holding the lock when not granted.
+	// holder is the session holding the lock when not granted; 0 when the
+	// server's auth file does not let the caller read the lock.
 	Holder uint64 `protobuf:"varint,3,opt,name=holder,proto3" json:"holder,omitempty"`
 	// secret is the per-grant session's secret when the request's session
 	// was 0 and the lock was granted; release the grant with it.
-	Secret        string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	Secret string `protobuf:"bytes,4,opt,name=secret,proto3" json:"secret,omitempty"`
+	// delayed reports a try that was not granted because the lock is in its
+	// lock delay after its holder expired or was revoked (holder is then 0).
+	Delayed       bool `protobuf:"varint,40,opt,name=delayed,proto3" json:"delayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AcquireResponse) Reset() {
 	*x = AcquireResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2093,7 +2311,7 @@ func (x *AcquireResponse) String() string {
 func (*AcquireResponse) ProtoMessage() {}
 
 func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[30]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2106,7 +2324,7 @@ func (x *AcquireResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AcquireResponse.ProtoReflect.Descriptor instead.
 func (*AcquireResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{30}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *AcquireResponse) GetGranted() bool {
@@ -2137,6 +2355,13 @@ func (x *AcquireResponse) GetSecret() string {
 	return ""
 }
 
+func (x *AcquireResponse) GetDelayed() bool {
+	if x != nil {
+		return x.Delayed
+	}
+	return false
+}
+
 type ReleaseRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Name    string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2164,7 +2389,7 @@ type ReleaseRequest struct {
 
 func (x *ReleaseRequest) Reset() {
 	*x = ReleaseRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2176,7 +2401,7 @@ func (x *ReleaseRequest) String() string {
 func (*ReleaseRequest) ProtoMessage() {}
 
 func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[31]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2189,7 +2414,7 @@ func (x *ReleaseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseRequest.ProtoReflect.Descriptor instead.
 func (*ReleaseRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{31}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ReleaseRequest) GetName() string {
@@ -2256,7 +2481,7 @@ type RevokeRequest struct {
 
 func (x *RevokeRequest) Reset() {
 	*x = RevokeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2493,7 @@ func (x *RevokeRequest) String() string {
 func (*RevokeRequest) ProtoMessage() {}
 
 func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[32]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2506,7 @@ func (x *RevokeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeRequest.ProtoReflect.Descriptor instead.
 func (*RevokeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{32}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RevokeRequest) GetName() string {
@@ -2318,7 +2543,7 @@ type RevokeResponse struct {
 
 func (x *RevokeResponse) Reset() {
 	*x = RevokeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2330,7 +2555,7 @@ func (x *RevokeResponse) String() string {
 func (*RevokeResponse) ProtoMessage() {}
 
 func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[33]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2343,7 +2568,7 @@ func (x *RevokeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RevokeResponse.ProtoReflect.Descriptor instead.
 func (*RevokeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{33}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RevokeResponse) GetRevoked() bool {
@@ -2369,7 +2594,7 @@ type ReleaseResponse struct {
 
 func (x *ReleaseResponse) Reset() {
 	*x = ReleaseResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2381,7 +2606,7 @@ func (x *ReleaseResponse) String() string {
 func (*ReleaseResponse) ProtoMessage() {}
 
 func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[34]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2394,7 +2619,7 @@ func (x *ReleaseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReleaseResponse.ProtoReflect.Descriptor instead.
 func (*ReleaseResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{34}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ReleaseResponse) GetResult() ReleaseResult {
@@ -2414,7 +2639,7 @@ type VerifyRequest struct {
 
 func (x *VerifyRequest) Reset() {
 	*x = VerifyRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2426,7 +2651,7 @@ func (x *VerifyRequest) String() string {
 func (*VerifyRequest) ProtoMessage() {}
 
 func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[35]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2439,7 +2664,7 @@ func (x *VerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyRequest.ProtoReflect.Descriptor instead.
 func (*VerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{35}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *VerifyRequest) GetName() string {
@@ -2468,7 +2693,7 @@ type VerifyResponse struct {
 
 func (x *VerifyResponse) Reset() {
 	*x = VerifyResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2705,7 @@ func (x *VerifyResponse) String() string {
 func (*VerifyResponse) ProtoMessage() {}
 
 func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[36]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2718,7 @@ func (x *VerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use VerifyResponse.ProtoReflect.Descriptor instead.
 func (*VerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{36}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *VerifyResponse) GetCurrent() bool {
@@ -2519,7 +2744,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2756,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[37]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2769,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{37}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2563,14 +2788,25 @@ type LockInfo struct {
 	// at most the first 100; Describe pages through all of them.
 	Waiters []*Waiter `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
 	// waiter_count is the number of waiters, also those not included.
-	WaiterCount   uint32 `protobuf:"varint,4,opt,name=waiter_count,json=waiterCount,proto3" json:"waiter_count,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	WaiterCount uint32 `protobuf:"varint,4,opt,name=waiter_count,json=waiterCount,proto3" json:"waiter_count,omitempty"`
+	// lock_delay_ms is the lock delay of the current grant (0: none).
+	LockDelayMs int64 `protobuf:"varint,40,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	// delayed reports a lock in its delay after the expiry or revocation
+	// of its holder: it grants nothing until the delay ends.
+	Delayed bool `protobuf:"varint,41,opt,name=delayed,proto3" json:"delayed,omitempty"`
+	// delay_ms is the length of that delay.
+	DelayMs int64 `protobuf:"varint,42,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// delay_until_unix_ms is, while delayed, the earliest end of the delay
+	// on the leader's wall clock when it started (display only; a new
+	// leader restarts the delay in full).
+	DelayUntilUnixMs int64 `protobuf:"varint,43,opt,name=delay_until_unix_ms,json=delayUntilUnixMs,proto3" json:"delay_until_unix_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *LockInfo) Reset() {
 	*x = LockInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2818,7 @@ func (x *LockInfo) String() string {
 func (*LockInfo) ProtoMessage() {}
 
 func (x *LockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[38]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2831,7 @@ func (x *LockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockInfo.ProtoReflect.Descriptor instead.
 func (*LockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{38}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LockInfo) GetName() string {
@@ -2626,6 +2862,34 @@ func (x *LockInfo) GetWaiterCount() uint32 {
 	return 0
 }
 
+func (x *LockInfo) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
+func (x *LockInfo) GetDelayed() bool {
+	if x != nil {
+		return x.Delayed
+	}
+	return false
+}
+
+func (x *LockInfo) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *LockInfo) GetDelayUntilUnixMs() int64 {
+	if x != nil {
+		return x.DelayUntilUnixMs
+	}
+	return 0
+}
+
 type DescribeRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -2639,7 +2903,7 @@ type DescribeRequest struct {
 
 func (x *DescribeRequest) Reset() {
 	*x = DescribeRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +2915,7 @@ func (x *DescribeRequest) String() string {
 func (*DescribeRequest) ProtoMessage() {}
 
 func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[39]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +2928,7 @@ func (x *DescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeRequest.ProtoReflect.Descriptor instead.
 func (*DescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{39}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DescribeRequest) GetName() string {
@@ -2700,7 +2964,7 @@ type DescribeResponse struct {
 
 func (x *DescribeResponse) Reset() {
 	*x = DescribeResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2712,7 +2976,7 @@ func (x *DescribeResponse) String() string {
 func (*DescribeResponse) ProtoMessage() {}
 
 func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[40]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2725,7 +2989,7 @@ func (x *DescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DescribeResponse.ProtoReflect.Descriptor instead.
 func (*DescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{40}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DescribeResponse) GetLock() *LockInfo {
@@ -2756,7 +3020,7 @@ type ListRequest struct {
 
 func (x *ListRequest) Reset() {
 	*x = ListRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +3032,7 @@ func (x *ListRequest) String() string {
 func (*ListRequest) ProtoMessage() {}
 
 func (x *ListRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[41]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +3045,7 @@ func (x *ListRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRequest.ProtoReflect.Descriptor instead.
 func (*ListRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{41}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ListRequest) GetPrefix() string {
@@ -2811,13 +3075,17 @@ type ListResponse struct {
 	// next_page_token is set when more locks follow; send it as page_token
 	// to get them.
 	NextPageToken string `protobuf:"bytes,2,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
+	// hidden_locks counts the locks of the prefix this page skipped because
+	// the caller may not read them (an auth file's read permission); they
+	// are never named. The pages of a walk add up to all of them.
+	HiddenLocks   uint32 `protobuf:"varint,3,opt,name=hidden_locks,json=hiddenLocks,proto3" json:"hidden_locks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListResponse) Reset() {
 	*x = ListResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2829,7 +3097,7 @@ func (x *ListResponse) String() string {
 func (*ListResponse) ProtoMessage() {}
 
 func (x *ListResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[42]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2842,7 +3110,7 @@ func (x *ListResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListResponse.ProtoReflect.Descriptor instead.
 func (*ListResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{42}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ListResponse) GetLocks() []*LockInfo {
@@ -2859,6 +3127,13 @@ func (x *ListResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *ListResponse) GetHiddenLocks() uint32 {
+	if x != nil {
+		return x.HiddenLocks
+	}
+	return 0
+}
+
 type SessionInfo struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -2871,7 +3146,7 @@ type SessionInfo struct {
 
 func (x *SessionInfo) Reset() {
 	*x = SessionInfo{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2883,7 +3158,7 @@ func (x *SessionInfo) String() string {
 func (*SessionInfo) ProtoMessage() {}
 
 func (x *SessionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[43]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2896,7 +3171,7 @@ func (x *SessionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SessionInfo.ProtoReflect.Descriptor instead.
 func (*SessionInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{43}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *SessionInfo) GetSession() uint64 {
@@ -2942,7 +3217,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2954,7 +3229,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[44]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2967,7 +3242,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{44}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -3004,13 +3279,20 @@ type StatusResponse struct {
 	// next_page_token is set when more locks or sessions follow; send it as
 	// page_token to get them.
 	NextPageToken string `protobuf:"bytes,9,opt,name=next_page_token,json=nextPageToken,proto3" json:"next_page_token,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// hidden_locks and hidden_sessions count what this page skipped because
+	// the caller may not read it (an auth file's read permission); it is
+	// never named. A session is shown when the caller may read a lock it
+	// holds or waits for, with only those locks; one that holds and waits
+	// for nothing only to a caller with read on every name.
+	HiddenLocks    uint32 `protobuf:"varint,10,opt,name=hidden_locks,json=hiddenLocks,proto3" json:"hidden_locks,omitempty"`
+	HiddenSessions uint32 `protobuf:"varint,11,opt,name=hidden_sessions,json=hiddenSessions,proto3" json:"hidden_sessions,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3022,7 +3304,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[45]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3035,7 +3317,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{45}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -3101,11 +3383,34 @@ func (x *StatusResponse) GetNextPageToken() string {
 	return ""
 }
 
+func (x *StatusResponse) GetHiddenLocks() uint32 {
+	if x != nil {
+		return x.HiddenLocks
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetHiddenSessions() uint32 {
+	if x != nil {
+		return x.HiddenSessions
+	}
+	return 0
+}
+
 var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\n" +
-	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\xc6\x01\n" +
+	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\x81\x01\n" +
+	"\fRenewRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\asession\x18\x02 \x01(\x04R\asession\x12\x16\n" +
+	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x14\n" +
+	"\x05token\x18\x05 \x01(\x04R\x05token\"g\n" +
+	"\rRenewResponse\x12.\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x16.fenced.v1.RenewResultR\x06result\x12&\n" +
+	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xc6\x01\n" +
 	"\fPipelineCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\aacquire\x18\x02 \x01(\v2\x19.fenced.v1.AcquireRequestH\x00R\aacquire\x125\n" +
@@ -3195,7 +3500,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x13RegisterNodeRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
 	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x16\n" +
-	"\x14RegisterNodeResponse\"\xcf\x01\n" +
+	"\x14RegisterNodeResponse\"\xed\x01\n" +
 	"\x05Grant\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\x12\x16\n" +
@@ -3204,7 +3509,9 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12)\n" +
 	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\x12\x12\n" +
 	"\x04kind\x18\a \x01(\tR\x04kind\x12\x14\n" +
-	"\x05scope\x18\b \x01(\tR\x05scope\"d\n" +
+	"\x05scope\x18\b \x01(\tR\x05scope\x12\x16\n" +
+	"\x06signed\x18\t \x01(\tR\x06signedJ\x04\b\n" +
+	"\x10\v\"d\n" +
 	"\x14CreateSessionRequest\x12\x15\n" +
 	"\x06ttl_ms\x18\x01 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
@@ -3233,7 +3540,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x16\n" +
 	"\x06secret\x18\x02 \x01(\tR\x06secret\".\n" +
 	"\x14CloseSessionResponse\x12\x16\n" +
-	"\x06closed\x18\x01 \x01(\bR\x06closed\"\xb7\x01\n" +
+	"\x06closed\x18\x01 \x01(\bR\x06closed\"\xf2\x01\n" +
 	"\x0eAcquireRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
@@ -3242,12 +3549,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x05 \x01(\x03R\x05ttlMs\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06secret\x18\a \x01(\tR\x06secret\"\x83\x01\n" +
+	"\x06secret\x18\a \x01(\tR\x06secret\x12'\n" +
+	"\rlock_delay_ms\x18( \x01(\x03H\x00R\vlockDelayMs\x88\x01\x01B\x10\n" +
+	"\x0e_lock_delay_ms\"\x9d\x01\n" +
 	"\x0fAcquireResponse\x12\x18\n" +
 	"\agranted\x18\x01 \x01(\bR\agranted\x12&\n" +
 	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\x12\x16\n" +
 	"\x06holder\x18\x03 \x01(\x04R\x06holder\x12\x16\n" +
-	"\x06secret\x18\x04 \x01(\tR\x06secret\"\xc1\x01\n" +
+	"\x06secret\x18\x04 \x01(\tR\x06secret\x12\x18\n" +
+	"\adelayed\x18( \x01(\bR\adelayed\"\xc1\x01\n" +
 	"\x0eReleaseRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x10\n" +
@@ -3273,12 +3583,16 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\acurrent\x18\x01 \x01(\bR\acurrent\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x06holder\"\"\n" +
 	"\x06Waiter\x12\x18\n" +
-	"\asession\x18\x01 \x01(\x04R\asession\"\x98\x01\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\"\xa0\x02\n" +
 	"\bLockInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12(\n" +
 	"\x06holder\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x06holder\x12+\n" +
 	"\awaiters\x18\x03 \x03(\v2\x11.fenced.v1.WaiterR\awaiters\x12!\n" +
-	"\fwaiter_count\x18\x04 \x01(\rR\vwaiterCount\"a\n" +
+	"\fwaiter_count\x18\x04 \x01(\rR\vwaiterCount\x12\"\n" +
+	"\rlock_delay_ms\x18( \x01(\x03R\vlockDelayMs\x12\x18\n" +
+	"\adelayed\x18) \x01(\bR\adelayed\x12\x19\n" +
+	"\bdelay_ms\x18* \x01(\x03R\adelayMs\x12-\n" +
+	"\x13delay_until_unix_ms\x18+ \x01(\x03R\x10delayUntilUnixMs\"a\n" +
 	"\x0fDescribeRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -3291,10 +3605,11 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06prefix\x18\x01 \x01(\tR\x06prefix\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"a\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x84\x01\n" +
 	"\fListResponse\x12)\n" +
 	"\x05locks\x18\x01 \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\"l\n" +
+	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
+	"\fhidden_locks\x18\x03 \x01(\rR\vhiddenLocks\"l\n" +
 	"\vSessionInfo\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x12\n" +
@@ -3304,7 +3619,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x03 \x01(\tR\tpageToken\"\xb8\x02\n" +
+	"page_token\x18\x03 \x01(\tR\tpageToken\"\x84\x03\n" +
 	"\x0eStatusResponse\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -3315,7 +3630,14 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\rapplied_index\x18\x06 \x01(\x04R\fappliedIndex\x122\n" +
 	"\bsessions\x18\a \x03(\v2\x16.fenced.v1.SessionInfoR\bsessions\x12)\n" +
 	"\x05locks\x18\b \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
-	"\x0fnext_page_token\x18\t \x01(\tR\rnextPageToken*\x8f\x01\n" +
+	"\x0fnext_page_token\x18\t \x01(\tR\rnextPageToken\x12!\n" +
+	"\fhidden_locks\x18\n" +
+	" \x01(\rR\vhiddenLocks\x12'\n" +
+	"\x0fhidden_sessions\x18\v \x01(\rR\x0ehiddenSessions*a\n" +
+	"\vRenewResult\x12\x1c\n" +
+	"\x18RENEW_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
+	"\x14RENEW_RESULT_RENEWED\x10\x01\x12\x1a\n" +
+	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +
@@ -3325,7 +3647,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\rCreateSession\x12\x1f.fenced.v1.CreateSessionRequest\x1a .fenced.v1.CreateSessionResponse\x12J\n" +
 	"\tKeepAlive\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse(\x010\x01\x12J\n" +
 	"\rKeepAliveOnce\x12\x1b.fenced.v1.KeepAliveRequest\x1a\x1c.fenced.v1.KeepAliveResponse\x12O\n" +
-	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\x95\x04\n" +
+	"\fCloseSession\x12\x1e.fenced.v1.CloseSessionRequest\x1a\x1f.fenced.v1.CloseSessionResponse2\xd1\x04\n" +
 	"\vLockService\x12@\n" +
 	"\aAcquire\x12\x19.fenced.v1.AcquireRequest\x1a\x1a.fenced.v1.AcquireResponse\x12@\n" +
 	"\aRelease\x12\x19.fenced.v1.ReleaseRequest\x1a\x1a.fenced.v1.ReleaseResponse\x12=\n" +
@@ -3334,7 +3656,8 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04List\x12\x16.fenced.v1.ListRequest\x1a\x17.fenced.v1.ListResponse\x12=\n" +
 	"\x06Status\x12\x18.fenced.v1.StatusRequest\x1a\x19.fenced.v1.StatusResponse\x12=\n" +
 	"\x06Revoke\x12\x18.fenced.v1.RevokeRequest\x1a\x19.fenced.v1.RevokeResponse\x12G\n" +
-	"\bPipeline\x12\x1a.fenced.v1.PipelineRequest\x1a\x1b.fenced.v1.PipelineResponse(\x010\x012\xc2\x01\n" +
+	"\bPipeline\x12\x1a.fenced.v1.PipelineRequest\x1a\x1b.fenced.v1.PipelineResponse(\x010\x01\x12:\n" +
+	"\x05Renew\x12\x17.fenced.v1.RenewRequest\x1a\x18.fenced.v1.RenewResponse2\xc2\x01\n" +
 	"\tKVService\x128\n" +
 	"\x03Put\x12\x17.fenced.v1.KVPutRequest\x1a\x18.fenced.v1.KVPutResponse\x128\n" +
 	"\x03Get\x12\x17.fenced.v1.KVGetRequest\x1a\x18.fenced.v1.KVGetResponse\x12A\n" +
@@ -3358,127 +3681,134 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_fenced_proto_rawDescData
 }
 
-var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
+var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
 var file_fenced_v1_fenced_proto_goTypes = []any{
-	(ReleaseResult)(0),             // 0: fenced.v1.ReleaseResult
-	(*PipelineCall)(nil),           // 1: fenced.v1.PipelineCall
-	(*PipelineRequest)(nil),        // 2: fenced.v1.PipelineRequest
-	(*PipelineError)(nil),          // 3: fenced.v1.PipelineError
-	(*PipelineResult)(nil),         // 4: fenced.v1.PipelineResult
-	(*PipelineResponse)(nil),       // 5: fenced.v1.PipelineResponse
-	(*KVPutRequest)(nil),           // 6: fenced.v1.KVPutRequest
-	(*KVPutResponse)(nil),          // 7: fenced.v1.KVPutResponse
-	(*KVGetRequest)(nil),           // 8: fenced.v1.KVGetRequest
-	(*KVGetResponse)(nil),          // 9: fenced.v1.KVGetResponse
-	(*KVDeleteRequest)(nil),        // 10: fenced.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),       // 11: fenced.v1.KVDeleteResponse
-	(*Member)(nil),                 // 12: fenced.v1.Member
-	(*ClusterStatusRequest)(nil),   // 13: fenced.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),  // 14: fenced.v1.ClusterStatusResponse
-	(*AddMemberRequest)(nil),       // 15: fenced.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),      // 16: fenced.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),    // 17: fenced.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 18: fenced.v1.RemoveMemberResponse
-	(*TransferLeaderRequest)(nil),  // 19: fenced.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 20: fenced.v1.TransferLeaderResponse
-	(*RegisterNodeRequest)(nil),    // 21: fenced.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),   // 22: fenced.v1.RegisterNodeResponse
-	(*Grant)(nil),                  // 23: fenced.v1.Grant
-	(*CreateSessionRequest)(nil),   // 24: fenced.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 25: fenced.v1.CreateSessionResponse
-	(*KeepAliveRequest)(nil),       // 26: fenced.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 27: fenced.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 28: fenced.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 29: fenced.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),         // 30: fenced.v1.AcquireRequest
-	(*AcquireResponse)(nil),        // 31: fenced.v1.AcquireResponse
-	(*ReleaseRequest)(nil),         // 32: fenced.v1.ReleaseRequest
-	(*RevokeRequest)(nil),          // 33: fenced.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 34: fenced.v1.RevokeResponse
-	(*ReleaseResponse)(nil),        // 35: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),          // 36: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 37: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                 // 38: fenced.v1.Waiter
-	(*LockInfo)(nil),               // 39: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),        // 40: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 41: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),            // 42: fenced.v1.ListRequest
-	(*ListResponse)(nil),           // 43: fenced.v1.ListResponse
-	(*SessionInfo)(nil),            // 44: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),          // 45: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),         // 46: fenced.v1.StatusResponse
-	nil,                            // 47: fenced.v1.PipelineError.MetaEntry
+	(RenewResult)(0),               // 0: fenced.v1.RenewResult
+	(ReleaseResult)(0),             // 1: fenced.v1.ReleaseResult
+	(*RenewRequest)(nil),           // 2: fenced.v1.RenewRequest
+	(*RenewResponse)(nil),          // 3: fenced.v1.RenewResponse
+	(*PipelineCall)(nil),           // 4: fenced.v1.PipelineCall
+	(*PipelineRequest)(nil),        // 5: fenced.v1.PipelineRequest
+	(*PipelineError)(nil),          // 6: fenced.v1.PipelineError
+	(*PipelineResult)(nil),         // 7: fenced.v1.PipelineResult
+	(*PipelineResponse)(nil),       // 8: fenced.v1.PipelineResponse
+	(*KVPutRequest)(nil),           // 9: fenced.v1.KVPutRequest
+	(*KVPutResponse)(nil),          // 10: fenced.v1.KVPutResponse
+	(*KVGetRequest)(nil),           // 11: fenced.v1.KVGetRequest
+	(*KVGetResponse)(nil),          // 12: fenced.v1.KVGetResponse
+	(*KVDeleteRequest)(nil),        // 13: fenced.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),       // 14: fenced.v1.KVDeleteResponse
+	(*Member)(nil),                 // 15: fenced.v1.Member
+	(*ClusterStatusRequest)(nil),   // 16: fenced.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),  // 17: fenced.v1.ClusterStatusResponse
+	(*AddMemberRequest)(nil),       // 18: fenced.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),      // 19: fenced.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),    // 20: fenced.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 21: fenced.v1.RemoveMemberResponse
+	(*TransferLeaderRequest)(nil),  // 22: fenced.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 23: fenced.v1.TransferLeaderResponse
+	(*RegisterNodeRequest)(nil),    // 24: fenced.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),   // 25: fenced.v1.RegisterNodeResponse
+	(*Grant)(nil),                  // 26: fenced.v1.Grant
+	(*CreateSessionRequest)(nil),   // 27: fenced.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 28: fenced.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),       // 29: fenced.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 30: fenced.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 31: fenced.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 32: fenced.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),         // 33: fenced.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 34: fenced.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 35: fenced.v1.ReleaseRequest
+	(*RevokeRequest)(nil),          // 36: fenced.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 37: fenced.v1.RevokeResponse
+	(*ReleaseResponse)(nil),        // 38: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),          // 39: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 40: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                 // 41: fenced.v1.Waiter
+	(*LockInfo)(nil),               // 42: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),        // 43: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 44: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),            // 45: fenced.v1.ListRequest
+	(*ListResponse)(nil),           // 46: fenced.v1.ListResponse
+	(*SessionInfo)(nil),            // 47: fenced.v1.SessionInfo
+	(*StatusRequest)(nil),          // 48: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 49: fenced.v1.StatusResponse
+	nil,                            // 50: fenced.v1.PipelineError.MetaEntry
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
-	30, // 0: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
-	32, // 1: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
-	6,  // 2: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
-	1,  // 3: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
-	47, // 4: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
-	31, // 5: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
-	35, // 6: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
-	7,  // 7: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
-	3,  // 8: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
-	4,  // 9: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
-	12, // 10: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
-	26, // 11: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
-	27, // 12: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
-	23, // 13: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	23, // 14: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
-	0,  // 15: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	23, // 16: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	23, // 17: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	38, // 18: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	39, // 19: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	39, // 20: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	44, // 21: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	39, // 22: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	24, // 23: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	26, // 24: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	26, // 25: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	28, // 26: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	30, // 27: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	32, // 28: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	36, // 29: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	40, // 30: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	42, // 31: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	45, // 32: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	33, // 33: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
-	2,  // 34: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
-	6,  // 35: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	8,  // 36: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	10, // 37: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	13, // 38: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	15, // 39: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	17, // 40: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	19, // 41: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	21, // 42: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	25, // 43: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	27, // 44: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	27, // 45: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	29, // 46: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	31, // 47: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	35, // 48: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	37, // 49: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	41, // 50: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	43, // 51: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	46, // 52: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	34, // 53: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
-	5,  // 54: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
-	7,  // 55: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	9,  // 56: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	11, // 57: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	14, // 58: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	16, // 59: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	18, // 60: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	20, // 61: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	22, // 62: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	43, // [43:63] is the sub-list for method output_type
-	23, // [23:43] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	0,  // 0: fenced.v1.RenewResponse.result:type_name -> fenced.v1.RenewResult
+	26, // 1: fenced.v1.RenewResponse.grant:type_name -> fenced.v1.Grant
+	33, // 2: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
+	35, // 3: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
+	9,  // 4: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
+	4,  // 5: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
+	50, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	34, // 7: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
+	38, // 8: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
+	10, // 9: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
+	6,  // 10: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
+	7,  // 11: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
+	15, // 12: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
+	29, // 13: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
+	30, // 14: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
+	26, // 15: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	26, // 16: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
+	1,  // 17: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	26, // 18: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	26, // 19: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	41, // 20: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	42, // 21: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	42, // 22: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	47, // 23: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	42, // 24: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	27, // 25: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	29, // 26: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	29, // 27: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	31, // 28: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	33, // 29: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	35, // 30: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	39, // 31: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	43, // 32: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	45, // 33: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	48, // 34: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	36, // 35: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
+	5,  // 36: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	2,  // 37: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
+	9,  // 38: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	11, // 39: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	13, // 40: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	16, // 41: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	18, // 42: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	20, // 43: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	22, // 44: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	24, // 45: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	28, // 46: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	30, // 47: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	30, // 48: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	32, // 49: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	34, // 50: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	38, // 51: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	40, // 52: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	44, // 53: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	46, // 54: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	49, // 55: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	37, // 56: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
+	8,  // 57: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	3,  // 58: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
+	10, // 59: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	12, // 60: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	14, // 61: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	17, // 62: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	19, // 63: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	21, // 64: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	23, // 65: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	25, // 66: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	46, // [46:67] is the sub-list for method output_type
+	25, // [25:46] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -3486,26 +3816,27 @@ func file_fenced_v1_fenced_proto_init() {
 	if File_fenced_v1_fenced_proto != nil {
 		return
 	}
-	file_fenced_v1_fenced_proto_msgTypes[0].OneofWrappers = []any{
+	file_fenced_v1_fenced_proto_msgTypes[2].OneofWrappers = []any{
 		(*PipelineCall_Acquire)(nil),
 		(*PipelineCall_Release)(nil),
 		(*PipelineCall_KvPut)(nil),
 	}
-	file_fenced_v1_fenced_proto_msgTypes[3].OneofWrappers = []any{
+	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{
 		(*PipelineResult_Acquire)(nil),
 		(*PipelineResult_Release)(nil),
 		(*PipelineResult_KvPut)(nil),
 		(*PipelineResult_Error)(nil),
 	}
-	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{}
-	file_fenced_v1_fenced_proto_msgTypes[9].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[7].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[11].OneofWrappers = []any{}
+	file_fenced_v1_fenced_proto_msgTypes[31].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   47,
+			NumEnums:      2,
+			NumMessages:   49,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

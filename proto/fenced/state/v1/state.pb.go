@@ -94,9 +94,15 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_RotateKeys
+	//	*Command_SemAcquire
+	//	*Command_SemRelease
+	//	*Command_SemCancelWait
 	//	*Command_RwAcquire
 	//	*Command_RwRelease
 	//	*Command_RwCancelWait
+	//	*Command_EndLockDelay
+	//	*Command_RenewGrant
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -259,6 +265,42 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetRotateKeys() *RotateKeys {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RotateKeys); ok {
+			return x.RotateKeys
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSemAcquire() *SemAcquire {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemAcquire); ok {
+			return x.SemAcquire
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSemRelease() *SemRelease {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemRelease); ok {
+			return x.SemRelease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetSemCancelWait() *SemCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_SemCancelWait); ok {
+			return x.SemCancelWait
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRwAcquire() *RWAcquire {
 	if x != nil {
 		if x, ok := x.Op.(*Command_RwAcquire); ok {
@@ -281,6 +323,24 @@ func (x *Command) GetRwCancelWait() *RWCancelWait {
 	if x != nil {
 		if x, ok := x.Op.(*Command_RwCancelWait); ok {
 			return x.RwCancelWait
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetEndLockDelay() *EndLockDelay {
+	if x != nil {
+		if x, ok := x.Op.(*Command_EndLockDelay); ok {
+			return x.EndLockDelay
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRenewGrant() *RenewGrant {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RenewGrant); ok {
+			return x.RenewGrant
 		}
 	}
 	return nil
@@ -349,6 +409,23 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_RotateKeys struct {
+	RotateKeys *RotateKeys `protobuf:"bytes,35,opt,name=rotate_keys,json=rotateKeys,proto3,oneof"`
+}
+
+type Command_SemAcquire struct {
+	// 20-24: the semaphore (fsm/semaphore.go).
+	SemAcquire *SemAcquire `protobuf:"bytes,20,opt,name=sem_acquire,json=semAcquire,proto3,oneof"`
+}
+
+type Command_SemRelease struct {
+	SemRelease *SemRelease `protobuf:"bytes,21,opt,name=sem_release,json=semRelease,proto3,oneof"`
+}
+
+type Command_SemCancelWait struct {
+	SemCancelWait *SemCancelWait `protobuf:"bytes,22,opt,name=sem_cancel_wait,json=semCancelWait,proto3,oneof"`
+}
+
 type Command_RwAcquire struct {
 	// 25-27: the read/write lock (fsm/rwlock.go).
 	RwAcquire *RWAcquire `protobuf:"bytes,25,opt,name=rw_acquire,json=rwAcquire,proto3,oneof"`
@@ -360,6 +437,14 @@ type Command_RwRelease struct {
 
 type Command_RwCancelWait struct {
 	RwCancelWait *RWCancelWait `protobuf:"bytes,27,opt,name=rw_cancel_wait,json=rwCancelWait,proto3,oneof"`
+}
+
+type Command_EndLockDelay struct {
+	EndLockDelay *EndLockDelay `protobuf:"bytes,38,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
+}
+
+type Command_RenewGrant struct {
+	RenewGrant *RenewGrant `protobuf:"bytes,39,opt,name=renew_grant,json=renewGrant,proto3,oneof"`
 }
 
 func (*Command_Init) isCommand_Op() {}
@@ -388,11 +473,164 @@ func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
 
+func (*Command_RotateKeys) isCommand_Op() {}
+
+func (*Command_SemAcquire) isCommand_Op() {}
+
+func (*Command_SemRelease) isCommand_Op() {}
+
+func (*Command_SemCancelWait) isCommand_Op() {}
+
 func (*Command_RwAcquire) isCommand_Op() {}
 
 func (*Command_RwRelease) isCommand_Op() {}
 
 func (*Command_RwCancelWait) isCommand_Op() {}
+
+func (*Command_EndLockDelay) isCommand_Op() {}
+
+func (*Command_RenewGrant) isCommand_Op() {}
+
+// RotateKeys adds a new cluster signing key and makes it the one grants
+// are signed with; the oldest keys beyond keep are dropped. The proposer
+// generated the seed (the state machine has no random source). A leader
+// proposes it with bootstrap set when it takes over a state without keys:
+// then it changes nothing if a key exists.
+type RotateKeys struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// seed is the new Ed25519 private key's 32-byte seed.
+	Seed []byte `protobuf:"bytes,1,opt,name=seed,proto3" json:"seed,omitempty"`
+	// created_at_unix_ms is the proposer's wall clock (display only).
+	CreatedAtUnixMs int64 `protobuf:"varint,2,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
+	// keep is how many keys stay published, the new one included: 1 to 16.
+	Keep uint32 `protobuf:"varint,3,opt,name=keep,proto3" json:"keep,omitempty"`
+	// bootstrap makes the command a no-op when the state has a key.
+	Bootstrap     bool `protobuf:"varint,4,opt,name=bootstrap,proto3" json:"bootstrap,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeys) Reset() {
+	*x = RotateKeys{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeys) ProtoMessage() {}
+
+func (x *RotateKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeys.ProtoReflect.Descriptor instead.
+func (*RotateKeys) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *RotateKeys) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *RotateKeys) GetCreatedAtUnixMs() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMs
+	}
+	return 0
+}
+
+func (x *RotateKeys) GetKeep() uint32 {
+	if x != nil {
+		return x.Keep
+	}
+	return 0
+}
+
+func (x *RotateKeys) GetBootstrap() bool {
+	if x != nil {
+		return x.Bootstrap
+	}
+	return false
+}
+
+// SigningKey is one cluster signing key in the state (docs/design.md §10).
+type SigningKey struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is fence.KeyIDOf of the public key.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// seed is the Ed25519 private key's seed: the state (log, snapshots)
+	// holds the cluster's signing keys.
+	Seed            []byte `protobuf:"bytes,2,opt,name=seed,proto3" json:"seed,omitempty"`
+	CreatedAtUnixMs int64  `protobuf:"varint,3,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *SigningKey) Reset() {
+	*x = SigningKey{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SigningKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SigningKey) ProtoMessage() {}
+
+func (x *SigningKey) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SigningKey.ProtoReflect.Descriptor instead.
+func (*SigningKey) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *SigningKey) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *SigningKey) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+func (x *SigningKey) GetCreatedAtUnixMs() int64 {
+	if x != nil {
+		return x.CreatedAtUnixMs
+	}
+	return 0
+}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -406,7 +644,7 @@ type Batch struct {
 
 func (x *Batch) Reset() {
 	*x = Batch{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +656,7 @@ func (x *Batch) String() string {
 func (*Batch) ProtoMessage() {}
 
 func (x *Batch) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[1]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +669,7 @@ func (x *Batch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Batch.ProtoReflect.Descriptor instead.
 func (*Batch) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{1}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Batch) GetCommands() []*Command {
@@ -452,7 +690,7 @@ type Init struct {
 
 func (x *Init) Reset() {
 	*x = Init{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -464,7 +702,7 @@ func (x *Init) String() string {
 func (*Init) ProtoMessage() {}
 
 func (x *Init) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[2]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -477,7 +715,7 @@ func (x *Init) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Init.ProtoReflect.Descriptor instead.
 func (*Init) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{2}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Init) GetIssuer() string {
@@ -514,7 +752,7 @@ type ReserveTokens struct {
 
 func (x *ReserveTokens) Reset() {
 	*x = ReserveTokens{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -526,7 +764,7 @@ func (x *ReserveTokens) String() string {
 func (*ReserveTokens) ProtoMessage() {}
 
 func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[3]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -539,7 +777,7 @@ func (x *ReserveTokens) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReserveTokens.ProtoReflect.Descriptor instead.
 func (*ReserveTokens) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{3}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ReserveTokens) GetFloor() uint64 {
@@ -566,7 +804,7 @@ type NewLeader struct {
 
 func (x *NewLeader) Reset() {
 	*x = NewLeader{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +816,7 @@ func (x *NewLeader) String() string {
 func (*NewLeader) ProtoMessage() {}
 
 func (x *NewLeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[4]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +829,7 @@ func (x *NewLeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NewLeader.ProtoReflect.Descriptor instead.
 func (*NewLeader) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{4}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NewLeader) GetTerm() uint64 {
@@ -618,7 +856,7 @@ type CreateSession struct {
 
 func (x *CreateSession) Reset() {
 	*x = CreateSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +868,7 @@ func (x *CreateSession) String() string {
 func (*CreateSession) ProtoMessage() {}
 
 func (x *CreateSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[5]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +881,7 @@ func (x *CreateSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateSession.ProtoReflect.Descriptor instead.
 func (*CreateSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{5}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *CreateSession) GetRequestId() string {
@@ -693,7 +931,7 @@ type Quota struct {
 
 func (x *Quota) Reset() {
 	*x = Quota{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -705,7 +943,7 @@ func (x *Quota) String() string {
 func (*Quota) ProtoMessage() {}
 
 func (x *Quota) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[6]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -718,7 +956,7 @@ func (x *Quota) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Quota.ProtoReflect.Descriptor instead.
 func (*Quota) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{6}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Quota) GetOwner() string {
@@ -761,7 +999,7 @@ type CloseSession struct {
 
 func (x *CloseSession) Reset() {
 	*x = CloseSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -773,7 +1011,7 @@ func (x *CloseSession) String() string {
 func (*CloseSession) ProtoMessage() {}
 
 func (x *CloseSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[7]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -786,7 +1024,7 @@ func (x *CloseSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CloseSession.ProtoReflect.Descriptor instead.
 func (*CloseSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{7}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *CloseSession) GetSession() uint64 {
@@ -816,7 +1054,7 @@ type Revoke struct {
 
 func (x *Revoke) Reset() {
 	*x = Revoke{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1066,7 @@ func (x *Revoke) String() string {
 func (*Revoke) ProtoMessage() {}
 
 func (x *Revoke) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[8]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1079,7 @@ func (x *Revoke) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revoke.ProtoReflect.Descriptor instead.
 func (*Revoke) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{8}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Revoke) GetName() string {
@@ -858,6 +1096,155 @@ func (x *Revoke) GetToken() uint64 {
 	return 0
 }
 
+// EndLockDelay ends a lock's delay (docs/design.md §3, "Lock delay"): the
+// proposing leader's clock says the delay after the expiry or revocation
+// of the grant with token after_token has run out. The lock then goes to
+// its first waiter. Ignored when term is older than the newest leadership
+// applied (a new leader arms every pending delay again, in full), or when
+// the lock is not in the delay that followed after_token.
+type EndLockDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	AfterToken    uint64                 `protobuf:"varint,2,opt,name=after_token,json=afterToken,proto3" json:"after_token,omitempty"`
+	Term          uint64                 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndLockDelay) Reset() {
+	*x = EndLockDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndLockDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndLockDelay) ProtoMessage() {}
+
+func (x *EndLockDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndLockDelay.ProtoReflect.Descriptor instead.
+func (*EndLockDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *EndLockDelay) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *EndLockDelay) GetAfterToken() uint64 {
+	if x != nil {
+		return x.AfterToken
+	}
+	return 0
+}
+
+func (x *EndLockDelay) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// RenewGrant renews the grant of lock name held by session: the session's
+// TTL becomes ttl_ms (0 keeps it) and the leader restarts its deadline
+// when the command is applied. The grant keeps its token. A session that
+// does not hold the lock (or holds it under another token than a non-zero
+// token) changes nothing.
+type RenewGrant struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name    string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Token   uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	TtlMs   int64                  `protobuf:"varint,4,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// secret_hash is the SHA-256 of the secret the request presented; it
+	// must be the session's.
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RenewGrant) Reset() {
+	*x = RenewGrant{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RenewGrant) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RenewGrant) ProtoMessage() {}
+
+func (x *RenewGrant) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RenewGrant.ProtoReflect.Descriptor instead.
+func (*RenewGrant) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *RenewGrant) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RenewGrant) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RenewGrant) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
 // ExpireSession ends a session whose TTL ran out on the proposer's clock.
 type ExpireSession struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -871,7 +1258,7 @@ type ExpireSession struct {
 
 func (x *ExpireSession) Reset() {
 	*x = ExpireSession{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +1270,7 @@ func (x *ExpireSession) String() string {
 func (*ExpireSession) ProtoMessage() {}
 
 func (x *ExpireSession) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[9]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1283,7 @@ func (x *ExpireSession) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireSession.ProtoReflect.Descriptor instead.
 func (*ExpireSession) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{9}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ExpireSession) GetSession() uint64 {
@@ -927,14 +1314,19 @@ type Acquire struct {
 	Quota *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
 	// secret_hash is the SHA-256 of the secret the request presented: it
 	// must be the session's (for session 0, it is the per-grant session's).
-	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	SecretHash []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	// lock_delay_ms is the lock delay of this grant (0: none, at most
+	// 60000): when the session holding it expires or is revoked, the lock
+	// is not granted again until an EndLockDelay. The proposing server
+	// fills in its default.
+	LockDelayMs   int64 `protobuf:"varint,60,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1338,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[10]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1351,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{10}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Acquire) GetSession() uint64 {
@@ -1018,6 +1410,13 @@ func (x *Acquire) GetSecretHash() []byte {
 	return nil
 }
 
+func (x *Acquire) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Release struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1041,7 +1440,7 @@ type Release struct {
 
 func (x *Release) Reset() {
 	*x = Release{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1053,7 +1452,7 @@ func (x *Release) String() string {
 func (*Release) ProtoMessage() {}
 
 func (x *Release) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[11]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1066,7 +1465,7 @@ func (x *Release) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Release.ProtoReflect.Descriptor instead.
 func (*Release) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{11}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Release) GetSession() uint64 {
@@ -1136,7 +1535,7 @@ type CancelWait struct {
 
 func (x *CancelWait) Reset() {
 	*x = CancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1148,7 +1547,7 @@ func (x *CancelWait) String() string {
 func (*CancelWait) ProtoMessage() {}
 
 func (x *CancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[12]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1161,7 +1560,7 @@ func (x *CancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelWait.ProtoReflect.Descriptor instead.
 func (*CancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{12}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *CancelWait) GetSession() uint64 {
@@ -1209,7 +1608,7 @@ type KVWrite struct {
 
 func (x *KVWrite) Reset() {
 	*x = KVWrite{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1620,7 @@ func (x *KVWrite) String() string {
 func (*KVWrite) ProtoMessage() {}
 
 func (x *KVWrite) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[13]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1633,7 @@ func (x *KVWrite) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVWrite.ProtoReflect.Descriptor instead.
 func (*KVWrite) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{13}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KVWrite) GetKey() string {
@@ -1320,7 +1719,7 @@ type KVLimits struct {
 
 func (x *KVLimits) Reset() {
 	*x = KVLimits{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1332,7 +1731,7 @@ func (x *KVLimits) String() string {
 func (*KVLimits) ProtoMessage() {}
 
 func (x *KVLimits) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[14]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1345,7 +1744,7 @@ func (x *KVLimits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVLimits.ProtoReflect.Descriptor instead.
 func (*KVLimits) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{14}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KVLimits) GetMaxKeys() uint64 {
@@ -1374,7 +1773,7 @@ type RegisterNode struct {
 
 func (x *RegisterNode) Reset() {
 	*x = RegisterNode{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1386,7 +1785,7 @@ func (x *RegisterNode) String() string {
 func (*RegisterNode) ProtoMessage() {}
 
 func (x *RegisterNode) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[15]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1399,7 +1798,7 @@ func (x *RegisterNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterNode.ProtoReflect.Descriptor instead.
 func (*RegisterNode) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{15}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RegisterNode) GetId() string {
@@ -1435,6 +1834,11 @@ type State struct {
 	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
 	// reserve_block is how many tokens are reserved at a time.
 	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	// signing_keys are the cluster's signing keys, oldest first; the last
+	// signs new grants.
+	SigningKeys []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
+	// semaphores in use, by name.
+	Semaphores []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
 	// rwlocks are the read/write locks in use, by name.
 	Rwlocks       []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1443,7 +1847,7 @@ type State struct {
 
 func (x *State) Reset() {
 	*x = State{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1455,7 +1859,7 @@ func (x *State) String() string {
 func (*State) ProtoMessage() {}
 
 func (x *State) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[16]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1468,7 +1872,7 @@ func (x *State) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use State.ProtoReflect.Descriptor instead.
 func (*State) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{16}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *State) GetIssuer() string {
@@ -1548,6 +1952,20 @@ func (x *State) GetReserveBlock() uint64 {
 	return 0
 }
 
+func (x *State) GetSigningKeys() []*SigningKey {
+	if x != nil {
+		return x.SigningKeys
+	}
+	return nil
+}
+
+func (x *State) GetSemaphores() []*Semaphore {
+	if x != nil {
+		return x.Semaphores
+	}
+	return nil
+}
+
 func (x *State) GetRwlocks() []*RWLock {
 	if x != nil {
 		return x.Rwlocks
@@ -1567,7 +1985,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1997,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[17]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +2010,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{17}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1638,7 +2056,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1650,7 +2068,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[18]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1663,7 +2081,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{18}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -1720,7 +2138,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1732,7 +2150,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[19]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1745,7 +2163,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{19}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Session) GetId() uint64 {
@@ -1812,7 +2230,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1824,7 +2242,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[20]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1837,7 +2255,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{20}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -1889,13 +2307,27 @@ type Lock struct {
 	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
 	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
 	Waiters        []*Waiter              `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// lock_delay_ms is the lock delay of the current grant (0: none).
+	LockDelayMs int64 `protobuf:"varint,10,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	// delay_after_token is the token of the grant whose expiry or
+	// revocation started the lock's pending delay; 0 when none. While it is
+	// set the lock has no holder and grants nothing.
+	DelayAfterToken uint64 `protobuf:"varint,11,opt,name=delay_after_token,json=delayAfterToken,proto3" json:"delay_after_token,omitempty"`
+	// delay_ms is the length of the pending delay.
+	DelayMs int64 `protobuf:"varint,12,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// delay_since_unix_ms is the proposer's wall clock when the pending
+	// delay started (display only).
+	DelaySinceUnixMs int64 `protobuf:"varint,13,opt,name=delay_since_unix_ms,json=delaySinceUnixMs,proto3" json:"delay_since_unix_ms,omitempty"`
+	// waiter_delays are the lock delays of the waiters that asked for one,
+	// by session, in queue order.
+	WaiterDelays  []*WaiterDelay `protobuf:"bytes,14,rep,name=waiter_delays,json=waiterDelays,proto3" json:"waiter_delays,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1907,7 +2339,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1920,7 +2352,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Lock) GetName() string {
@@ -1958,6 +2390,94 @@ func (x *Lock) GetWaiters() []*Waiter {
 	return nil
 }
 
+func (x *Lock) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayAfterToken() uint64 {
+	if x != nil {
+		return x.DelayAfterToken
+	}
+	return 0
+}
+
+func (x *Lock) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *Lock) GetDelaySinceUnixMs() int64 {
+	if x != nil {
+		return x.DelaySinceUnixMs
+	}
+	return 0
+}
+
+func (x *Lock) GetWaiterDelays() []*WaiterDelay {
+	if x != nil {
+		return x.WaiterDelays
+	}
+	return nil
+}
+
+// WaiterDelay is the lock delay a queued acquire asked for.
+type WaiterDelay struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	LockDelayMs   int64                  `protobuf:"varint,2,opt,name=lock_delay_ms,json=lockDelayMs,proto3" json:"lock_delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WaiterDelay) Reset() {
+	*x = WaiterDelay{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WaiterDelay) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WaiterDelay) ProtoMessage() {}
+
+func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
+func (*WaiterDelay) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *WaiterDelay) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *WaiterDelay) GetLockDelayMs() int64 {
+	if x != nil {
+		return x.LockDelayMs
+	}
+	return 0
+}
+
 type Waiter struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
@@ -1968,7 +2488,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2500,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2513,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2006,6 +2526,485 @@ func (x *Waiter) GetSession() uint64 {
 func (x *Waiter) GetSeq() uint64 {
 	if x != nil {
 		return x.Seq
+	}
+	return 0
+}
+
+// SemAcquire takes permits of a counting semaphore (fsm/semaphore.go) for
+// a session, or queues the session (FIFO) for them. Its session fields are
+// Acquire's.
+type SemAcquire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session 0 creates a per-grant session of ttl_ms in the same command.
+	Session uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq     uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name    string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// capacity is the semaphore's number of permits, 1 to 1000000; it must
+	// be the semaphore's while any permit of it is live.
+	Capacity uint32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	// permits is how many permits to take at once, 1 to capacity.
+	Permits       uint32 `protobuf:"varint,5,opt,name=permits,proto3" json:"permits,omitempty"`
+	Wait          bool   `protobuf:"varint,6,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs         int64  `protobuf:"varint,7,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId     string `protobuf:"bytes,8,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemAcquire) Reset() {
+	*x = SemAcquire{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemAcquire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemAcquire) ProtoMessage() {}
+
+func (x *SemAcquire) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
+func (*SemAcquire) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SemAcquire) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SemAcquire) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *SemAcquire) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SemAcquire) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SemAcquire) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SemAcquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// SemRelease releases every permit a session holds of a semaphore, or
+// withdraws one of its acquires (withdraw_seq), like Release for a lock.
+type SemRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	WithdrawSeq   uint64                 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemRelease) Reset() {
+	*x = SemRelease{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemRelease) ProtoMessage() {}
+
+func (x *SemRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
+func (*SemRelease) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SemRelease) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemRelease) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemRelease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SemRelease) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *SemRelease) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *SemRelease) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *SemRelease) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *SemRelease) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// SemCancelWait removes a session from a semaphore's queue.
+type SemCancelWait struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemCancelWait) Reset() {
+	*x = SemCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemCancelWait) ProtoMessage() {}
+
+func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
+func (*SemCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SemCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemCancelWait) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// Semaphore is a counting semaphore in use: its capacity, live permits
+// (sorted by slot) and waiters in arrival order.
+type Semaphore struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Capacity      uint32                 `protobuf:"varint,2,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	Permits       []*Permit              `protobuf:"bytes,3,rep,name=permits,proto3" json:"permits,omitempty"`
+	Waiters       []*SemWaiter           `protobuf:"bytes,4,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Semaphore) Reset() {
+	*x = Semaphore{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Semaphore) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Semaphore) ProtoMessage() {}
+
+func (x *Semaphore) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
+func (*Semaphore) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Semaphore) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Semaphore) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
+func (x *Semaphore) GetPermits() []*Permit {
+	if x != nil {
+		return x.Permits
+	}
+	return nil
+}
+
+func (x *Semaphore) GetWaiters() []*SemWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+// Permit is one live permit: its slot (0 to capacity-1), holder and token.
+type Permit struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Slot           uint32                 `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	Session        uint64                 `protobuf:"varint,2,opt,name=session,proto3" json:"session,omitempty"`
+	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Permit) Reset() {
+	*x = Permit{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Permit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Permit) ProtoMessage() {}
+
+func (x *Permit) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Permit.ProtoReflect.Descriptor instead.
+func (*Permit) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *Permit) GetSlot() uint32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *Permit) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *Permit) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *Permit) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+// SemWaiter is a queued semaphore acquire: its session, request and the
+// number of permits it waits for.
+type SemWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Permits       uint32                 `protobuf:"varint,3,opt,name=permits,proto3" json:"permits,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemWaiter) Reset() {
+	*x = SemWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemWaiter) ProtoMessage() {}
+
+func (x *SemWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
+func (*SemWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SemWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *SemWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SemWaiter) GetPermits() uint32 {
+	if x != nil {
+		return x.Permits
 	}
 	return 0
 }
@@ -2030,7 +3029,7 @@ type RWAcquire struct {
 
 func (x *RWAcquire) Reset() {
 	*x = RWAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2042,7 +3041,7 @@ func (x *RWAcquire) String() string {
 func (*RWAcquire) ProtoMessage() {}
 
 func (x *RWAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2055,7 +3054,7 @@ func (x *RWAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWAcquire.ProtoReflect.Descriptor instead.
 func (*RWAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RWAcquire) GetSession() uint64 {
@@ -2139,7 +3138,7 @@ type RWRelease struct {
 
 func (x *RWRelease) Reset() {
 	*x = RWRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +3150,7 @@ func (x *RWRelease) String() string {
 func (*RWRelease) ProtoMessage() {}
 
 func (x *RWRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +3163,7 @@ func (x *RWRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWRelease.ProtoReflect.Descriptor instead.
 func (*RWRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RWRelease) GetSession() uint64 {
@@ -2234,7 +3233,7 @@ type RWCancelWait struct {
 
 func (x *RWCancelWait) Reset() {
 	*x = RWCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +3245,7 @@ func (x *RWCancelWait) String() string {
 func (*RWCancelWait) ProtoMessage() {}
 
 func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +3258,7 @@ func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWCancelWait.ProtoReflect.Descriptor instead.
 func (*RWCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RWCancelWait) GetSession() uint64 {
@@ -2289,7 +3288,7 @@ type RWLock struct {
 
 func (x *RWLock) Reset() {
 	*x = RWLock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2301,7 +3300,7 @@ func (x *RWLock) String() string {
 func (*RWLock) ProtoMessage() {}
 
 func (x *RWLock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2314,7 +3313,7 @@ func (x *RWLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWLock.ProtoReflect.Descriptor instead.
 func (*RWLock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *RWLock) GetName() string {
@@ -2350,7 +3349,7 @@ type RWHolder struct {
 
 func (x *RWHolder) Reset() {
 	*x = RWHolder{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2362,7 +3361,7 @@ func (x *RWHolder) String() string {
 func (*RWHolder) ProtoMessage() {}
 
 func (x *RWHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2375,7 +3374,7 @@ func (x *RWHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWHolder.ProtoReflect.Descriptor instead.
 func (*RWHolder) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RWHolder) GetSession() uint64 {
@@ -2417,7 +3416,7 @@ type RWWaiter struct {
 
 func (x *RWWaiter) Reset() {
 	*x = RWWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2429,7 +3428,7 @@ func (x *RWWaiter) String() string {
 func (*RWWaiter) ProtoMessage() {}
 
 func (x *RWWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2442,7 +3441,7 @@ func (x *RWWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
 func (*RWWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RWWaiter) GetSession() uint64 {
@@ -2470,7 +3469,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xa0\b\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xb1\v\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -2487,14 +3486,35 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12;\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12>\n" +
+	"\vrotate_keys\x18# \x01(\v2\x1b.fenced.state.v1.RotateKeysH\x00R\n" +
+	"rotateKeys\x12>\n" +
+	"\vsem_acquire\x18\x14 \x01(\v2\x1b.fenced.state.v1.SemAcquireH\x00R\n" +
+	"semAcquire\x12>\n" +
+	"\vsem_release\x18\x15 \x01(\v2\x1b.fenced.state.v1.SemReleaseH\x00R\n" +
+	"semRelease\x12H\n" +
+	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12;\n" +
 	"\n" +
 	"rw_acquire\x18\x19 \x01(\v2\x1a.fenced.state.v1.RWAcquireH\x00R\trwAcquire\x12;\n" +
 	"\n" +
 	"rw_release\x18\x1a \x01(\v2\x1a.fenced.state.v1.RWReleaseH\x00R\trwRelease\x12E\n" +
-	"\x0erw_cancel_wait\x18\x1b \x01(\v2\x1d.fenced.state.v1.RWCancelWaitH\x00R\frwCancelWait\x12\x1e\n" +
+	"\x0erw_cancel_wait\x18\x1b \x01(\v2\x1d.fenced.state.v1.RWCancelWaitH\x00R\frwCancelWait\x12E\n" +
+	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
+	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
+	"renewGrant\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
-	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
+	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
+	"\n" +
+	"RotateKeys\x12\x12\n" +
+	"\x04seed\x18\x01 \x01(\fR\x04seed\x12+\n" +
+	"\x12created_at_unix_ms\x18\x02 \x01(\x03R\x0fcreatedAtUnixMs\x12\x12\n" +
+	"\x04keep\x18\x03 \x01(\rR\x04keep\x12\x1c\n" +
+	"\tbootstrap\x18\x04 \x01(\bR\tbootstrap\"]\n" +
+	"\n" +
+	"SigningKey\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04seed\x18\x02 \x01(\fR\x04seed\x12+\n" +
+	"\x12created_at_unix_ms\x18\x03 \x01(\x03R\x0fcreatedAtUnixMs\"=\n" +
 	"\x05Batch\x124\n" +
 	"\bcommands\x18\x01 \x03(\v2\x18.fenced.state.v1.CommandR\bcommands\"?\n" +
 	"\x04Init\x12\x16\n" +
@@ -2525,10 +3545,23 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"secretHash\"2\n" +
 	"\x06Revoke\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\x04R\x05token\"=\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"W\n" +
+	"\fEndLockDelay\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
+	"\vafter_token\x18\x02 \x01(\x04R\n" +
+	"afterToken\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\"\x88\x01\n" +
+	"\n" +
+	"RenewGrant\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x15\n" +
+	"\x06ttl_ms\x18\x04 \x01(\x03R\x05ttlMs\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"=\n" +
 	"\rExpireSession\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
-	"\x04term\x18\x02 \x01(\x04R\x04term\"\xe2\x01\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"\x86\x02\n" +
 	"\aAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2539,7 +3572,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12,\n" +
 	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
 	"\vsecret_hash\x182 \x01(\fR\n" +
-	"secretHash\"\xf1\x01\n" +
+	"secretHash\x12\"\n" +
+	"\rlock_delay_ms\x18< \x01(\x03R\vlockDelayMs\"\xf1\x01\n" +
 	"\aRelease\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2574,7 +3608,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xfc\x03\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xf8\x04\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -2590,7 +3624,11 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
-	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x121\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x12>\n" +
+	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\x12:\n" +
+	"\n" +
+	"semaphores\x18\x14 \x03(\v2\x1a.fenced.state.v1.SemaphoreR\n" +
+	"semaphores\x121\n" +
 	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
@@ -2620,16 +3658,68 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x16\n" +
 	"\x06holder\x18\x05 \x01(\x04R\x06holder\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\xa6\x01\n" +
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\x83\x03\n" +
 	"\x04Lock\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06holder\x18\x02 \x01(\x04R\x06holder\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
 	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\x121\n" +
-	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
+	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\x12\"\n" +
+	"\rlock_delay_ms\x18\n" +
+	" \x01(\x03R\vlockDelayMs\x12*\n" +
+	"\x11delay_after_token\x18\v \x01(\x04R\x0fdelayAfterToken\x12\x19\n" +
+	"\bdelay_ms\x18\f \x01(\x03R\adelayMs\x12-\n" +
+	"\x13delay_since_unix_ms\x18\r \x01(\x03R\x10delaySinceUnixMs\x12A\n" +
+	"\rwaiter_delays\x18\x0e \x03(\v2\x1c.fenced.state.v1.WaiterDelayR\fwaiterDelays\"K\n" +
+	"\vWaiterDelay\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\"\n" +
+	"\rlock_delay_ms\x18\x02 \x01(\x03R\vlockDelayMs\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x91\x02\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\x9b\x02\n" +
+	"\n" +
+	"SemAcquire\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity\x12\x18\n" +
+	"\apermits\x18\x05 \x01(\rR\apermits\x12\x12\n" +
+	"\x04wait\x18\x06 \x01(\bR\x04wait\x12\x15\n" +
+	"\x06ttl_ms\x18\a \x01(\x03R\x05ttlMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\b \x01(\tR\trequestId\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xf4\x01\n" +
+	"\n" +
+	"SemRelease\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"=\n" +
+	"\rSemCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xa4\x01\n" +
+	"\tSemaphore\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1a\n" +
+	"\bcapacity\x18\x02 \x01(\rR\bcapacity\x121\n" +
+	"\apermits\x18\x03 \x03(\v2\x17.fenced.state.v1.PermitR\apermits\x124\n" +
+	"\awaiters\x18\x04 \x03(\v2\x1a.fenced.state.v1.SemWaiterR\awaiters\"w\n" +
+	"\x06Permit\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\rR\x04slot\x12\x18\n" +
+	"\asession\x18\x02 \x01(\x04R\asession\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\"Q\n" +
+	"\tSemWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x18\n" +
+	"\apermits\x18\x03 \x01(\rR\apermits\"\x91\x02\n" +
 	"\tRWAcquire\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
@@ -2687,81 +3777,105 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(RWMode)(0),           // 0: fenced.state.v1.RWMode
 	(*Command)(nil),       // 1: fenced.state.v1.Command
-	(*Batch)(nil),         // 2: fenced.state.v1.Batch
-	(*Init)(nil),          // 3: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 4: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 5: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 6: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 7: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 8: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 9: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 10: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 11: fenced.state.v1.Acquire
-	(*Release)(nil),       // 12: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 13: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 14: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 15: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 16: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 17: fenced.state.v1.State
-	(*KVReply)(nil),       // 18: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 19: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 20: fenced.state.v1.Session
-	(*Reply)(nil),         // 21: fenced.state.v1.Reply
-	(*Lock)(nil),          // 22: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 23: fenced.state.v1.Waiter
-	(*RWAcquire)(nil),     // 24: fenced.state.v1.RWAcquire
-	(*RWRelease)(nil),     // 25: fenced.state.v1.RWRelease
-	(*RWCancelWait)(nil),  // 26: fenced.state.v1.RWCancelWait
-	(*RWLock)(nil),        // 27: fenced.state.v1.RWLock
-	(*RWHolder)(nil),      // 28: fenced.state.v1.RWHolder
-	(*RWWaiter)(nil),      // 29: fenced.state.v1.RWWaiter
+	(*RotateKeys)(nil),    // 2: fenced.state.v1.RotateKeys
+	(*SigningKey)(nil),    // 3: fenced.state.v1.SigningKey
+	(*Batch)(nil),         // 4: fenced.state.v1.Batch
+	(*Init)(nil),          // 5: fenced.state.v1.Init
+	(*ReserveTokens)(nil), // 6: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),     // 7: fenced.state.v1.NewLeader
+	(*CreateSession)(nil), // 8: fenced.state.v1.CreateSession
+	(*Quota)(nil),         // 9: fenced.state.v1.Quota
+	(*CloseSession)(nil),  // 10: fenced.state.v1.CloseSession
+	(*Revoke)(nil),        // 11: fenced.state.v1.Revoke
+	(*EndLockDelay)(nil),  // 12: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),    // 13: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil), // 14: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),       // 15: fenced.state.v1.Acquire
+	(*Release)(nil),       // 16: fenced.state.v1.Release
+	(*CancelWait)(nil),    // 17: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),       // 18: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),      // 19: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),  // 20: fenced.state.v1.RegisterNode
+	(*State)(nil),         // 21: fenced.state.v1.State
+	(*KVReply)(nil),       // 22: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 23: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 24: fenced.state.v1.Session
+	(*Reply)(nil),         // 25: fenced.state.v1.Reply
+	(*Lock)(nil),          // 26: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),   // 27: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),        // 28: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),    // 29: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),    // 30: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil), // 31: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),     // 32: fenced.state.v1.Semaphore
+	(*Permit)(nil),        // 33: fenced.state.v1.Permit
+	(*SemWaiter)(nil),     // 34: fenced.state.v1.SemWaiter
+	(*RWAcquire)(nil),     // 35: fenced.state.v1.RWAcquire
+	(*RWRelease)(nil),     // 36: fenced.state.v1.RWRelease
+	(*RWCancelWait)(nil),  // 37: fenced.state.v1.RWCancelWait
+	(*RWLock)(nil),        // 38: fenced.state.v1.RWLock
+	(*RWHolder)(nil),      // 39: fenced.state.v1.RWHolder
+	(*RWWaiter)(nil),      // 40: fenced.state.v1.RWWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
-	3,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	5,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	6,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	8,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	10, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	11, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	12, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	13, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	14, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	16, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	2,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	4,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
-	9,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	24, // 13: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
-	25, // 14: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
-	26, // 15: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
-	1,  // 16: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	7,  // 17: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	7,  // 18: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	7,  // 19: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	15, // 20: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	20, // 21: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	22, // 22: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	19, // 23: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	16, // 24: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	18, // 25: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	27, // 26: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
-	21, // 27: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	23, // 28: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	0,  // 29: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
-	7,  // 30: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
-	7,  // 31: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
-	28, // 32: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
-	29, // 33: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
-	0,  // 34: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
-	0,  // 35: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
+	7,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	8,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	10, // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	14, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	15, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	16, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	17, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	18, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	20, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	4,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
+	6,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	11, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	2,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
+	29, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	30, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	31, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	35, // 17: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	36, // 18: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	37, // 19: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	12, // 20: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	13, // 21: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	1,  // 22: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	9,  // 23: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	9,  // 24: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 25: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	19, // 26: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	24, // 27: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	26, // 28: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	23, // 29: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	20, // 30: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	22, // 31: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	3,  // 32: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	32, // 33: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	38, // 34: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	25, // 35: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	28, // 36: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	27, // 37: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 38: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 39: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	33, // 40: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	34, // 41: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	0,  // 42: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 43: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 44: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	39, // 45: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	40, // 46: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 47: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 48: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2783,9 +3897,15 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_RotateKeys)(nil),
+		(*Command_SemAcquire)(nil),
+		(*Command_SemRelease)(nil),
+		(*Command_SemCancelWait)(nil),
 		(*Command_RwAcquire)(nil),
 		(*Command_RwRelease)(nil),
 		(*Command_RwCancelWait)(nil),
+		(*Command_EndLockDelay)(nil),
+		(*Command_RenewGrant)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2793,7 +3913,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   29,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -71,6 +71,8 @@ const (
 	LockServiceRevokeProcedure = "/fenced.v1.LockService/Revoke"
 	// LockServicePipelineProcedure is the fully-qualified name of the LockService's Pipeline RPC.
 	LockServicePipelineProcedure = "/fenced.v1.LockService/Pipeline"
+	// LockServiceRenewProcedure is the fully-qualified name of the LockService's Renew RPC.
+	LockServiceRenewProcedure = "/fenced.v1.LockService/Renew"
 	// KVServicePutProcedure is the fully-qualified name of the KVService's Put RPC.
 	KVServicePutProcedure = "/fenced.v1.KVService/Put"
 	// KVServiceGetProcedure is the fully-qualified name of the KVService's Get RPC.
@@ -292,6 +294,12 @@ type LockServiceClient interface {
 	// traffic this way: one stream costs far less per call than one HTTP/2
 	// request each.
 	Pipeline(context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse]
+	// Renew renews a grant with a TTL of its own (its session's): the
+	// session's deadline restarts with ttl_ms (0 keeps its TTL) and the
+	// grant keeps its token. The caller must present the session's secret;
+	// a session that does not hold the lock gets NOT_OWNED and nothing
+	// changes.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
 }
 
 // NewLockServiceClient constructs a client for the fenced.v1.LockService service. By default, it
@@ -353,6 +361,12 @@ func NewLockServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithSchema(lockServiceMethods.ByName("Pipeline")),
 			connect.WithClientOptions(opts...),
 		),
+		renew: connect.NewClient[v1.RenewRequest, v1.RenewResponse](
+			httpClient,
+			baseURL+LockServiceRenewProcedure,
+			connect.WithSchema(lockServiceMethods.ByName("Renew")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
@@ -366,6 +380,7 @@ type lockServiceClient struct {
 	status   *connect.Client[v1.StatusRequest, v1.StatusResponse]
 	revoke   *connect.Client[v1.RevokeRequest, v1.RevokeResponse]
 	pipeline *connect.Client[v1.PipelineRequest, v1.PipelineResponse]
+	renew    *connect.Client[v1.RenewRequest, v1.RenewResponse]
 }
 
 // Acquire calls fenced.v1.LockService.Acquire.
@@ -408,6 +423,11 @@ func (c *lockServiceClient) Pipeline(ctx context.Context) *connect.BidiStreamFor
 	return c.pipeline.CallBidiStream(ctx)
 }
 
+// Renew calls fenced.v1.LockService.Renew.
+func (c *lockServiceClient) Renew(ctx context.Context, req *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error) {
+	return c.renew.CallUnary(ctx, req)
+}
+
 // LockServiceHandler is an implementation of the fenced.v1.LockService service.
 type LockServiceHandler interface {
 	// Acquire grants a lock to a session, or queues the session (FIFO) and
@@ -441,6 +461,12 @@ type LockServiceHandler interface {
 	// traffic this way: one stream costs far less per call than one HTTP/2
 	// request each.
 	Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error
+	// Renew renews a grant with a TTL of its own (its session's): the
+	// session's deadline restarts with ttl_ms (0 keeps its TTL) and the
+	// grant keeps its token. The caller must present the session's secret;
+	// a session that does not hold the lock gets NOT_OWNED and nothing
+	// changes.
+	Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error)
 }
 
 // NewLockServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -498,6 +524,12 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 		connect.WithSchema(lockServiceMethods.ByName("Pipeline")),
 		connect.WithHandlerOptions(opts...),
 	)
+	lockServiceRenewHandler := connect.NewUnaryHandler(
+		LockServiceRenewProcedure,
+		svc.Renew,
+		connect.WithSchema(lockServiceMethods.ByName("Renew")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fenced.v1.LockService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case LockServiceAcquireProcedure:
@@ -516,6 +548,8 @@ func NewLockServiceHandler(svc LockServiceHandler, opts ...connect.HandlerOption
 			lockServiceRevokeHandler.ServeHTTP(w, r)
 		case LockServicePipelineProcedure:
 			lockServicePipelineHandler.ServeHTTP(w, r)
+		case LockServiceRenewProcedure:
+			lockServiceRenewHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -555,6 +589,10 @@ func (UnimplementedLockServiceHandler) Revoke(context.Context, *connect.Request[
 
 func (UnimplementedLockServiceHandler) Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Pipeline is not implemented"))
+}
+
+func (UnimplementedLockServiceHandler) Renew(context.Context, *connect.Request[v1.RenewRequest]) (*connect.Response[v1.RenewResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.LockService.Renew is not implemented"))
 }
 
 // KVServiceClient is a client for the fenced.v1.KVService service.

@@ -1,0 +1,4 @@
+package fsm
+
+// CheckInvariants exposes checkInvariants to the external tests.
+func CheckInvariants(m *Machine) error { return m.checkInvariants() }
