@@ -92,3 +92,19 @@ func TestRWLock_APIBadInputChangesNothing(t *testing.T) {
 		t.Fatalf("bad input changed the lock:\nbefore %v\nafter  %v", before, after)
 	}
 }
+
+// A one-shot grant (session 0) has a session of its own TTL, created in
+// the same command, whose secret comes back with the grant and releases it.
+func TestRWLock_OneShotGrant(t *testing.T) {
+	srv := testserver.Start(t)
+	rw := rwAPI(asIdentity(srv.Addr(), ""))
+	ctx := context.Background()
+	r, err := rw.Acquire(ctx, connect.NewRequest(&fencedv1.RWAcquireRequest{Name: "one", Mode: fencedv1.RWLockMode_RW_LOCK_MODE_WRITE, TtlMs: 3000, RequestId: "req-1"}))
+	if err != nil || !r.Msg.Granted || r.Msg.Secret == "" || r.Msg.Grant.GetTtlMs() != 3000 || r.Msg.Grant.GetKind() != "write" {
+		t.Fatalf("one-shot write: %v %v, want a write grant of ttl 3000ms with its session's secret", r, err)
+	}
+	g := r.Msg.Grant
+	if rel, err := rw.Release(ctx, connect.NewRequest(&fencedv1.RWReleaseRequest{Name: "one", Session: g.Session, Secret: r.Msg.Secret, Seq: 2})); err != nil || rel.Msg.Result != fencedv1.ReleaseResult_RELEASE_RESULT_RELEASED {
+		t.Fatalf("release of the one-shot grant: %v %v, want released", rel, err)
+	}
+}
