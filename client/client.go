@@ -72,6 +72,7 @@ type endpoint struct {
 	url      string
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
+	rwlocks  fencedv1connect.RWLockServiceClient
 	kv       fencedv1connect.KVServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
 	keys     fencedv1connect.KeyServiceClient
@@ -177,6 +178,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
 			elections:  fencedv1connect.NewElectionServiceClient(c.httpClient, base),
+			rwlocks:    fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

@@ -200,3 +200,53 @@ func ExampleClient_Acquire() {
 }
 
 func runBackup(ctx context.Context, token fence.Token) error { return ctx.Err() }
+
+// Readers share a read/write lock; a writer waits for them, and holds back
+// every reader that asks after it. Every grant has its own token: the
+// writer's is above the readers' it followed.
+func ExampleRWMutex() {
+	c, err := client.New(endpoints())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	reader, err := c.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer reader.Close(ctx)
+	writer, err := c.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer writer.Close(ctx)
+
+	r := client.NewRWMutex(reader, "example/config")
+	rg, err := r.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("reader holds a", rg.Grant().Kind, "grant")
+
+	w := client.NewRWMutex(writer, "example/config")
+	if _, err := w.TryLock(ctx); errors.Is(err, fence.ErrNotGranted) {
+		fmt.Println("the writer waits for the reader")
+	}
+	if err := r.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	wg, err := w.Lock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("writer holds a", wg.Grant().Kind, "grant, token above the reader's:", wg.Token() > rg.Token())
+	if err := w.Unlock(ctx); err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// reader holds a read grant
+	// the writer waits for the reader
+	// writer holds a write grant, token above the reader's: true
+}

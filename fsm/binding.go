@@ -15,6 +15,7 @@ const (
 	kindLock kind = iota
 	kindSemaphore
 	kindElection
+	kindRWLock
 	numKinds
 )
 

@@ -66,7 +66,17 @@
 //     as lockTable.startDelay and endDelay do.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
-//     retried request is answered with its original result.
+//     retried request is answered with its original result. A primitive
+//     other than the lock remembers its requests under a name of its own
+//     (rwReplyName: "\x00read/write lock\x00" + name), so a seq is never
+//     answered with the result of another primitive's object of the same
+//     name.
+//   - acquire and release (acquire.go, withdraw.go): Machine.startAcquire
+//     does what every acquire starts with (name, issuer, tokens left,
+//     session, secret, a retried seq), and Machine.release every release
+//     (the owner check, a retried seq, withdrawals of an acquire a caller
+//     gave up on, by seq or per-grant request id) on a primitive's
+//     releaser: releaseOwn, undoGrant, undoWait, heldByOther, replyName.
 //   - snapshot (snapshot.go, primitive.go): the Machine writes the counters
 //     and the sessions; each section writes and restores its own fields of
 //     State.

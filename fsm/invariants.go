@@ -41,6 +41,7 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 		{"locks", len(st.GetLocks()), len(m.locks.byName)},
 		{"semaphores", len(st.GetSemaphores()), len(m.semaphores.byName)},
 		{"elections", len(st.GetElections()), len(m.elections.byName)},
+		{"read/write locks", len(st.GetRwlocks()), len(m.rwlocks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
 	} {
@@ -79,6 +80,9 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.elections.check(); err != nil {
+		return err
+	}
+	if err := m.rwlocks.check(); err != nil {
 		return err
 	}
 	if err := m.checkLive(); err != nil {

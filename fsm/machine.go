@@ -21,6 +21,7 @@ type Machine struct {
 	locks       *lockTable
 	semaphores  *semaphoreTable
 	elections   *electionTable
+	rwlocks     *rwTable
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
@@ -56,13 +57,14 @@ func (m *Machine) reset() {
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
 	m.elections = newElectionTable(m)
+	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
 	m.nodes = make(nodeTable)
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections}
-	m.sections = []section{m.locks, m.semaphores, m.elections, m.kv, m.nodes, m.keys}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks}
+	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -106,6 +108,12 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.elections.resign(op.Resign, now)
 	case *statev1.Command_Proclaim:
 		return m.elections.proclaim(op.Proclaim, now)
+	case *statev1.Command_RwAcquire:
+		return m.rwlocks.acquire(op.RwAcquire, now)
+	case *statev1.Command_RwRelease:
+		return m.rwlocks.release(op.RwRelease, now)
+	case *statev1.Command_RwCancelWait:
+		return m.rwlocks.cancelWait(op.RwCancelWait, now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -78,6 +78,14 @@ func needOf(msg any) need {
 		return need{perm: permKVWrite, name: m.Key}
 	case *fencedv1.KVDeleteRequest:
 		return need{perm: permKVWrite, name: m.Key}
+	case *fencedv1.RWAcquireRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.RWReleaseRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.RWVerifyRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.RWDescribeRequest:
+		return need{perm: permRead, name: m.Name}
 	case *fencedv1.RevokeRequest:
 		return need{perm: permAdmin, name: m.Name}
 	case *fencedv1.ClusterStatusRequest:

@@ -37,6 +37,9 @@ func (e *events) Granted(g fence.Grant) {
 	case fence.KindLeader:
 		e.metrics.electionTerms.Inc()
 	}
+	if g.Kind == fence.KindRead || g.Kind == fence.KindWrite {
+		e.metrics.rwGrants.WithLabelValues(string(g.Kind)).Inc()
+	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
 	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})

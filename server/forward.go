@@ -45,6 +45,8 @@ var readPaths = map[string]bool{
 	// An Observe stream is read-indexed when it opens.
 	fencedv1connect.ElectionServiceLeaderProcedure:  true,
 	fencedv1connect.ElectionServiceObserveProcedure: true,
+	fencedv1connect.RWLockServiceVerifyProcedure:    true,
+	fencedv1connect.RWLockServiceDescribeProcedure:  true,
 }
 
 func isRead(r *http.Request) bool {

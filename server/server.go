@@ -190,6 +190,7 @@ func (s *Server) routes() http.Handler {
 	// An election value may be up to the state machine's 64 KiB cap.
 	electionOpts := []connect.HandlerOption{connect.WithReadMaxBytes(max(s.cfg.MaxMessageBytes, s.cfg.Limits.electionValueLimit()+s.cfg.MaxMessageBytes)), compress, authz}
 	mux.Handle(fencedv1connect.NewElectionServiceHandler(&electionService{s}, electionOpts...))
+	mux.Handle(fencedv1connect.NewRWLockServiceHandler(&rwLockService{s}, opts...))
 	// kv values are up to 1 MiB, plus the message's own fields. The lock
 	// service's Pipeline carries kv puts too, so its messages get the kv
 	// limit; the path is more specific than the service's prefix above.

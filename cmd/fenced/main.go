@@ -9,6 +9,10 @@
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
 //	fenced elect NAME --value V -- CMD    run CMD only while leading the election NAME
 //	fenced observe NAME [--json]          print the election's leader and every change of it
+//	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
+//	fenced rwlock write NAME -- CMD ARGS...   run CMD under its exclusive write grant
+//	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
+//	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
 //	fenced semaphore release NAME --session ID --secret S      release a session's permits
@@ -31,10 +35,10 @@
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
-// time, 4 lock or leadership lost while CMD ran (fenced lock, fenced
-// elect); fenced kv also 3 key not found, 5 stale token, 6 version
-// mismatch, 7 scope mismatch (the token is not a live grant's for the key:
-// docs/scopes.md).
+// time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
+// rwlock read|write, fenced elect); fenced kv also 3 key not found, 5 stale
+// token, 6 version mismatch, 7 scope mismatch (the token is not a live
+// grant's for the key: docs/scopes.md).
 package main
 
 import (

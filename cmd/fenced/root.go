@@ -34,6 +34,7 @@ func newRootCommand() *cobra.Command {
 		newAuthCommand(),
 		newKeysCommand(),
 		newSemaphoreCommand(),
+		newRWLockCommand(),
 	)
 	usageArgs(root)
 	return root

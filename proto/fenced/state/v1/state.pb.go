@@ -25,6 +25,57 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// RWMode is what a read/write lock request asks for: a shared (read) or
+// the exclusive (write) grant. Any other value is refused.
+type RWMode int32
+
+const (
+	RWMode_RW_MODE_UNSPECIFIED RWMode = 0
+	RWMode_RW_MODE_READ        RWMode = 1
+	RWMode_RW_MODE_WRITE       RWMode = 2
+)
+
+// Enum value maps for RWMode.
+var (
+	RWMode_name = map[int32]string{
+		0: "RW_MODE_UNSPECIFIED",
+		1: "RW_MODE_READ",
+		2: "RW_MODE_WRITE",
+	}
+	RWMode_value = map[string]int32{
+		"RW_MODE_UNSPECIFIED": 0,
+		"RW_MODE_READ":        1,
+		"RW_MODE_WRITE":       2,
+	}
+)
+
+func (x RWMode) Enum() *RWMode {
+	p := new(RWMode)
+	*p = x
+	return p
+}
+
+func (x RWMode) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (RWMode) Descriptor() protoreflect.EnumDescriptor {
+	return file_fenced_state_v1_state_proto_enumTypes[0].Descriptor()
+}
+
+func (RWMode) Type() protoreflect.EnumType {
+	return &file_fenced_state_v1_state_proto_enumTypes[0]
+}
+
+func (x RWMode) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use RWMode.Descriptor instead.
+func (RWMode) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{0}
+}
+
 // Command is one entry of the Raft log.
 type Command struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -47,6 +98,9 @@ type Command struct {
 	//	*Command_SemAcquire
 	//	*Command_SemRelease
 	//	*Command_SemCancelWait
+	//	*Command_RwAcquire
+	//	*Command_RwRelease
+	//	*Command_RwCancelWait
 	//	*Command_EndLockDelay
 	//	*Command_RenewGrant
 	//	*Command_Campaign
@@ -250,6 +304,33 @@ func (x *Command) GetSemCancelWait() *SemCancelWait {
 	return nil
 }
 
+func (x *Command) GetRwAcquire() *RWAcquire {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwAcquire); ok {
+			return x.RwAcquire
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRwRelease() *RWRelease {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwRelease); ok {
+			return x.RwRelease
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetRwCancelWait() *RWCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_RwCancelWait); ok {
+			return x.RwCancelWait
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetEndLockDelay() *EndLockDelay {
 	if x != nil {
 		if x, ok := x.Op.(*Command_EndLockDelay); ok {
@@ -375,6 +456,19 @@ type Command_SemCancelWait struct {
 	SemCancelWait *SemCancelWait `protobuf:"bytes,22,opt,name=sem_cancel_wait,json=semCancelWait,proto3,oneof"`
 }
 
+type Command_RwAcquire struct {
+	// 25-27: the read/write lock (fsm/rwlock.go).
+	RwAcquire *RWAcquire `protobuf:"bytes,25,opt,name=rw_acquire,json=rwAcquire,proto3,oneof"`
+}
+
+type Command_RwRelease struct {
+	RwRelease *RWRelease `protobuf:"bytes,26,opt,name=rw_release,json=rwRelease,proto3,oneof"`
+}
+
+type Command_RwCancelWait struct {
+	RwCancelWait *RWCancelWait `protobuf:"bytes,27,opt,name=rw_cancel_wait,json=rwCancelWait,proto3,oneof"`
+}
+
 type Command_EndLockDelay struct {
 	EndLockDelay *EndLockDelay `protobuf:"bytes,38,opt,name=end_lock_delay,json=endLockDelay,proto3,oneof"`
 }
@@ -428,6 +522,12 @@ func (*Command_SemAcquire) isCommand_Op() {}
 func (*Command_SemRelease) isCommand_Op() {}
 
 func (*Command_SemCancelWait) isCommand_Op() {}
+
+func (*Command_RwAcquire) isCommand_Op() {}
+
+func (*Command_RwRelease) isCommand_Op() {}
+
+func (*Command_RwCancelWait) isCommand_Op() {}
 
 func (*Command_EndLockDelay) isCommand_Op() {}
 
@@ -1796,8 +1896,10 @@ type State struct {
 	// dropped when it had neither leader nor candidate: a resume from below
 	// it, of a name without history, may have missed changes.
 	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// rwlocks are the read/write locks in use, by name.
+	Rwlocks       []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *State) Reset() {
@@ -1940,6 +2042,13 @@ func (x *State) GetElectionForgotten() uint64 {
 		return x.ElectionForgotten
 	}
 	return 0
+}
+
+func (x *State) GetRwlocks() []*RWLock {
+	if x != nil {
+		return x.Rwlocks
+	}
+	return nil
 }
 
 type KVReply struct {
@@ -3499,11 +3608,467 @@ func (x *ElectionChange) GetIssuedAtUnixMs() int64 {
 	return 0
 }
 
+// RWAcquire asks for a read or write grant of a read/write lock; its
+// fields are Acquire's, with the mode.
+type RWAcquire struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// session 0 creates a per-grant session of ttl_ms in the same command.
+	Session       uint64 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Mode          RWMode `protobuf:"varint,4,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	Wait          bool   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	TtlMs         int64  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	RequestId     string `protobuf:"bytes,7,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWAcquire) Reset() {
+	*x = RWAcquire{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWAcquire) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWAcquire) ProtoMessage() {}
+
+func (x *RWAcquire) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWAcquire.ProtoReflect.Descriptor instead.
+func (*RWAcquire) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *RWAcquire) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWAcquire) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
+func (x *RWAcquire) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *RWAcquire) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RWAcquire) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RWAcquire) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *RWAcquire) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// RWRelease releases a session's grant of a read/write lock (either mode),
+// or withdraws one of its acquires; its fields are Release's.
+type RWRelease struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	WithdrawSeq   uint64                 `protobuf:"varint,4,opt,name=withdraw_seq,json=withdrawSeq,proto3" json:"withdraw_seq,omitempty"`
+	RequestId     string                 `protobuf:"bytes,5,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	TtlMs         int64                  `protobuf:"varint,6,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWRelease) Reset() {
+	*x = RWRelease{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWRelease) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWRelease) ProtoMessage() {}
+
+func (x *RWRelease) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWRelease.ProtoReflect.Descriptor instead.
+func (*RWRelease) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *RWRelease) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWRelease) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWRelease) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWRelease) GetWithdrawSeq() uint64 {
+	if x != nil {
+		return x.WithdrawSeq
+	}
+	return 0
+}
+
+func (x *RWRelease) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RWRelease) GetTtlMs() int64 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *RWRelease) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *RWRelease) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// RWCancelWait removes a session from a read/write lock's queue.
+type RWCancelWait struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWCancelWait) Reset() {
+	*x = RWCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWCancelWait) ProtoMessage() {}
+
+func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWCancelWait.ProtoReflect.Descriptor instead.
+func (*RWCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *RWCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWCancelWait) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// RWLock is one read/write lock: its holders in the order they were
+// admitted (one writer alone, or readers) and its FIFO queue.
+type RWLock struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Holders       []*RWHolder            `protobuf:"bytes,2,rep,name=holders,proto3" json:"holders,omitempty"`
+	Waiters       []*RWWaiter            `protobuf:"bytes,3,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWLock) Reset() {
+	*x = RWLock{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWLock) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWLock) ProtoMessage() {}
+
+func (x *RWLock) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWLock.ProtoReflect.Descriptor instead.
+func (*RWLock) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *RWLock) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RWLock) GetHolders() []*RWHolder {
+	if x != nil {
+		return x.Holders
+	}
+	return nil
+}
+
+func (x *RWLock) GetWaiters() []*RWWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type RWHolder struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Session        uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Mode           RWMode                 `protobuf:"varint,2,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	Token          uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	IssuedAtUnixMs int64                  `protobuf:"varint,4,opt,name=issued_at_unix_ms,json=issuedAtUnixMs,proto3" json:"issued_at_unix_ms,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RWHolder) Reset() {
+	*x = RWHolder{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWHolder) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWHolder) ProtoMessage() {}
+
+func (x *RWHolder) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWHolder.ProtoReflect.Descriptor instead.
+func (*RWHolder) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *RWHolder) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWHolder) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
+func (x *RWHolder) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *RWHolder) GetIssuedAtUnixMs() int64 {
+	if x != nil {
+		return x.IssuedAtUnixMs
+	}
+	return 0
+}
+
+type RWWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Mode          RWMode                 `protobuf:"varint,3,opt,name=mode,proto3,enum=fenced.state.v1.RWMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWWaiter) Reset() {
+	*x = RWWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWWaiter) ProtoMessage() {}
+
+func (x *RWWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
+func (*RWWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{45}
+}
+
+func (x *RWWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *RWWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *RWWaiter) GetMode() RWMode {
+	if x != nil {
+		return x.Mode
+	}
+	return RWMode_RW_MODE_UNSPECIFIED
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x95\v\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xd6\f\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -3527,7 +4092,12 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"semAcquire\x12>\n" +
 	"\vsem_release\x18\x15 \x01(\v2\x1b.fenced.state.v1.SemReleaseH\x00R\n" +
 	"semRelease\x12H\n" +
-	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12E\n" +
+	"\x0fsem_cancel_wait\x18\x16 \x01(\v2\x1e.fenced.state.v1.SemCancelWaitH\x00R\rsemCancelWait\x12;\n" +
+	"\n" +
+	"rw_acquire\x18\x19 \x01(\v2\x1a.fenced.state.v1.RWAcquireH\x00R\trwAcquire\x12;\n" +
+	"\n" +
+	"rw_release\x18\x1a \x01(\v2\x1a.fenced.state.v1.RWReleaseH\x00R\trwRelease\x12E\n" +
+	"\x0erw_cancel_wait\x18\x1b \x01(\v2\x1d.fenced.state.v1.RWCancelWaitH\x00R\frwCancelWait\x12E\n" +
 	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
 	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
 	"renewGrant\x127\n" +
@@ -3640,7 +4210,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xda\x05\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x8d\x06\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -3663,7 +4233,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"semaphores\x127\n" +
 	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
 	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
-	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\"r\n" +
+	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\x121\n" +
+	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3800,7 +4371,50 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x06leader\x18\x03 \x01(\x04R\x06leader\x12\x14\n" +
 	"\x05token\x18\x04 \x01(\x04R\x05token\x12\x14\n" +
 	"\x05value\x18\x05 \x01(\fR\x05value\x12)\n" +
-	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x11issued_at_unix_ms\x18\x06 \x01(\x03R\x0eissuedAtUnixMs\"\x91\x02\n" +
+	"\tRWAcquire\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12+\n" +
+	"\x04mode\x18\x04 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode\x12\x12\n" +
+	"\x04wait\x18\x05 \x01(\bR\x04wait\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\a \x01(\tR\trequestId\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"\xf3\x01\n" +
+	"\tRWRelease\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12!\n" +
+	"\fwithdraw_seq\x18\x04 \x01(\x04R\vwithdrawSeq\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"<\n" +
+	"\fRWCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\x86\x01\n" +
+	"\x06RWLock\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\aholders\x18\x02 \x03(\v2\x19.fenced.state.v1.RWHolderR\aholders\x123\n" +
+	"\awaiters\x18\x03 \x03(\v2\x19.fenced.state.v1.RWWaiterR\awaiters\"\x92\x01\n" +
+	"\bRWHolder\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12+\n" +
+	"\x04mode\x18\x02 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12)\n" +
+	"\x11issued_at_unix_ms\x18\x04 \x01(\x03R\x0eissuedAtUnixMs\"c\n" +
+	"\bRWWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12+\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode*F\n" +
+	"\x06RWMode\x12\x17\n" +
+	"\x13RW_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
+	"\fRW_MODE_READ\x10\x01\x12\x11\n" +
+	"\rRW_MODE_WRITE\x10\x02B<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -3814,100 +4428,119 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),        // 0: fenced.state.v1.Command
-	(*RotateKeys)(nil),     // 1: fenced.state.v1.RotateKeys
-	(*SigningKey)(nil),     // 2: fenced.state.v1.SigningKey
-	(*Batch)(nil),          // 3: fenced.state.v1.Batch
-	(*Init)(nil),           // 4: fenced.state.v1.Init
-	(*ReserveTokens)(nil),  // 5: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),      // 6: fenced.state.v1.NewLeader
-	(*CreateSession)(nil),  // 7: fenced.state.v1.CreateSession
-	(*Quota)(nil),          // 8: fenced.state.v1.Quota
-	(*CloseSession)(nil),   // 9: fenced.state.v1.CloseSession
-	(*Revoke)(nil),         // 10: fenced.state.v1.Revoke
-	(*EndLockDelay)(nil),   // 11: fenced.state.v1.EndLockDelay
-	(*RenewGrant)(nil),     // 12: fenced.state.v1.RenewGrant
-	(*ExpireSession)(nil),  // 13: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),        // 14: fenced.state.v1.Acquire
-	(*Release)(nil),        // 15: fenced.state.v1.Release
-	(*CancelWait)(nil),     // 16: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),        // 17: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),       // 18: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),   // 19: fenced.state.v1.RegisterNode
-	(*State)(nil),          // 20: fenced.state.v1.State
-	(*KVReply)(nil),        // 21: fenced.state.v1.KVReply
-	(*KVEntry)(nil),        // 22: fenced.state.v1.KVEntry
-	(*Session)(nil),        // 23: fenced.state.v1.Session
-	(*Reply)(nil),          // 24: fenced.state.v1.Reply
-	(*Lock)(nil),           // 25: fenced.state.v1.Lock
-	(*WaiterDelay)(nil),    // 26: fenced.state.v1.WaiterDelay
-	(*Waiter)(nil),         // 27: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),     // 28: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),     // 29: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil),  // 30: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),      // 31: fenced.state.v1.Semaphore
-	(*Permit)(nil),         // 32: fenced.state.v1.Permit
-	(*SemWaiter)(nil),      // 33: fenced.state.v1.SemWaiter
-	(*Campaign)(nil),       // 34: fenced.state.v1.Campaign
-	(*Resign)(nil),         // 35: fenced.state.v1.Resign
-	(*Proclaim)(nil),       // 36: fenced.state.v1.Proclaim
-	(*Election)(nil),       // 37: fenced.state.v1.Election
-	(*Candidate)(nil),      // 38: fenced.state.v1.Candidate
-	(*ElectionChange)(nil), // 39: fenced.state.v1.ElectionChange
+	(RWMode)(0),            // 0: fenced.state.v1.RWMode
+	(*Command)(nil),        // 1: fenced.state.v1.Command
+	(*RotateKeys)(nil),     // 2: fenced.state.v1.RotateKeys
+	(*SigningKey)(nil),     // 3: fenced.state.v1.SigningKey
+	(*Batch)(nil),          // 4: fenced.state.v1.Batch
+	(*Init)(nil),           // 5: fenced.state.v1.Init
+	(*ReserveTokens)(nil),  // 6: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),      // 7: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),  // 8: fenced.state.v1.CreateSession
+	(*Quota)(nil),          // 9: fenced.state.v1.Quota
+	(*CloseSession)(nil),   // 10: fenced.state.v1.CloseSession
+	(*Revoke)(nil),         // 11: fenced.state.v1.Revoke
+	(*EndLockDelay)(nil),   // 12: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),     // 13: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil),  // 14: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),        // 15: fenced.state.v1.Acquire
+	(*Release)(nil),        // 16: fenced.state.v1.Release
+	(*CancelWait)(nil),     // 17: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),        // 18: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),       // 19: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),   // 20: fenced.state.v1.RegisterNode
+	(*State)(nil),          // 21: fenced.state.v1.State
+	(*KVReply)(nil),        // 22: fenced.state.v1.KVReply
+	(*KVEntry)(nil),        // 23: fenced.state.v1.KVEntry
+	(*Session)(nil),        // 24: fenced.state.v1.Session
+	(*Reply)(nil),          // 25: fenced.state.v1.Reply
+	(*Lock)(nil),           // 26: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),    // 27: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),         // 28: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),     // 29: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),     // 30: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil),  // 31: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),      // 32: fenced.state.v1.Semaphore
+	(*Permit)(nil),         // 33: fenced.state.v1.Permit
+	(*SemWaiter)(nil),      // 34: fenced.state.v1.SemWaiter
+	(*Campaign)(nil),       // 35: fenced.state.v1.Campaign
+	(*Resign)(nil),         // 36: fenced.state.v1.Resign
+	(*Proclaim)(nil),       // 37: fenced.state.v1.Proclaim
+	(*Election)(nil),       // 38: fenced.state.v1.Election
+	(*Candidate)(nil),      // 39: fenced.state.v1.Candidate
+	(*ElectionChange)(nil), // 40: fenced.state.v1.ElectionChange
+	(*RWAcquire)(nil),      // 41: fenced.state.v1.RWAcquire
+	(*RWRelease)(nil),      // 42: fenced.state.v1.RWRelease
+	(*RWCancelWait)(nil),   // 43: fenced.state.v1.RWCancelWait
+	(*RWLock)(nil),         // 44: fenced.state.v1.RWLock
+	(*RWHolder)(nil),       // 45: fenced.state.v1.RWHolder
+	(*RWWaiter)(nil),       // 46: fenced.state.v1.RWWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
-	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
-	6,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
-	7,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
-	9,  // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
-	13, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
-	14, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
-	15, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
-	16, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
-	17, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
-	19, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
-	3,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
-	5,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
-	10, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	1,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	28, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	29, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	30, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
-	11, // 17: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
-	12, // 18: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
-	34, // 19: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
-	35, // 20: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
-	36, // 21: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
-	0,  // 22: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	8,  // 23: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	8,  // 24: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 25: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	18, // 26: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	23, // 27: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	25, // 28: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	22, // 29: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	19, // 30: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	21, // 31: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	2,  // 32: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	31, // 33: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	37, // 34: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
-	24, // 35: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	27, // 36: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	26, // 37: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	8,  // 38: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 39: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	32, // 40: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	33, // 41: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	8,  // 42: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
-	38, // 43: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
-	39, // 44: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
-	45, // [45:45] is the sub-list for method output_type
-	45, // [45:45] is the sub-list for method input_type
-	45, // [45:45] is the sub-list for extension type_name
-	45, // [45:45] is the sub-list for extension extendee
-	0,  // [0:45] is the sub-list for field type_name
+	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
+	7,  // 1: fenced.state.v1.Command.new_leader:type_name -> fenced.state.v1.NewLeader
+	8,  // 2: fenced.state.v1.Command.create_session:type_name -> fenced.state.v1.CreateSession
+	10, // 3: fenced.state.v1.Command.close_session:type_name -> fenced.state.v1.CloseSession
+	14, // 4: fenced.state.v1.Command.expire_session:type_name -> fenced.state.v1.ExpireSession
+	15, // 5: fenced.state.v1.Command.acquire:type_name -> fenced.state.v1.Acquire
+	16, // 6: fenced.state.v1.Command.release:type_name -> fenced.state.v1.Release
+	17, // 7: fenced.state.v1.Command.cancel_wait:type_name -> fenced.state.v1.CancelWait
+	18, // 8: fenced.state.v1.Command.kv_write:type_name -> fenced.state.v1.KVWrite
+	20, // 9: fenced.state.v1.Command.register_node:type_name -> fenced.state.v1.RegisterNode
+	4,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
+	6,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
+	11, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
+	2,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
+	29, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	30, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	31, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	41, // 17: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	42, // 18: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	43, // 19: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	12, // 20: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	13, // 21: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	35, // 22: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	36, // 23: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	37, // 24: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	1,  // 25: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	9,  // 26: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	9,  // 27: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 28: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	19, // 29: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	24, // 30: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	26, // 31: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	23, // 32: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	20, // 33: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	22, // 34: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	3,  // 35: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	32, // 36: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	38, // 37: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	44, // 38: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	25, // 39: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	28, // 40: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	27, // 41: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 42: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 43: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	33, // 44: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	34, // 45: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	9,  // 46: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	39, // 47: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	40, // 48: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	0,  // 49: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 50: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 51: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	45, // 52: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	46, // 53: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 54: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 55: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -3933,6 +4566,9 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_SemAcquire)(nil),
 		(*Command_SemRelease)(nil),
 		(*Command_SemCancelWait)(nil),
+		(*Command_RwAcquire)(nil),
+		(*Command_RwRelease)(nil),
+		(*Command_RwCancelWait)(nil),
 		(*Command_EndLockDelay)(nil),
 		(*Command_RenewGrant)(nil),
 		(*Command_Campaign)(nil),
@@ -3944,13 +4580,14 @@ func file_fenced_state_v1_state_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   40,
+			NumEnums:      1,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_fenced_state_v1_state_proto_goTypes,
 		DependencyIndexes: file_fenced_state_v1_state_proto_depIdxs,
+		EnumInfos:         file_fenced_state_v1_state_proto_enumTypes,
 		MessageInfos:      file_fenced_state_v1_state_proto_msgTypes,
 	}.Build()
 	File_fenced_state_v1_state_proto = out.File
