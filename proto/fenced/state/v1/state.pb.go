@@ -52,7 +52,13 @@ type Command struct {
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
-	NowUnixMs     int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	NowUnixMs int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	// format_version is the replicated format version the entry was written
+	// in (fsm.FormatVersion); 0, as in logs written before versions, is
+	// version 1. Set on the entry's outer command only. A member that meets
+	// a version above the newest it knows stops (docs/operations.md,
+	// "Upgrades"); it never skips the entry.
+	FormatVersion uint32 `protobuf:"varint,80,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +274,13 @@ func (x *Command) GetRenewGrant() *RenewGrant {
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
+	}
+	return 0
+}
+
+func (x *Command) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
 	}
 	return 0
 }
@@ -1738,7 +1751,13 @@ type State struct {
 	// signs new grants.
 	SigningKeys []*SigningKey `protobuf:"bytes,29,rep,name=signing_keys,json=signingKeys,proto3" json:"signing_keys,omitempty"`
 	// semaphores in use, by name.
-	Semaphores    []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
+	Semaphores []*Semaphore `protobuf:"bytes,20,rep,name=semaphores,proto3" json:"semaphores,omitempty"`
+	// format_version is the replicated format version of the snapshot
+	// (fsm.FormatVersion); 0 in snapshots from before versions is version 1.
+	FormatVersion uint32 `protobuf:"varint,50,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// lineage is the issuers this state was restored from, oldest first
+	// (fsm/reissue.go): the cluster's issuer is a new epoch of the last.
+	Lineage       []*IssuerEpoch `protobuf:"bytes,51,rep,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1864,6 +1883,132 @@ func (x *State) GetSemaphores() []*Semaphore {
 	return nil
 }
 
+func (x *State) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *State) GetLineage() []*IssuerEpoch {
+	if x != nil {
+		return x.Lineage
+	}
+	return nil
+}
+
+// IssuerEpoch is one restore in a cluster's lineage: the issuer whose
+// snapshot was restored and what the restore did with its tokens.
+type IssuerEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// issuer is the restored snapshot's issuer.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// last_token and reserved_token are the snapshot's counter and token
+	// reservation: every token that issuer handed out before the save is at
+	// or below reserved_token.
+	LastToken     uint64 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	ReservedToken uint64 `protobuf:"varint,3,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// snapshot_index is the raft index the snapshot was taken at.
+	SnapshotIndex uint64 `protobuf:"varint,4,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// saved_at_unix_ms is when the snapshot was saved (the leader's clock).
+	SavedAtUnixMs int64 `protobuf:"varint,5,opt,name=saved_at_unix_ms,json=savedAtUnixMs,proto3" json:"saved_at_unix_ms,omitempty"`
+	// token_floor is the floor the restore set: the new issuer's tokens are
+	// all above it.
+	TokenFloor uint64 `protobuf:"varint,6,opt,name=token_floor,json=tokenFloor,proto3" json:"token_floor,omitempty"`
+	// restored_at_unix_ms is when the restore ran (its machine's clock).
+	RestoredAtUnixMs int64 `protobuf:"varint,7,opt,name=restored_at_unix_ms,json=restoredAtUnixMs,proto3" json:"restored_at_unix_ms,omitempty"`
+	// new_issuer is the issuer the restore started.
+	NewIssuer     string `protobuf:"bytes,8,opt,name=new_issuer,json=newIssuer,proto3" json:"new_issuer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuerEpoch) Reset() {
+	*x = IssuerEpoch{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuerEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuerEpoch) ProtoMessage() {}
+
+func (x *IssuerEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuerEpoch.ProtoReflect.Descriptor instead.
+func (*IssuerEpoch) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *IssuerEpoch) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *IssuerEpoch) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSavedAtUnixMs() int64 {
+	if x != nil {
+		return x.SavedAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetTokenFloor() uint64 {
+	if x != nil {
+		return x.TokenFloor
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetRestoredAtUnixMs() int64 {
+	if x != nil {
+		return x.RestoredAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetNewIssuer() string {
+	if x != nil {
+		return x.NewIssuer
+	}
+	return ""
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -1876,7 +2021,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1888,7 +2033,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1901,7 +2046,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -1947,7 +2092,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2104,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2117,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -2029,7 +2174,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2041,7 +2186,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2054,7 +2199,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2121,7 +2266,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2278,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2291,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -2218,7 +2363,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2375,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2388,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Lock) GetName() string {
@@ -2327,7 +2472,7 @@ type WaiterDelay struct {
 
 func (x *WaiterDelay) Reset() {
 	*x = WaiterDelay{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2339,7 +2484,7 @@ func (x *WaiterDelay) String() string {
 func (*WaiterDelay) ProtoMessage() {}
 
 func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2352,7 +2497,7 @@ func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
 func (*WaiterDelay) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaiterDelay) GetSession() uint64 {
@@ -2379,7 +2524,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2391,7 +2536,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2404,7 +2549,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2446,7 +2591,7 @@ type SemAcquire struct {
 
 func (x *SemAcquire) Reset() {
 	*x = SemAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2458,7 +2603,7 @@ func (x *SemAcquire) String() string {
 func (*SemAcquire) ProtoMessage() {}
 
 func (x *SemAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2471,7 +2616,7 @@ func (x *SemAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
 func (*SemAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SemAcquire) GetSession() uint64 {
@@ -2562,7 +2707,7 @@ type SemRelease struct {
 
 func (x *SemRelease) Reset() {
 	*x = SemRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2719,7 @@ func (x *SemRelease) String() string {
 func (*SemRelease) ProtoMessage() {}
 
 func (x *SemRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2732,7 @@ func (x *SemRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
 func (*SemRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SemRelease) GetSession() uint64 {
@@ -2657,7 +2802,7 @@ type SemCancelWait struct {
 
 func (x *SemCancelWait) Reset() {
 	*x = SemCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2669,7 +2814,7 @@ func (x *SemCancelWait) String() string {
 func (*SemCancelWait) ProtoMessage() {}
 
 func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2682,7 +2827,7 @@ func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
 func (*SemCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SemCancelWait) GetSession() uint64 {
@@ -2713,7 +2858,7 @@ type Semaphore struct {
 
 func (x *Semaphore) Reset() {
 	*x = Semaphore{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2725,7 +2870,7 @@ func (x *Semaphore) String() string {
 func (*Semaphore) ProtoMessage() {}
 
 func (x *Semaphore) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2738,7 +2883,7 @@ func (x *Semaphore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
 func (*Semaphore) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Semaphore) GetName() string {
@@ -2782,7 +2927,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2794,7 +2939,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2807,7 +2952,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Permit) GetSlot() uint32 {
@@ -2851,7 +2996,7 @@ type SemWaiter struct {
 
 func (x *SemWaiter) Reset() {
 	*x = SemWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2863,7 +3008,7 @@ func (x *SemWaiter) String() string {
 func (*SemWaiter) ProtoMessage() {}
 
 func (x *SemWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2876,7 +3021,7 @@ func (x *SemWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
 func (*SemWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SemWaiter) GetSession() uint64 {
@@ -2904,7 +3049,8 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xf0\t\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x97\n" +
+	"\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -2932,7 +3078,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\x0eend_lock_delay\x18& \x01(\v2\x1d.fenced.state.v1.EndLockDelayH\x00R\fendLockDelay\x12>\n" +
 	"\vrenew_grant\x18' \x01(\v2\x1b.fenced.state.v1.RenewGrantH\x00R\n" +
 	"renewGrant\x12\x1e\n" +
-	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
+	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMs\x12%\n" +
+	"\x0eformat_version\x18P \x01(\rR\rformatVersionB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
 	"RotateKeys\x12\x12\n" +
@@ -3038,7 +3185,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc5\x04\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xa4\x05\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -3058,7 +3205,21 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\fsigning_keys\x18\x1d \x03(\v2\x1b.fenced.state.v1.SigningKeyR\vsigningKeys\x12:\n" +
 	"\n" +
 	"semaphores\x18\x14 \x03(\v2\x1a.fenced.state.v1.SemaphoreR\n" +
-	"semaphores\"r\n" +
+	"semaphores\x12%\n" +
+	"\x0eformat_version\x182 \x01(\rR\rformatVersion\x126\n" +
+	"\alineage\x183 \x03(\v2\x1c.fenced.state.v1.IssuerEpochR\alineage\"\xaa\x02\n" +
+	"\vIssuerEpoch\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x02 \x01(\x04R\tlastToken\x12%\n" +
+	"\x0ereserved_token\x18\x03 \x01(\x04R\rreservedToken\x12%\n" +
+	"\x0esnapshot_index\x18\x04 \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x10saved_at_unix_ms\x18\x05 \x01(\x03R\rsavedAtUnixMs\x12\x1f\n" +
+	"\vtoken_floor\x18\x06 \x01(\x04R\n" +
+	"tokenFloor\x12-\n" +
+	"\x13restored_at_unix_ms\x18\a \x01(\x03R\x10restoredAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"new_issuer\x18\b \x01(\tR\tnewIssuer\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -3162,7 +3323,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*Command)(nil),       // 0: fenced.state.v1.Command
 	(*RotateKeys)(nil),    // 1: fenced.state.v1.RotateKeys
@@ -3185,19 +3346,20 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*KVLimits)(nil),      // 18: fenced.state.v1.KVLimits
 	(*RegisterNode)(nil),  // 19: fenced.state.v1.RegisterNode
 	(*State)(nil),         // 20: fenced.state.v1.State
-	(*KVReply)(nil),       // 21: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 22: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 23: fenced.state.v1.Session
-	(*Reply)(nil),         // 24: fenced.state.v1.Reply
-	(*Lock)(nil),          // 25: fenced.state.v1.Lock
-	(*WaiterDelay)(nil),   // 26: fenced.state.v1.WaiterDelay
-	(*Waiter)(nil),        // 27: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),    // 28: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),    // 29: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil), // 30: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),     // 31: fenced.state.v1.Semaphore
-	(*Permit)(nil),        // 32: fenced.state.v1.Permit
-	(*SemWaiter)(nil),     // 33: fenced.state.v1.SemWaiter
+	(*IssuerEpoch)(nil),   // 21: fenced.state.v1.IssuerEpoch
+	(*KVReply)(nil),       // 22: fenced.state.v1.KVReply
+	(*KVEntry)(nil),       // 23: fenced.state.v1.KVEntry
+	(*Session)(nil),       // 24: fenced.state.v1.Session
+	(*Reply)(nil),         // 25: fenced.state.v1.Reply
+	(*Lock)(nil),          // 26: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),   // 27: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),        // 28: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),    // 29: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),    // 30: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil), // 31: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),     // 32: fenced.state.v1.Semaphore
+	(*Permit)(nil),        // 33: fenced.state.v1.Permit
+	(*SemWaiter)(nil),     // 34: fenced.state.v1.SemWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	4,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -3214,9 +3376,9 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	10, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
 	1,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	28, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	29, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	30, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	29, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	30, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	31, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
 	11, // 17: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
 	12, // 18: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
 	0,  // 19: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
@@ -3224,25 +3386,26 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	8,  // 21: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
 	8,  // 22: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
 	18, // 23: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	23, // 24: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	25, // 25: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	22, // 26: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	24, // 24: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	26, // 25: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	23, // 26: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
 	19, // 27: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	21, // 28: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	22, // 28: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
 	2,  // 29: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	31, // 30: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	24, // 31: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	27, // 32: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	26, // 33: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	8,  // 34: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	8,  // 35: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	32, // 36: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	33, // 37: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	32, // 30: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	21, // 31: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
+	25, // 32: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	28, // 33: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	27, // 34: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	8,  // 35: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	8,  // 36: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	33, // 37: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	34, // 38: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -3277,7 +3440,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   34,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
