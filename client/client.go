@@ -68,14 +68,15 @@ type Client struct {
 
 // endpoint is one server address with its generated API clients.
 type endpoint struct {
-	addr     string
-	url      string
-	sessions fencedv1connect.SessionServiceClient
-	locks    fencedv1connect.LockServiceClient
-	kv       fencedv1connect.KVServiceClient
-	cluster  fencedv1connect.ClusterServiceClient
-	keys     fencedv1connect.KeyServiceClient
-	pipe     *pipeline // Acquire, Release and KV Put go through it
+	addr      string
+	url       string
+	sessions  fencedv1connect.SessionServiceClient
+	locks     fencedv1connect.LockServiceClient
+	kv        fencedv1connect.KVServiceClient
+	cluster   fencedv1connect.ClusterServiceClient
+	keys      fencedv1connect.KeyServiceClient
+	snapshots fencedv1connect.SnapshotServiceClient
+	pipe      *pipeline // Acquire, Release and KV Put go through it
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
 	semaphores fencedv1connect.SemaphoreServiceClient
 }
@@ -173,6 +174,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			kv:         fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:    fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
+			snapshots:  fencedv1connect.NewSnapshotServiceClient(c.httpClient, base),
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}

@@ -32,6 +32,7 @@ func newRootCommand() *cobra.Command {
 		newAuthCommand(),
 		newKeysCommand(),
 		newSemaphoreCommand(),
+		newSnapshotCommand(),
 	)
 	usageArgs(root)
 	return root
