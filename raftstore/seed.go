@@ -18,15 +18,16 @@ import (
 // is this node alone, nodeID at peerAddr, and no log; Open on it then
 // resumes from that state without bootstrapping, with the same node id
 // and peer address. Other members join it empty (`fenced cluster add`),
-// and receive the state from it. On error nothing is left in dataDir but
-// the directory itself.
+// and receive the state from it. On error it leaves nothing behind (a
+// directory it created is removed).
 func Seed(dataDir, nodeID, peerAddr string, snapshot []byte) (err error) {
 	if nodeID == "" || peerAddr == "" {
 		return errors.New("raftstore: seed: a node id and a peer address are needed")
 	}
 	entries, err := os.ReadDir(dataDir)
+	created := errors.Is(err, os.ErrNotExist)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
+	case created:
 	case err != nil:
 		return fmt.Errorf("seed data dir %s: %w", dataDir, err)
 	case len(entries) > 0:
@@ -41,10 +42,14 @@ func Seed(dataDir, nodeID, peerAddr string, snapshot []byte) (err error) {
 	}
 	raftDir := filepath.Join(dataDir, "raft")
 	defer func() {
+		_ = lock.release()
 		if err != nil {
 			_ = os.RemoveAll(raftDir)
+			_ = os.Remove(filepath.Join(dataDir, lockFileName))
+			if created {
+				_ = os.Remove(dataDir)
+			}
 		}
-		_ = lock.release()
 	}()
 	snaps, err := openSnapshotStore(raftDir, 1, hclog.NewNullLogger())
 	if err != nil {
