@@ -12,10 +12,15 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
+	"github.com/fenced-dev/fenced/fsm"
 	"github.com/fenced-dev/fenced/guard"
 	"github.com/fenced-dev/fenced/internal/proctest"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/raftstore"
 )
 
 // grantLoad takes and releases per-grant locks from several goroutines
@@ -209,4 +214,27 @@ func flipByte(b []byte, i int) []byte {
 	out := append([]byte(nil), b...)
 	out[i] ^= 0x40
 	return out
+}
+
+// A member whose data dir holds a snapshot of a format version this build
+// does not apply (written by a newer release) refuses to start, names the
+// version and the upgrade rule, and exits 1; it never runs on a state it
+// does not understand.
+func TestServe_RefusesAFutureFormatSnapshot(t *testing.T) {
+	st, err := proto.Marshal(&statev1.State{Issuer: "future", LastToken: 5, FormatVersion: fsm.FormatVersion + 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := proctest.FreeAddrs(t, 2)
+	dir := filepath.Join(t.TempDir(), "data")
+	if err := raftstore.Seed(dir, "n1", addrs[1], st); err != nil {
+		t.Fatal(err)
+	}
+	f := startFenced(t, nil, "serve", "--data-dir", dir, "--node-id", "n1", "--listen", addrs[0], "--peer-listen", addrs[1])
+	if code := f.wait(t, 30*time.Second); code != 1 {
+		t.Fatalf("serve on a future-format snapshot: exit %d, want 1\n%s", code, f.stderr.String())
+	}
+	if msg := f.stderr.String(); !strings.Contains(msg, "format version 2") || !strings.Contains(msg, "Upgrades") {
+		t.Fatalf("serve's message does not name the version and the upgrade rule:\n%s", msg)
+	}
 }
