@@ -28,8 +28,11 @@ import (
 type grantLoad struct {
 	high   atomic.Uint64
 	grants atomic.Int64
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// backwards counts grants whose token was not above the same
+	// worker's previous one (sequential, so each must be higher).
+	backwards atomic.Int64
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 func startGrantLoad(t *testing.T, c *client.Client, workers int) *grantLoad {
@@ -40,6 +43,7 @@ func startGrantLoad(t *testing.T, c *client.Client, workers int) *grantLoad {
 		go func() {
 			defer g.wg.Done()
 			name := "load-" + strconv.Itoa(w)
+			var last fence.Token
 			for {
 				select {
 				case <-g.stop:
@@ -49,6 +53,10 @@ func startGrantLoad(t *testing.T, c *client.Client, workers int) *grantLoad {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				l, err := c.Acquire(ctx, name, 10*time.Second)
 				if err == nil {
+					if l.Token() <= last {
+						g.backwards.Add(1)
+					}
+					last = l.Token()
 					g.raise(uint64(l.Token()))
 					g.grants.Add(1)
 					_ = l.Release(ctx)
