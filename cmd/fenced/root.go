@@ -33,6 +33,7 @@ func newRootCommand() *cobra.Command {
 		newKeysCommand(),
 		newSemaphoreCommand(),
 		newSnapshotCommand(),
+		newVersionCommand(),
 	)
 	usageArgs(root)
 	return root
