@@ -144,3 +144,22 @@ func ReadSnapshot(r io.Reader) (*Snapshot, error) {
 	}
 	return s, nil
 }
+
+// Lineage returns the cluster's issuer and the restores it descends from,
+// oldest first: each names the issuer whose backup was restored, that
+// backup's last token and the floor above which the new issuer's tokens
+// start. Empty for a cluster never restored. Needs read on some name.
+func (c *Client) Lineage(ctx context.Context) (string, []*fencedv1.IssuerEpoch, error) {
+	var out *fencedv1.LineageResponse
+	err := c.retry(ctx, "lineage", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
+		r, err := ep.snapshots.Lineage(ctx, connect.NewRequest(&fencedv1.LineageRequest{}))
+		if err == nil {
+			out = r.Msg
+		}
+		return err
+	})
+	if err != nil {
+		return "", nil, err
+	}
+	return out.GetIssuer(), out.GetRestores(), nil
+}

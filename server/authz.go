@@ -74,6 +74,8 @@ func needOf(msg any) need {
 		return need{perm: permRead}
 	case *fencedv1.ListKeysRequest:
 		return need{perm: permRead, anywhere: true}
+	case *fencedv1.LineageRequest:
+		return need{perm: permRead, anywhere: true}
 	default:
 		// AddMember, RemoveMember, TransferLeader, RotateKeys, Save
 		// (a snapshot) and anything unknown.

@@ -43,6 +43,7 @@ func (h *snapshotService) Save(ctx context.Context, _ *connect.Request[fencedv1.
 		info.Index = s.sm.applied
 		info.Issuer, info.LastToken, info.ReservedToken = m.Issuer(), uint64(m.LastToken()), uint64(m.ReservedToken())
 		info.Sessions = uint32(len(m.Sessions()))
+		info.Lineage = lineageProto(m)
 	})
 	if err != nil {
 		return nil, toConnect(fmt.Errorf("encode the state: %w", err))
@@ -54,4 +55,29 @@ func (h *snapshotService) Save(ctx context.Context, _ *connect.Request[fencedv1.
 	info.StateSha256 = sum[:]
 	s.log.Info("snapshot saved", "index", info.Index, "last_token", info.LastToken, "bytes", len(state))
 	return connect.NewResponse(&fencedv1.SaveSnapshotResponse{Info: info, State: state}), nil
+}
+
+// Lineage implements SnapshotService.Lineage: the issuer and the restores
+// it descends from, read from the state (a linearizable read on the
+// leader, readPaths).
+func (h *snapshotService) Lineage(ctx context.Context, _ *connect.Request[fencedv1.LineageRequest]) (*connect.Response[fencedv1.LineageResponse], error) {
+	out := &fencedv1.LineageResponse{}
+	h.s.sm.read(func(m *fsm.Machine) {
+		out.Issuer = m.Issuer()
+		out.Restores = lineageProto(m)
+	})
+	return connect.NewResponse(out), nil
+}
+
+// lineageProto is the API form of m's lineage.
+func lineageProto(m *fsm.Machine) []*fencedv1.IssuerEpoch {
+	var out []*fencedv1.IssuerEpoch
+	for _, e := range m.Lineage() {
+		out = append(out, &fencedv1.IssuerEpoch{
+			Issuer: e.GetIssuer(), LastToken: e.GetLastToken(), ReservedToken: e.GetReservedToken(),
+			SnapshotIndex: e.GetSnapshotIndex(), SavedAtUnixMs: e.GetSavedAtUnixMs(), TokenFloor: e.GetTokenFloor(),
+			RestoredAtUnixMs: e.GetRestoredAtUnixMs(), NewIssuer: e.GetNewIssuer(),
+		})
+	}
+	return out
 }

@@ -212,6 +212,23 @@ func TestSnapshot_SaveUnderLoadRestoreAboveEveryToken(t *testing.T) {
 	if g.Issuer != fence.NextIssuerEpoch(info.Issuer) {
 		t.Fatalf("restored issuer %q, want the next epoch of %q", g.Issuer, info.Issuer)
 	}
+	out, errOut, code = runFenced(t, "snapshot", "lineage", "--json", "--endpoints", srv.Addr)
+	var lin struct {
+		Issuer   string `json:"issuer"`
+		Restores []struct {
+			Issuer     string `json:"issuer"`
+			LastToken  uint64 `json:"last_token,string"`
+			TokenFloor uint64 `json:"token_floor,string"`
+			NewIssuer  string `json:"new_issuer"`
+		} `json:"restores"`
+	}
+	if err := json.Unmarshal([]byte(out), &lin); code != 0 || err != nil {
+		t.Fatalf("snapshot lineage: exit %d, %v: %s%s", code, err, out, errOut)
+	}
+	if lin.Issuer != g.Issuer || len(lin.Restores) != 1 || lin.Restores[0].Issuer != info.Issuer || lin.Restores[0].LastToken != info.LastToken ||
+		lin.Restores[0].TokenFloor != watermark || lin.Restores[0].NewIssuer != g.Issuer {
+		t.Fatalf("lineage %+v, want one restore of %s (last token %d) above %d as %s", lin, info.Issuer, info.LastToken, watermark, g.Issuer)
+	}
 	pinned := guard.CheckIssuer(guard.ContextWithIssuer(ctx, g.Issuer), info.Issuer)
 	if pinned == nil || !strings.Contains(pinned.Error(), "restored from a snapshot") {
 		t.Fatalf("a guard pinned to the old issuer: %v, want a refusal naming the restore", pinned)

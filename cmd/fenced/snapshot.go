@@ -16,6 +16,7 @@ import (
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/fsm"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/raftstore"
 	"github.com/fenced-dev/fenced/server"
 )
@@ -30,7 +31,21 @@ data dir of a NEW single-node cluster from it, offline: a new issuer epoch
 (issuer X becomes X.e2) whose tokens are all above a token floor you
 choose, with the old issuer recorded in its lineage. See docs/operations.md.`,
 	}
-	cmd.AddCommand(newSnapshotSaveCommand(), newSnapshotInspectCommand(), newSnapshotRestoreCommand())
+	lineage := clusterCommand("lineage", "The cluster's issuer and the restores it descends from", exactArgs(0),
+		func(ctx context.Context, cmd *cobra.Command, c *client.Client, f *clientFlags, args []string) error {
+			issuer, restores, err := c.Lineage(ctx)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if f.json {
+				return json.NewEncoder(w).Encode(map[string]any{"issuer": issuer, "restores": lineageJSON(restores)})
+			}
+			fmt.Fprintf(w, "issuer %s\n", shown(issuer))
+			printLineage(w, restores)
+			return nil
+		})
+	cmd.AddCommand(newSnapshotSaveCommand(), newSnapshotInspectCommand(), newSnapshotRestoreCommand(), lineage)
 	return cmd
 }
 
@@ -117,19 +132,48 @@ func readSnapshotFile(path string) (*client.Snapshot, error) {
 
 func printSnapshotInfo(w io.Writer, asJSON bool, path string, snap *client.Snapshot) error {
 	in := snap.Info
-	saved := time.UnixMilli(in.GetSavedAtUnixMs()).UTC().Format(time.RFC3339)
+	saved := msTime(in.GetSavedAtUnixMs())
 	if asJSON {
 		return json.NewEncoder(w).Encode(map[string]any{
 			"file": path, "issuer": in.GetIssuer(), "last_token": strconv.FormatUint(in.GetLastToken(), 10),
 			"reserved_token": strconv.FormatUint(in.GetReservedToken(), 10), "index": strconv.FormatUint(in.GetIndex(), 10),
 			"term": strconv.FormatUint(in.GetTerm(), 10), "saved_at": saved, "node": in.GetNode(),
 			"format_version": in.GetFormatVersion(), "sessions": in.GetSessions(), "bytes": len(snap.State),
+			"lineage": lineageJSON(in.GetLineage()),
 		})
 	}
 	_, err := fmt.Fprintf(w, "%s: issuer %s, last token %d, reserved to %d, raft index %d (term %d), saved %s by %s, %d sessions, %d bytes, format %d\n",
 		path, shown(in.GetIssuer()), in.GetLastToken(), in.GetReservedToken(), in.GetIndex(), in.GetTerm(), saved, shown(in.GetNode()), in.GetSessions(), len(snap.State), in.GetFormatVersion())
-	return err
+	if err != nil {
+		return err
+	}
+	printLineage(w, in.GetLineage())
+	return nil
 }
+
+// printLineage prints one line a restore, oldest first.
+func printLineage(w io.Writer, restores []*fencedv1.IssuerEpoch) {
+	for _, e := range restores {
+		fmt.Fprintf(w, "  restored from %s (last token %d, reserved to %d, index %d, saved %s) as %s above token %d on %s\n",
+			shown(e.GetIssuer()), e.GetLastToken(), e.GetReservedToken(), e.GetSnapshotIndex(), msTime(e.GetSavedAtUnixMs()),
+			shown(e.GetNewIssuer()), e.GetTokenFloor(), msTime(e.GetRestoredAtUnixMs()))
+	}
+}
+
+func lineageJSON(restores []*fencedv1.IssuerEpoch) []map[string]any {
+	out := []map[string]any{}
+	for _, e := range restores {
+		out = append(out, map[string]any{
+			"issuer": e.GetIssuer(), "last_token": strconv.FormatUint(e.GetLastToken(), 10),
+			"reserved_token": strconv.FormatUint(e.GetReservedToken(), 10), "snapshot_index": strconv.FormatUint(e.GetSnapshotIndex(), 10),
+			"saved_at": msTime(e.GetSavedAtUnixMs()), "token_floor": strconv.FormatUint(e.GetTokenFloor(), 10),
+			"restored_at": msTime(e.GetRestoredAtUnixMs()), "new_issuer": e.GetNewIssuer(),
+		})
+	}
+	return out
+}
+
+func msTime(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339) }
 
 func newSnapshotRestoreCommand() *cobra.Command {
 	def := server.DefaultConfig()

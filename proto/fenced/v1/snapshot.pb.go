@@ -24,6 +24,203 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type LineageRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LineageRequest) Reset() {
+	*x = LineageRequest{}
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LineageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LineageRequest) ProtoMessage() {}
+
+func (x *LineageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LineageRequest.ProtoReflect.Descriptor instead.
+func (*LineageRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{0}
+}
+
+type LineageResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// issuer is the cluster's issuer now.
+	Issuer        string         `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	Restores      []*IssuerEpoch `protobuf:"bytes,2,rep,name=restores,proto3" json:"restores,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LineageResponse) Reset() {
+	*x = LineageResponse{}
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LineageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LineageResponse) ProtoMessage() {}
+
+func (x *LineageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LineageResponse.ProtoReflect.Descriptor instead.
+func (*LineageResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LineageResponse) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *LineageResponse) GetRestores() []*IssuerEpoch {
+	if x != nil {
+		return x.Restores
+	}
+	return nil
+}
+
+// IssuerEpoch is one restore: the issuer whose backup was restored and the
+// new issuer it started above a token floor.
+type IssuerEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// issuer is the restored backup's issuer.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// last_token and reserved_token are the backup's counter and
+	// reservation.
+	LastToken     uint64 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	ReservedToken uint64 `protobuf:"varint,3,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// snapshot_index is the raft index the backup was taken at.
+	SnapshotIndex uint64 `protobuf:"varint,4,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	SavedAtUnixMs int64  `protobuf:"varint,5,opt,name=saved_at_unix_ms,json=savedAtUnixMs,proto3" json:"saved_at_unix_ms,omitempty"`
+	// token_floor is the floor of the restore: every token of new_issuer is
+	// above it.
+	TokenFloor       uint64 `protobuf:"varint,6,opt,name=token_floor,json=tokenFloor,proto3" json:"token_floor,omitempty"`
+	RestoredAtUnixMs int64  `protobuf:"varint,7,opt,name=restored_at_unix_ms,json=restoredAtUnixMs,proto3" json:"restored_at_unix_ms,omitempty"`
+	NewIssuer        string `protobuf:"bytes,8,opt,name=new_issuer,json=newIssuer,proto3" json:"new_issuer,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *IssuerEpoch) Reset() {
+	*x = IssuerEpoch{}
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuerEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuerEpoch) ProtoMessage() {}
+
+func (x *IssuerEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuerEpoch.ProtoReflect.Descriptor instead.
+func (*IssuerEpoch) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *IssuerEpoch) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *IssuerEpoch) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSavedAtUnixMs() int64 {
+	if x != nil {
+		return x.SavedAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetTokenFloor() uint64 {
+	if x != nil {
+		return x.TokenFloor
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetRestoredAtUnixMs() int64 {
+	if x != nil {
+		return x.RestoredAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetNewIssuer() string {
+	if x != nil {
+		return x.NewIssuer
+	}
+	return ""
+}
+
 type SaveSnapshotRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -32,7 +229,7 @@ type SaveSnapshotRequest struct {
 
 func (x *SaveSnapshotRequest) Reset() {
 	*x = SaveSnapshotRequest{}
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[0]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -44,7 +241,7 @@ func (x *SaveSnapshotRequest) String() string {
 func (*SaveSnapshotRequest) ProtoMessage() {}
 
 func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[0]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -57,7 +254,7 @@ func (x *SaveSnapshotRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotRequest.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{0}
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{3}
 }
 
 // SnapshotInfo describes a saved state.
@@ -82,17 +279,17 @@ type SnapshotInfo struct {
 	Node string `protobuf:"bytes,8,opt,name=node,proto3" json:"node,omitempty"`
 	// state_sha256 is the SHA-256 of the state bytes.
 	StateSha256 []byte `protobuf:"bytes,9,opt,name=state_sha256,json=stateSha256,proto3" json:"state_sha256,omitempty"`
-	// sessions, locks and kv_keys count what the state holds (display).
-	Sessions      uint32 `protobuf:"varint,10,opt,name=sessions,proto3" json:"sessions,omitempty"`
-	Locks         uint32 `protobuf:"varint,11,opt,name=locks,proto3" json:"locks,omitempty"`
-	KvKeys        uint32 `protobuf:"varint,12,opt,name=kv_keys,json=kvKeys,proto3" json:"kv_keys,omitempty"`
+	// sessions counts the live sessions in the state (display).
+	Sessions uint32 `protobuf:"varint,10,opt,name=sessions,proto3" json:"sessions,omitempty"`
+	// lineage is the restores the state descends from, oldest first.
+	Lineage       []*IssuerEpoch `protobuf:"bytes,11,rep,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SnapshotInfo) Reset() {
 	*x = SnapshotInfo{}
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[1]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +301,7 @@ func (x *SnapshotInfo) String() string {
 func (*SnapshotInfo) ProtoMessage() {}
 
 func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[1]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +314,7 @@ func (x *SnapshotInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SnapshotInfo.ProtoReflect.Descriptor instead.
 func (*SnapshotInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{1}
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *SnapshotInfo) GetFormatVersion() uint32 {
@@ -190,18 +387,11 @@ func (x *SnapshotInfo) GetSessions() uint32 {
 	return 0
 }
 
-func (x *SnapshotInfo) GetLocks() uint32 {
+func (x *SnapshotInfo) GetLineage() []*IssuerEpoch {
 	if x != nil {
-		return x.Locks
+		return x.Lineage
 	}
-	return 0
-}
-
-func (x *SnapshotInfo) GetKvKeys() uint32 {
-	if x != nil {
-		return x.KvKeys
-	}
-	return 0
+	return nil
 }
 
 type SaveSnapshotResponse struct {
@@ -215,7 +405,7 @@ type SaveSnapshotResponse struct {
 
 func (x *SaveSnapshotResponse) Reset() {
 	*x = SaveSnapshotResponse{}
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[2]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -227,7 +417,7 @@ func (x *SaveSnapshotResponse) String() string {
 func (*SaveSnapshotResponse) ProtoMessage() {}
 
 func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_snapshot_proto_msgTypes[2]
+	mi := &file_fenced_v1_snapshot_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -240,7 +430,7 @@ func (x *SaveSnapshotResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SaveSnapshotResponse.ProtoReflect.Descriptor instead.
 func (*SaveSnapshotResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{2}
+	return file_fenced_v1_snapshot_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *SaveSnapshotResponse) GetInfo() *SnapshotInfo {
@@ -261,8 +451,24 @@ var File_fenced_v1_snapshot_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_snapshot_proto_rawDesc = "" +
 	"\n" +
-	"\x18fenced/v1/snapshot.proto\x12\tfenced.v1\"\x15\n" +
-	"\x13SaveSnapshotRequest\"\xe8\x02\n" +
+	"\x18fenced/v1/snapshot.proto\x12\tfenced.v1\"\x10\n" +
+	"\x0eLineageRequest\"]\n" +
+	"\x0fLineageResponse\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x122\n" +
+	"\brestores\x18\x02 \x03(\v2\x16.fenced.v1.IssuerEpochR\brestores\"\xaa\x02\n" +
+	"\vIssuerEpoch\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x02 \x01(\x04R\tlastToken\x12%\n" +
+	"\x0ereserved_token\x18\x03 \x01(\x04R\rreservedToken\x12%\n" +
+	"\x0esnapshot_index\x18\x04 \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x10saved_at_unix_ms\x18\x05 \x01(\x03R\rsavedAtUnixMs\x12\x1f\n" +
+	"\vtoken_floor\x18\x06 \x01(\x04R\n" +
+	"tokenFloor\x12-\n" +
+	"\x13restored_at_unix_ms\x18\a \x01(\x03R\x10restoredAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"new_issuer\x18\b \x01(\tR\tnewIssuer\"\x15\n" +
+	"\x13SaveSnapshotRequest\"\xeb\x02\n" +
 	"\fSnapshotInfo\x12%\n" +
 	"\x0eformat_version\x18\x01 \x01(\rR\rformatVersion\x12\x16\n" +
 	"\x06issuer\x18\x02 \x01(\tR\x06issuer\x12\x1d\n" +
@@ -275,14 +481,14 @@ const file_fenced_v1_snapshot_proto_rawDesc = "" +
 	"\x04node\x18\b \x01(\tR\x04node\x12!\n" +
 	"\fstate_sha256\x18\t \x01(\fR\vstateSha256\x12\x1a\n" +
 	"\bsessions\x18\n" +
-	" \x01(\rR\bsessions\x12\x14\n" +
-	"\x05locks\x18\v \x01(\rR\x05locks\x12\x17\n" +
-	"\akv_keys\x18\f \x01(\rR\x06kvKeys\"Y\n" +
+	" \x01(\rR\bsessions\x120\n" +
+	"\alineage\x18\v \x03(\v2\x16.fenced.v1.IssuerEpochR\alineage\"Y\n" +
 	"\x14SaveSnapshotResponse\x12+\n" +
 	"\x04info\x18\x01 \x01(\v2\x17.fenced.v1.SnapshotInfoR\x04info\x12\x14\n" +
-	"\x05state\x18\x02 \x01(\fR\x05state2Z\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state2\x9c\x01\n" +
 	"\x0fSnapshotService\x12G\n" +
-	"\x04Save\x12\x1e.fenced.v1.SaveSnapshotRequest\x1a\x1f.fenced.v1.SaveSnapshotResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
+	"\x04Save\x12\x1e.fenced.v1.SaveSnapshotRequest\x1a\x1f.fenced.v1.SaveSnapshotResponse\x12@\n" +
+	"\aLineage\x12\x19.fenced.v1.LineageRequest\x1a\x1a.fenced.v1.LineageResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
 
 var (
 	file_fenced_v1_snapshot_proto_rawDescOnce sync.Once
@@ -296,21 +502,28 @@ func file_fenced_v1_snapshot_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_snapshot_proto_rawDescData
 }
 
-var file_fenced_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_fenced_v1_snapshot_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_fenced_v1_snapshot_proto_goTypes = []any{
-	(*SaveSnapshotRequest)(nil),  // 0: fenced.v1.SaveSnapshotRequest
-	(*SnapshotInfo)(nil),         // 1: fenced.v1.SnapshotInfo
-	(*SaveSnapshotResponse)(nil), // 2: fenced.v1.SaveSnapshotResponse
+	(*LineageRequest)(nil),       // 0: fenced.v1.LineageRequest
+	(*LineageResponse)(nil),      // 1: fenced.v1.LineageResponse
+	(*IssuerEpoch)(nil),          // 2: fenced.v1.IssuerEpoch
+	(*SaveSnapshotRequest)(nil),  // 3: fenced.v1.SaveSnapshotRequest
+	(*SnapshotInfo)(nil),         // 4: fenced.v1.SnapshotInfo
+	(*SaveSnapshotResponse)(nil), // 5: fenced.v1.SaveSnapshotResponse
 }
 var file_fenced_v1_snapshot_proto_depIdxs = []int32{
-	1, // 0: fenced.v1.SaveSnapshotResponse.info:type_name -> fenced.v1.SnapshotInfo
-	0, // 1: fenced.v1.SnapshotService.Save:input_type -> fenced.v1.SaveSnapshotRequest
-	2, // 2: fenced.v1.SnapshotService.Save:output_type -> fenced.v1.SaveSnapshotResponse
-	2, // [2:3] is the sub-list for method output_type
-	1, // [1:2] is the sub-list for method input_type
-	1, // [1:1] is the sub-list for extension type_name
-	1, // [1:1] is the sub-list for extension extendee
-	0, // [0:1] is the sub-list for field type_name
+	2, // 0: fenced.v1.LineageResponse.restores:type_name -> fenced.v1.IssuerEpoch
+	2, // 1: fenced.v1.SnapshotInfo.lineage:type_name -> fenced.v1.IssuerEpoch
+	4, // 2: fenced.v1.SaveSnapshotResponse.info:type_name -> fenced.v1.SnapshotInfo
+	3, // 3: fenced.v1.SnapshotService.Save:input_type -> fenced.v1.SaveSnapshotRequest
+	0, // 4: fenced.v1.SnapshotService.Lineage:input_type -> fenced.v1.LineageRequest
+	5, // 5: fenced.v1.SnapshotService.Save:output_type -> fenced.v1.SaveSnapshotResponse
+	1, // 6: fenced.v1.SnapshotService.Lineage:output_type -> fenced.v1.LineageResponse
+	5, // [5:7] is the sub-list for method output_type
+	3, // [3:5] is the sub-list for method input_type
+	3, // [3:3] is the sub-list for extension type_name
+	3, // [3:3] is the sub-list for extension extendee
+	0, // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_snapshot_proto_init() }
@@ -324,7 +537,7 @@ func file_fenced_v1_snapshot_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_snapshot_proto_rawDesc), len(file_fenced_v1_snapshot_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -38,6 +38,8 @@ const (
 const (
 	// SnapshotServiceSaveProcedure is the fully-qualified name of the SnapshotService's Save RPC.
 	SnapshotServiceSaveProcedure = "/fenced.v1.SnapshotService/Save"
+	// SnapshotServiceLineageProcedure is the fully-qualified name of the SnapshotService's Lineage RPC.
+	SnapshotServiceLineageProcedure = "/fenced.v1.SnapshotService/Lineage"
 )
 
 // SnapshotServiceClient is a client for the fenced.v1.SnapshotService service.
@@ -47,6 +49,10 @@ type SnapshotServiceClient interface {
 	// token and checksum. Served by the leader (a follower forwards it).
 	// Needs admin; audited.
 	Save(context.Context, *connect.Request[v1.SaveSnapshotRequest]) (*connect.Response[v1.SaveSnapshotResponse], error)
+	// Lineage returns the cluster's issuer and the restores it descends
+	// from, oldest first (empty for a cluster never restored). Needs read
+	// on some name.
+	Lineage(context.Context, *connect.Request[v1.LineageRequest]) (*connect.Response[v1.LineageResponse], error)
 }
 
 // NewSnapshotServiceClient constructs a client for the fenced.v1.SnapshotService service. By
@@ -66,17 +72,29 @@ func NewSnapshotServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(snapshotServiceMethods.ByName("Save")),
 			connect.WithClientOptions(opts...),
 		),
+		lineage: connect.NewClient[v1.LineageRequest, v1.LineageResponse](
+			httpClient,
+			baseURL+SnapshotServiceLineageProcedure,
+			connect.WithSchema(snapshotServiceMethods.ByName("Lineage")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // snapshotServiceClient implements SnapshotServiceClient.
 type snapshotServiceClient struct {
-	save *connect.Client[v1.SaveSnapshotRequest, v1.SaveSnapshotResponse]
+	save    *connect.Client[v1.SaveSnapshotRequest, v1.SaveSnapshotResponse]
+	lineage *connect.Client[v1.LineageRequest, v1.LineageResponse]
 }
 
 // Save calls fenced.v1.SnapshotService.Save.
 func (c *snapshotServiceClient) Save(ctx context.Context, req *connect.Request[v1.SaveSnapshotRequest]) (*connect.Response[v1.SaveSnapshotResponse], error) {
 	return c.save.CallUnary(ctx, req)
+}
+
+// Lineage calls fenced.v1.SnapshotService.Lineage.
+func (c *snapshotServiceClient) Lineage(ctx context.Context, req *connect.Request[v1.LineageRequest]) (*connect.Response[v1.LineageResponse], error) {
+	return c.lineage.CallUnary(ctx, req)
 }
 
 // SnapshotServiceHandler is an implementation of the fenced.v1.SnapshotService service.
@@ -86,6 +104,10 @@ type SnapshotServiceHandler interface {
 	// token and checksum. Served by the leader (a follower forwards it).
 	// Needs admin; audited.
 	Save(context.Context, *connect.Request[v1.SaveSnapshotRequest]) (*connect.Response[v1.SaveSnapshotResponse], error)
+	// Lineage returns the cluster's issuer and the restores it descends
+	// from, oldest first (empty for a cluster never restored). Needs read
+	// on some name.
+	Lineage(context.Context, *connect.Request[v1.LineageRequest]) (*connect.Response[v1.LineageResponse], error)
 }
 
 // NewSnapshotServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -101,10 +123,18 @@ func NewSnapshotServiceHandler(svc SnapshotServiceHandler, opts ...connect.Handl
 		connect.WithSchema(snapshotServiceMethods.ByName("Save")),
 		connect.WithHandlerOptions(opts...),
 	)
+	snapshotServiceLineageHandler := connect.NewUnaryHandler(
+		SnapshotServiceLineageProcedure,
+		svc.Lineage,
+		connect.WithSchema(snapshotServiceMethods.ByName("Lineage")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/fenced.v1.SnapshotService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case SnapshotServiceSaveProcedure:
 			snapshotServiceSaveHandler.ServeHTTP(w, r)
+		case SnapshotServiceLineageProcedure:
+			snapshotServiceLineageHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -116,4 +146,8 @@ type UnimplementedSnapshotServiceHandler struct{}
 
 func (UnimplementedSnapshotServiceHandler) Save(context.Context, *connect.Request[v1.SaveSnapshotRequest]) (*connect.Response[v1.SaveSnapshotResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.SnapshotService.Save is not implemented"))
+}
+
+func (UnimplementedSnapshotServiceHandler) Lineage(context.Context, *connect.Request[v1.LineageRequest]) (*connect.Response[v1.LineageResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.SnapshotService.Lineage is not implemented"))
 }
