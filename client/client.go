@@ -68,15 +68,16 @@ type Client struct {
 
 // endpoint is one server address with its generated API clients.
 type endpoint struct {
-	addr     string
-	url      string
-	sessions fencedv1connect.SessionServiceClient
-	locks    fencedv1connect.LockServiceClient
-	rwlocks  fencedv1connect.RWLockServiceClient
-	kv       fencedv1connect.KVServiceClient
-	cluster  fencedv1connect.ClusterServiceClient
-	keys     fencedv1connect.KeyServiceClient
-	pipe     *pipeline // Acquire, Release and KV Put go through it
+	addr      string
+	url       string
+	sessions  fencedv1connect.SessionServiceClient
+	locks     fencedv1connect.LockServiceClient
+	rwlocks   fencedv1connect.RWLockServiceClient
+	kv        fencedv1connect.KVServiceClient
+	cluster   fencedv1connect.ClusterServiceClient
+	keys      fencedv1connect.KeyServiceClient
+	pipe      *pipeline // Acquire, Release and KV Put go through it
+	snapshots fencedv1connect.SnapshotServiceClient
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
 	semaphores fencedv1connect.SemaphoreServiceClient
 	// elections serves Election and the observers.
@@ -176,6 +177,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			kv:         fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:    fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
+			snapshots:  fencedv1connect.NewSnapshotServiceClient(c.httpClient, base),
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
 			elections:  fencedv1connect.NewElectionServiceClient(c.httpClient, base),
 			rwlocks:    fencedv1connect.NewRWLockServiceClient(c.httpClient, base),

@@ -25,6 +25,9 @@ type Machine struct {
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
+	// lineage is the issuers this state was restored from, oldest first
+	// (reissue.go).
+	lineage []*statev1.IssuerEpoch
 	// live is every grant in force by token (livegrants.go), rebuilt from
 	// the primitives on restore.
 	live liveGrants
@@ -63,6 +66,7 @@ func (m *Machine) reset() {
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
+	m.lineage = nil
 	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks}
 	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.kv, m.nodes, m.keys}
 }

@@ -40,6 +40,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.KVServiceGetProcedure:             true,
 	fencedv1connect.ClusterServiceStatusProcedure:     true,
 	fencedv1connect.KeyServiceListKeysProcedure:       true,
+	fencedv1connect.SnapshotServiceLineageProcedure:   true,
 	fencedv1connect.SemaphoreServiceVerifyProcedure:   true,
 	fencedv1connect.SemaphoreServiceDescribeProcedure: true,
 	// An Observe stream is read-indexed when it opens.

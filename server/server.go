@@ -201,6 +201,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
 	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
+	mux.Handle(fencedv1connect.NewSnapshotServiceHandler(&snapshotService{s}, opts...))
 	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)

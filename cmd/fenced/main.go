@@ -1,7 +1,7 @@
 // Command fenced is the fenced server, its command-line client, its fault
 // harness and its benchmark.
 //
-//	fenced serve                          run a server (single node, data in ./fenced-data)
+//	fenced serve                          run a server (single node, data in ./fenced-data; --config FILE, FENCED_SERVE_*)
 //	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
 //	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
@@ -33,6 +33,11 @@
 //	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
 //	fenced keys list                      the cluster's public grant-signing keys
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
+//	fenced snapshot save FILE             save a consistent, checksummed backup of the state (admin)
+//	fenced snapshot inspect FILE          check a backup and print its issuer, last token, lineage
+//	fenced snapshot restore FILE --data-dir DIR --token-floor N   build a new cluster from a backup (offline, new issuer epoch)
+//	fenced snapshot lineage               the issuer and the restores it descends from
+//	fenced version                        release, commit, Go version, replicated format versions
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced

@@ -35,6 +35,8 @@ func newRootCommand() *cobra.Command {
 		newKeysCommand(),
 		newSemaphoreCommand(),
 		newRWLockCommand(),
+		newSnapshotCommand(),
+		newVersionCommand(),
 	)
 	usageArgs(root)
 	return root

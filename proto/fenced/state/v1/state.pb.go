@@ -109,7 +109,13 @@ type Command struct {
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
-	NowUnixMs     int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	NowUnixMs int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	// format_version is the replicated format version the entry was written
+	// in (fsm.FormatVersion); 0, as in logs written before versions, is
+	// version 1. Set on the entry's outer command only. A member that meets
+	// a version above the newest it knows stops (docs/operations.md,
+	// "Upgrades"); it never skips the entry.
+	FormatVersion uint32 `protobuf:"varint,80,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -379,6 +385,13 @@ func (x *Command) GetProclaim() *Proclaim {
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
+	}
+	return 0
+}
+
+func (x *Command) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
 	}
 	return 0
 }
@@ -1897,7 +1910,13 @@ type State struct {
 	// it, of a name without history, may have missed changes.
 	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
 	// rwlocks are the read/write locks in use, by name.
-	Rwlocks       []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	Rwlocks []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	// format_version is the replicated format version of the snapshot
+	// (fsm.FormatVersion); 0 in snapshots from before versions is version 1.
+	FormatVersion uint32 `protobuf:"varint,50,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// lineage is the issuers this state was restored from, oldest first
+	// (fsm/reissue.go): the cluster's issuer is a new epoch of the last.
+	Lineage       []*IssuerEpoch `protobuf:"bytes,51,rep,name=lineage,proto3" json:"lineage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2051,6 +2070,132 @@ func (x *State) GetRwlocks() []*RWLock {
 	return nil
 }
 
+func (x *State) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *State) GetLineage() []*IssuerEpoch {
+	if x != nil {
+		return x.Lineage
+	}
+	return nil
+}
+
+// IssuerEpoch is one restore in a cluster's lineage: the issuer whose
+// snapshot was restored and what the restore did with its tokens.
+type IssuerEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// issuer is the restored snapshot's issuer.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// last_token and reserved_token are the snapshot's counter and token
+	// reservation: every token that issuer handed out before the save is at
+	// or below reserved_token.
+	LastToken     uint64 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	ReservedToken uint64 `protobuf:"varint,3,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// snapshot_index is the raft index the snapshot was taken at.
+	SnapshotIndex uint64 `protobuf:"varint,4,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// saved_at_unix_ms is when the snapshot was saved (the leader's clock).
+	SavedAtUnixMs int64 `protobuf:"varint,5,opt,name=saved_at_unix_ms,json=savedAtUnixMs,proto3" json:"saved_at_unix_ms,omitempty"`
+	// token_floor is the floor the restore set: the new issuer's tokens are
+	// all above it.
+	TokenFloor uint64 `protobuf:"varint,6,opt,name=token_floor,json=tokenFloor,proto3" json:"token_floor,omitempty"`
+	// restored_at_unix_ms is when the restore ran (its machine's clock).
+	RestoredAtUnixMs int64 `protobuf:"varint,7,opt,name=restored_at_unix_ms,json=restoredAtUnixMs,proto3" json:"restored_at_unix_ms,omitempty"`
+	// new_issuer is the issuer the restore started.
+	NewIssuer     string `protobuf:"bytes,8,opt,name=new_issuer,json=newIssuer,proto3" json:"new_issuer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuerEpoch) Reset() {
+	*x = IssuerEpoch{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuerEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuerEpoch) ProtoMessage() {}
+
+func (x *IssuerEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuerEpoch.ProtoReflect.Descriptor instead.
+func (*IssuerEpoch) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *IssuerEpoch) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *IssuerEpoch) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSavedAtUnixMs() int64 {
+	if x != nil {
+		return x.SavedAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetTokenFloor() uint64 {
+	if x != nil {
+		return x.TokenFloor
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetRestoredAtUnixMs() int64 {
+	if x != nil {
+		return x.RestoredAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetNewIssuer() string {
+	if x != nil {
+		return x.NewIssuer
+	}
+	return ""
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -2063,7 +2208,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2220,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2233,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -2134,7 +2279,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2291,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2304,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -2216,7 +2361,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2373,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2386,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2308,7 +2453,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2465,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2478,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -2405,7 +2550,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2562,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2575,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Lock) GetName() string {
@@ -2514,7 +2659,7 @@ type WaiterDelay struct {
 
 func (x *WaiterDelay) Reset() {
 	*x = WaiterDelay{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2671,7 @@ func (x *WaiterDelay) String() string {
 func (*WaiterDelay) ProtoMessage() {}
 
 func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2684,7 @@ func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
 func (*WaiterDelay) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaiterDelay) GetSession() uint64 {
@@ -2566,7 +2711,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2723,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2736,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2633,7 +2778,7 @@ type SemAcquire struct {
 
 func (x *SemAcquire) Reset() {
 	*x = SemAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2790,7 @@ func (x *SemAcquire) String() string {
 func (*SemAcquire) ProtoMessage() {}
 
 func (x *SemAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2803,7 @@ func (x *SemAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
 func (*SemAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SemAcquire) GetSession() uint64 {
@@ -2749,7 +2894,7 @@ type SemRelease struct {
 
 func (x *SemRelease) Reset() {
 	*x = SemRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2906,7 @@ func (x *SemRelease) String() string {
 func (*SemRelease) ProtoMessage() {}
 
 func (x *SemRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2919,7 @@ func (x *SemRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
 func (*SemRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SemRelease) GetSession() uint64 {
@@ -2844,7 +2989,7 @@ type SemCancelWait struct {
 
 func (x *SemCancelWait) Reset() {
 	*x = SemCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3001,7 @@ func (x *SemCancelWait) String() string {
 func (*SemCancelWait) ProtoMessage() {}
 
 func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3014,7 @@ func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
 func (*SemCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SemCancelWait) GetSession() uint64 {
@@ -2900,7 +3045,7 @@ type Semaphore struct {
 
 func (x *Semaphore) Reset() {
 	*x = Semaphore{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3057,7 @@ func (x *Semaphore) String() string {
 func (*Semaphore) ProtoMessage() {}
 
 func (x *Semaphore) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3070,7 @@ func (x *Semaphore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
 func (*Semaphore) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Semaphore) GetName() string {
@@ -2969,7 +3114,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3126,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3139,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Permit) GetSlot() uint32 {
@@ -3038,7 +3183,7 @@ type SemWaiter struct {
 
 func (x *SemWaiter) Reset() {
 	*x = SemWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3195,7 @@ func (x *SemWaiter) String() string {
 func (*SemWaiter) ProtoMessage() {}
 
 func (x *SemWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3208,7 @@ func (x *SemWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
 func (*SemWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SemWaiter) GetSession() uint64 {
@@ -3108,7 +3253,7 @@ type Campaign struct {
 
 func (x *Campaign) Reset() {
 	*x = Campaign{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3265,7 @@ func (x *Campaign) String() string {
 func (*Campaign) ProtoMessage() {}
 
 func (x *Campaign) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3278,7 @@ func (x *Campaign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Campaign.ProtoReflect.Descriptor instead.
 func (*Campaign) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Campaign) GetSession() uint64 {
@@ -3199,7 +3344,7 @@ type Resign struct {
 
 func (x *Resign) Reset() {
 	*x = Resign{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3356,7 @@ func (x *Resign) String() string {
 func (*Resign) ProtoMessage() {}
 
 func (x *Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3369,7 @@ func (x *Resign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resign.ProtoReflect.Descriptor instead.
 func (*Resign) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Resign) GetSession() uint64 {
@@ -3285,7 +3430,7 @@ type Proclaim struct {
 
 func (x *Proclaim) Reset() {
 	*x = Proclaim{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3442,7 @@ func (x *Proclaim) String() string {
 func (*Proclaim) ProtoMessage() {}
 
 func (x *Proclaim) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3455,7 @@ func (x *Proclaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Proclaim.ProtoReflect.Descriptor instead.
 func (*Proclaim) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Proclaim) GetSession() uint64 {
@@ -3375,7 +3520,7 @@ type Election struct {
 
 func (x *Election) Reset() {
 	*x = Election{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3532,7 @@ func (x *Election) String() string {
 func (*Election) ProtoMessage() {}
 
 func (x *Election) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3545,7 @@ func (x *Election) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Election.ProtoReflect.Descriptor instead.
 func (*Election) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Election) GetName() string {
@@ -3470,7 +3615,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3627,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3640,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Candidate) GetSession() uint64 {
@@ -3538,7 +3683,7 @@ type ElectionChange struct {
 
 func (x *ElectionChange) Reset() {
 	*x = ElectionChange{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3695,7 @@ func (x *ElectionChange) String() string {
 func (*ElectionChange) ProtoMessage() {}
 
 func (x *ElectionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3708,7 @@ func (x *ElectionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionChange.ProtoReflect.Descriptor instead.
 func (*ElectionChange) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ElectionChange) GetRevision() uint64 {
@@ -3628,7 +3773,7 @@ type RWAcquire struct {
 
 func (x *RWAcquire) Reset() {
 	*x = RWAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3785,7 @@ func (x *RWAcquire) String() string {
 func (*RWAcquire) ProtoMessage() {}
 
 func (x *RWAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3798,7 @@ func (x *RWAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWAcquire.ProtoReflect.Descriptor instead.
 func (*RWAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RWAcquire) GetSession() uint64 {
@@ -3737,7 +3882,7 @@ type RWRelease struct {
 
 func (x *RWRelease) Reset() {
 	*x = RWRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +3894,7 @@ func (x *RWRelease) String() string {
 func (*RWRelease) ProtoMessage() {}
 
 func (x *RWRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +3907,7 @@ func (x *RWRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWRelease.ProtoReflect.Descriptor instead.
 func (*RWRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RWRelease) GetSession() uint64 {
@@ -3832,7 +3977,7 @@ type RWCancelWait struct {
 
 func (x *RWCancelWait) Reset() {
 	*x = RWCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +3989,7 @@ func (x *RWCancelWait) String() string {
 func (*RWCancelWait) ProtoMessage() {}
 
 func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4002,7 @@ func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWCancelWait.ProtoReflect.Descriptor instead.
 func (*RWCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{42}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RWCancelWait) GetSession() uint64 {
@@ -3887,7 +4032,7 @@ type RWLock struct {
 
 func (x *RWLock) Reset() {
 	*x = RWLock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4044,7 @@ func (x *RWLock) String() string {
 func (*RWLock) ProtoMessage() {}
 
 func (x *RWLock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4057,7 @@ func (x *RWLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWLock.ProtoReflect.Descriptor instead.
 func (*RWLock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{43}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RWLock) GetName() string {
@@ -3948,7 +4093,7 @@ type RWHolder struct {
 
 func (x *RWHolder) Reset() {
 	*x = RWHolder{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4105,7 @@ func (x *RWHolder) String() string {
 func (*RWHolder) ProtoMessage() {}
 
 func (x *RWHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4118,7 @@ func (x *RWHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWHolder.ProtoReflect.Descriptor instead.
 func (*RWHolder) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{44}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RWHolder) GetSession() uint64 {
@@ -4015,7 +4160,7 @@ type RWWaiter struct {
 
 func (x *RWWaiter) Reset() {
 	*x = RWWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4172,7 @@ func (x *RWWaiter) String() string {
 func (*RWWaiter) ProtoMessage() {}
 
 func (x *RWWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4185,7 @@ func (x *RWWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
 func (*RWWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{45}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RWWaiter) GetSession() uint64 {
@@ -4068,7 +4213,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xd6\f\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xfd\f\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -4104,7 +4249,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bcampaign\x18\x1e \x01(\v2\x19.fenced.state.v1.CampaignH\x00R\bcampaign\x121\n" +
 	"\x06resign\x18\x1f \x01(\v2\x17.fenced.state.v1.ResignH\x00R\x06resign\x127\n" +
 	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12\x1e\n" +
-	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
+	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMs\x12%\n" +
+	"\x0eformat_version\x18P \x01(\rR\rformatVersionB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
 	"RotateKeys\x12\x12\n" +
@@ -4210,7 +4356,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x8d\x06\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xec\x06\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -4234,7 +4380,21 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
 	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
 	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\x121\n" +
-	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\"r\n" +
+	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\x12%\n" +
+	"\x0eformat_version\x182 \x01(\rR\rformatVersion\x126\n" +
+	"\alineage\x183 \x03(\v2\x1c.fenced.state.v1.IssuerEpochR\alineage\"\xaa\x02\n" +
+	"\vIssuerEpoch\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x02 \x01(\x04R\tlastToken\x12%\n" +
+	"\x0ereserved_token\x18\x03 \x01(\x04R\rreservedToken\x12%\n" +
+	"\x0esnapshot_index\x18\x04 \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x10saved_at_unix_ms\x18\x05 \x01(\x03R\rsavedAtUnixMs\x12\x1f\n" +
+	"\vtoken_floor\x18\x06 \x01(\x04R\n" +
+	"tokenFloor\x12-\n" +
+	"\x13restored_at_unix_ms\x18\a \x01(\x03R\x10restoredAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"new_issuer\x18\b \x01(\tR\tnewIssuer\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -4429,7 +4589,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(RWMode)(0),            // 0: fenced.state.v1.RWMode
 	(*Command)(nil),        // 1: fenced.state.v1.Command
@@ -4453,31 +4613,32 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*KVLimits)(nil),       // 19: fenced.state.v1.KVLimits
 	(*RegisterNode)(nil),   // 20: fenced.state.v1.RegisterNode
 	(*State)(nil),          // 21: fenced.state.v1.State
-	(*KVReply)(nil),        // 22: fenced.state.v1.KVReply
-	(*KVEntry)(nil),        // 23: fenced.state.v1.KVEntry
-	(*Session)(nil),        // 24: fenced.state.v1.Session
-	(*Reply)(nil),          // 25: fenced.state.v1.Reply
-	(*Lock)(nil),           // 26: fenced.state.v1.Lock
-	(*WaiterDelay)(nil),    // 27: fenced.state.v1.WaiterDelay
-	(*Waiter)(nil),         // 28: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),     // 29: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),     // 30: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil),  // 31: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),      // 32: fenced.state.v1.Semaphore
-	(*Permit)(nil),         // 33: fenced.state.v1.Permit
-	(*SemWaiter)(nil),      // 34: fenced.state.v1.SemWaiter
-	(*Campaign)(nil),       // 35: fenced.state.v1.Campaign
-	(*Resign)(nil),         // 36: fenced.state.v1.Resign
-	(*Proclaim)(nil),       // 37: fenced.state.v1.Proclaim
-	(*Election)(nil),       // 38: fenced.state.v1.Election
-	(*Candidate)(nil),      // 39: fenced.state.v1.Candidate
-	(*ElectionChange)(nil), // 40: fenced.state.v1.ElectionChange
-	(*RWAcquire)(nil),      // 41: fenced.state.v1.RWAcquire
-	(*RWRelease)(nil),      // 42: fenced.state.v1.RWRelease
-	(*RWCancelWait)(nil),   // 43: fenced.state.v1.RWCancelWait
-	(*RWLock)(nil),         // 44: fenced.state.v1.RWLock
-	(*RWHolder)(nil),       // 45: fenced.state.v1.RWHolder
-	(*RWWaiter)(nil),       // 46: fenced.state.v1.RWWaiter
+	(*IssuerEpoch)(nil),    // 22: fenced.state.v1.IssuerEpoch
+	(*KVReply)(nil),        // 23: fenced.state.v1.KVReply
+	(*KVEntry)(nil),        // 24: fenced.state.v1.KVEntry
+	(*Session)(nil),        // 25: fenced.state.v1.Session
+	(*Reply)(nil),          // 26: fenced.state.v1.Reply
+	(*Lock)(nil),           // 27: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),    // 28: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),         // 29: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),     // 30: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),     // 31: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil),  // 32: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),      // 33: fenced.state.v1.Semaphore
+	(*Permit)(nil),         // 34: fenced.state.v1.Permit
+	(*SemWaiter)(nil),      // 35: fenced.state.v1.SemWaiter
+	(*Campaign)(nil),       // 36: fenced.state.v1.Campaign
+	(*Resign)(nil),         // 37: fenced.state.v1.Resign
+	(*Proclaim)(nil),       // 38: fenced.state.v1.Proclaim
+	(*Election)(nil),       // 39: fenced.state.v1.Election
+	(*Candidate)(nil),      // 40: fenced.state.v1.Candidate
+	(*ElectionChange)(nil), // 41: fenced.state.v1.ElectionChange
+	(*RWAcquire)(nil),      // 42: fenced.state.v1.RWAcquire
+	(*RWRelease)(nil),      // 43: fenced.state.v1.RWRelease
+	(*RWCancelWait)(nil),   // 44: fenced.state.v1.RWCancelWait
+	(*RWLock)(nil),         // 45: fenced.state.v1.RWLock
+	(*RWHolder)(nil),       // 46: fenced.state.v1.RWHolder
+	(*RWWaiter)(nil),       // 47: fenced.state.v1.RWWaiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -4494,53 +4655,54 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	6,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	11, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
 	2,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	29, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	30, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	31, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
-	41, // 17: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
-	42, // 18: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
-	43, // 19: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	30, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	31, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	32, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	42, // 17: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	43, // 18: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	44, // 19: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
 	12, // 20: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
 	13, // 21: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
-	35, // 22: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
-	36, // 23: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
-	37, // 24: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	36, // 22: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	37, // 23: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	38, // 24: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
 	1,  // 25: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
 	9,  // 26: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
 	9,  // 27: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
 	9,  // 28: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
 	19, // 29: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	24, // 30: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	26, // 31: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	23, // 32: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	25, // 30: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	27, // 31: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	24, // 32: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
 	20, // 33: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	22, // 34: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	23, // 34: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
 	3,  // 35: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	32, // 36: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	38, // 37: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
-	44, // 38: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
-	25, // 39: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	28, // 40: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	27, // 41: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	9,  // 42: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 43: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	33, // 44: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	34, // 45: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	9,  // 46: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
-	39, // 47: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
-	40, // 48: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
-	0,  // 49: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 50: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 51: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
-	45, // 52: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
-	46, // 53: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
-	0,  // 54: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
-	0,  // 55: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	33, // 36: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	39, // 37: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	45, // 38: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	22, // 39: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
+	26, // 40: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	29, // 41: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	28, // 42: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 43: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 44: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	34, // 45: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	35, // 46: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	9,  // 47: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	40, // 48: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	41, // 49: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	0,  // 50: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 51: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 52: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	46, // 53: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	47, // 54: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 55: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 56: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	57, // [57:57] is the sub-list for method output_type
+	57, // [57:57] is the sub-list for method input_type
+	57, // [57:57] is the sub-list for extension type_name
+	57, // [57:57] is the sub-list for extension extendee
+	0,  // [0:57] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -4581,7 +4743,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
