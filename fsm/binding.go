@@ -13,6 +13,7 @@ type kind int
 // them. A new primitive adds its kind before numKinds.
 const (
 	kindLock kind = iota
+	kindQueue
 	numKinds
 )
 

@@ -41,6 +41,7 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 		{"locks", len(st.GetLocks()), len(m.locks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
+		{"queues", len(st.GetQueues()), len(m.queues.byName)},
 	} {
 		if c.sent != c.got {
 			return broken("the snapshot lists %d %s but only %d distinct ones", c.sent, c.what, c.got)
@@ -71,6 +72,9 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.locks.check(); err != nil {
+		return err
+	}
+	if err := m.queues.check(); err != nil {
 		return err
 	}
 	if err := m.checkLive(); err != nil {

@@ -19,6 +19,7 @@ type Machine struct {
 	byRequest   map[string]uint64 // request id -> live session, to de-duplicate creates
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
+	queues      *queueTable
 	kv          *kvStore
 	nodes       nodeTable
 	// live is every grant in force by token (livegrants.go), rebuilt from
@@ -53,10 +54,11 @@ func (m *Machine) reset() {
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
 	m.kv = newKVStore(m)
+	m.queues = newQueueTable(m)
 	m.nodes = make(nodeTable)
 	m.live = liveGrants{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks}
-	m.sections = []section{m.locks, m.kv, m.nodes}
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindQueue: m.queues}
+	m.sections = []section{m.locks, m.queues, m.kv, m.nodes}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -84,6 +86,22 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.release(op.Release, now)
 	case *statev1.Command_CancelWait:
 		return m.locks.cancelWait(op.CancelWait.GetSession(), op.CancelWait.GetName())
+	case *statev1.Command_QueuePush:
+		return m.queues.push(op.QueuePush, now)
+	case *statev1.Command_QueueClaim:
+		return m.queues.claim(op.QueueClaim, now)
+	case *statev1.Command_QueueAck:
+		return m.queues.ack(op.QueueAck, now)
+	case *statev1.Command_QueueNack:
+		return m.queues.nack(op.QueueNack, now)
+	case *statev1.Command_QueueExtend:
+		return m.queues.extend(op.QueueExtend, now)
+	case *statev1.Command_ExpireClaim:
+		return m.queues.expire(op.ExpireClaim, now)
+	case *statev1.Command_QueueCancelWait:
+		return m.queues.cancelWait(op.QueueCancelWait)
+	case *statev1.Command_QueueTick:
+		return m.queues.tick(now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -53,6 +53,8 @@ type Result struct {
 	Ended bool
 	// KV is the outcome of a kv write.
 	KV KVResult
+	// Queue is the outcome of a work-queue command (queue.go).
+	Queue QueueResult
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool

@@ -43,6 +43,14 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_QueuePush
+	//	*Command_QueueClaim
+	//	*Command_QueueAck
+	//	*Command_QueueNack
+	//	*Command_QueueExtend
+	//	*Command_ExpireClaim
+	//	*Command_QueueCancelWait
+	//	*Command_QueueTick
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
@@ -205,6 +213,78 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetQueuePush() *QueuePush {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueuePush); ok {
+			return x.QueuePush
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueClaim() *QueueClaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueClaim); ok {
+			return x.QueueClaim
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueAck() *QueueAck {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueAck); ok {
+			return x.QueueAck
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueNack() *QueueNack {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueNack); ok {
+			return x.QueueNack
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueExtend() *QueueExtend {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueExtend); ok {
+			return x.QueueExtend
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExpireClaim() *ExpireClaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ExpireClaim); ok {
+			return x.ExpireClaim
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueCancelWait() *QueueCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueCancelWait); ok {
+			return x.QueueCancelWait
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueTick() *QueueTick {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueTick); ok {
+			return x.QueueTick
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -268,6 +348,39 @@ type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
 }
 
+type Command_QueuePush struct {
+	// The work queue (fsm/queue.go, docs/queue.md): 60-69.
+	QueuePush *QueuePush `protobuf:"bytes,60,opt,name=queue_push,json=queuePush,proto3,oneof"`
+}
+
+type Command_QueueClaim struct {
+	QueueClaim *QueueClaim `protobuf:"bytes,61,opt,name=queue_claim,json=queueClaim,proto3,oneof"`
+}
+
+type Command_QueueAck struct {
+	QueueAck *QueueAck `protobuf:"bytes,62,opt,name=queue_ack,json=queueAck,proto3,oneof"`
+}
+
+type Command_QueueNack struct {
+	QueueNack *QueueNack `protobuf:"bytes,63,opt,name=queue_nack,json=queueNack,proto3,oneof"`
+}
+
+type Command_QueueExtend struct {
+	QueueExtend *QueueExtend `protobuf:"bytes,64,opt,name=queue_extend,json=queueExtend,proto3,oneof"`
+}
+
+type Command_ExpireClaim struct {
+	ExpireClaim *ExpireClaim `protobuf:"bytes,65,opt,name=expire_claim,json=expireClaim,proto3,oneof"`
+}
+
+type Command_QueueCancelWait struct {
+	QueueCancelWait *QueueCancelWait `protobuf:"bytes,66,opt,name=queue_cancel_wait,json=queueCancelWait,proto3,oneof"`
+}
+
+type Command_QueueTick struct {
+	QueueTick *QueueTick `protobuf:"bytes,67,opt,name=queue_tick,json=queueTick,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -293,6 +406,22 @@ func (*Command_Batch) isCommand_Op() {}
 func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
+
+func (*Command_QueuePush) isCommand_Op() {}
+
+func (*Command_QueueClaim) isCommand_Op() {}
+
+func (*Command_QueueAck) isCommand_Op() {}
+
+func (*Command_QueueNack) isCommand_Op() {}
+
+func (*Command_QueueExtend) isCommand_Op() {}
+
+func (*Command_ExpireClaim) isCommand_Op() {}
+
+func (*Command_QueueCancelWait) isCommand_Op() {}
+
+func (*Command_QueueTick) isCommand_Op() {}
 
 // Batch is several commands proposed at the same moment, committed as one
 // log entry and applied in order, each exactly as if it were an entry of
@@ -1334,7 +1463,13 @@ type State struct {
 	// was issued; 0 before the first ReserveTokens.
 	ReservedToken uint64 `protobuf:"varint,10,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
 	// reserve_block is how many tokens are reserved at a time.
-	ReserveBlock  uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	ReserveBlock uint64 `protobuf:"varint,11,opt,name=reserve_block,json=reserveBlock,proto3" json:"reserve_block,omitempty"`
+	// queues are the work queues by name (fsm/queue.go).
+	Queues []*Queue `protobuf:"bytes,40,rep,name=queues,proto3" json:"queues,omitempty"`
+	// queue_clock is the newest now_unix_ms a queue command applied: the
+	// queues' time, which never goes backwards (a new leader's slower clock
+	// does not move it back).
+	QueueClock    int64 `protobuf:"varint,41,opt,name=queue_clock,json=queueClock,proto3" json:"queue_clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1442,6 +1577,20 @@ func (x *State) GetReservedToken() uint64 {
 func (x *State) GetReserveBlock() uint64 {
 	if x != nil {
 		return x.ReserveBlock
+	}
+	return 0
+}
+
+func (x *State) GetQueues() []*Queue {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *State) GetQueueClock() int64 {
+	if x != nil {
+		return x.QueueClock
 	}
 	return 0
 }
@@ -1901,11 +2050,891 @@ func (x *Waiter) GetSeq() uint64 {
 	return 0
 }
 
+// QueuePush enqueues an item. The limits come from the proposing leader's
+// flags, so every replica decides alike.
+type QueuePush struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// dedupe_key, when set, makes a retried push enqueue once: a push whose
+	// key is in the queue's dedupe table returns the item it enqueued.
+	DedupeKey string `protobuf:"bytes,3,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	// delay_ms keeps the item from being claimed until queue time + delay.
+	DelayMs int64 `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// max_deliveries: after this many deliveries that did not end in an
+	// ack the item moves to the dead-letter queue; 0 never.
+	MaxDeliveries uint32 `protobuf:"varint,5,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// dedupe_window bounds the queue's dedupe table (oldest key forgotten
+	// first).
+	DedupeWindow uint32 `protobuf:"varint,6,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	// max_payload_bytes is the leader's payload limit.
+	MaxPayloadBytes uint32 `protobuf:"varint,7,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *QueuePush) Reset() {
+	*x = QueuePush{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePush) ProtoMessage() {}
+
+func (x *QueuePush) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePush.ProtoReflect.Descriptor instead.
+func (*QueuePush) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *QueuePush) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuePush) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *QueuePush) GetDedupeKey() string {
+	if x != nil {
+		return x.DedupeKey
+	}
+	return ""
+}
+
+func (x *QueuePush) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *QueuePush) GetDedupeWindow() uint32 {
+	if x != nil {
+		return x.DedupeWindow
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxPayloadBytes() uint32 {
+	if x != nil {
+		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+// QueueClaim claims the oldest available item of a queue for a session,
+// or with wait queues the session for the next item.
+type QueueClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	Wait          bool                   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueClaim) Reset() {
+	*x = QueueClaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueClaim) ProtoMessage() {}
+
+func (x *QueueClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueClaim.ProtoReflect.Descriptor instead.
+func (*QueueClaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *QueueClaim) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueClaim) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *QueueClaim) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *QueueClaim) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// QueueAck ends a claim: the item is done and removed.
+type QueueAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAck) Reset() {
+	*x = QueueAck{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAck) ProtoMessage() {}
+
+func (x *QueueAck) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAck.ProtoReflect.Descriptor instead.
+func (*QueueAck) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *QueueAck) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueAck) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueAck) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// QueueNack ends a claim: the item goes back to the queue after delay_ms.
+type QueueNack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueNack) Reset() {
+	*x = QueueNack{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueNack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueNack) ProtoMessage() {}
+
+func (x *QueueNack) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueNack.ProtoReflect.Descriptor instead.
+func (*QueueNack) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *QueueNack) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueNack) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueNack) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *QueueNack) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+// QueueExtend sets a claim's visibility timeout anew from now.
+type QueueExtend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueExtend) Reset() {
+	*x = QueueExtend{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueExtend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueExtend) ProtoMessage() {}
+
+func (x *QueueExtend) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueExtend.ProtoReflect.Descriptor instead.
+func (*QueueExtend) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *QueueExtend) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueExtend) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueExtend) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *QueueExtend) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+// ExpireClaim ends a claim whose visibility timeout ran out on the
+// proposer's clock, like ExpireSession: ignored when term is older than
+// the newest leadership applied, or when the claim already ended.
+type ExpireClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireClaim) Reset() {
+	*x = ExpireClaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireClaim) ProtoMessage() {}
+
+func (x *ExpireClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireClaim.ProtoReflect.Descriptor instead.
+func (*ExpireClaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *ExpireClaim) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ExpireClaim) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// QueueCancelWait takes a session out of a queue's claim waiters.
+type QueueCancelWait struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Queue   string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// seq is the claim's: if it was granted first, the result is the claim.
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueCancelWait) Reset() {
+	*x = QueueCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueCancelWait) ProtoMessage() {}
+
+func (x *QueueCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueCancelWait.ProtoReflect.Descriptor instead.
+func (*QueueCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *QueueCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueCancelWait) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueCancelWait) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// QueueTick moves the queues' time to the command's now_unix_ms and
+// hands items whose delay ended to waiting claims. The leader proposes it
+// when such an item and a waiter exist.
+type QueueTick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueTick) Reset() {
+	*x = QueueTick{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueTick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueTick) ProtoMessage() {}
+
+func (x *QueueTick) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueTick.ProtoReflect.Descriptor instead.
+func (*QueueTick) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+}
+
+// Queue is one work queue in the snapshot.
+type Queue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// last_item is the last item id given in this queue.
+	LastItem uint64 `protobuf:"varint,2,opt,name=last_item,json=lastItem,proto3" json:"last_item,omitempty"`
+	// items in queue order (item id).
+	Items []*QueueItem `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	// dedupe is the dedupe table, oldest first.
+	Dedupe []*QueueDedupe `protobuf:"bytes,4,rep,name=dedupe,proto3" json:"dedupe,omitempty"`
+	// waiters are the sessions waiting to claim, in arrival order.
+	Waiters       []*QueueWaiter `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Queue) Reset() {
+	*x = Queue{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Queue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Queue) ProtoMessage() {}
+
+func (x *Queue) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Queue.ProtoReflect.Descriptor instead.
+func (*Queue) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *Queue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Queue) GetLastItem() uint64 {
+	if x != nil {
+		return x.LastItem
+	}
+	return 0
+}
+
+func (x *Queue) GetItems() []*QueueItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *Queue) GetDedupe() []*QueueDedupe {
+	if x != nil {
+		return x.Dedupe
+	}
+	return nil
+}
+
+func (x *Queue) GetWaiters() []*QueueWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type QueueWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,3,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueWaiter) Reset() {
+	*x = QueueWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueWaiter) ProtoMessage() {}
+
+func (x *QueueWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueWaiter.ProtoReflect.Descriptor instead.
+func (*QueueWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *QueueWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *QueueWaiter) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+type QueueItem struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Id                uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Payload           []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	DedupeKey         string                 `protobuf:"bytes,3,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	AvailableAtUnixMs int64                  `protobuf:"varint,4,opt,name=available_at_unix_ms,json=availableAtUnixMs,proto3" json:"available_at_unix_ms,omitempty"`
+	Deliveries        uint32                 `protobuf:"varint,5,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	MaxDeliveries     uint32                 `protobuf:"varint,6,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// The claim, when claim_token is not 0.
+	ClaimToken       uint64 `protobuf:"varint,7,opt,name=claim_token,json=claimToken,proto3" json:"claim_token,omitempty"`
+	ClaimSession     uint64 `protobuf:"varint,8,opt,name=claim_session,json=claimSession,proto3" json:"claim_session,omitempty"`
+	ClaimedAtUnixMs  int64  `protobuf:"varint,9,opt,name=claimed_at_unix_ms,json=claimedAtUnixMs,proto3" json:"claimed_at_unix_ms,omitempty"`
+	VisibilityMs     int64  `protobuf:"varint,10,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	EnqueuedAtUnixMs int64  `protobuf:"varint,11,opt,name=enqueued_at_unix_ms,json=enqueuedAtUnixMs,proto3" json:"enqueued_at_unix_ms,omitempty"`
+	// origin_item is, in a dead-letter queue, the item's id in the queue it
+	// came from.
+	OriginItem    uint64 `protobuf:"varint,12,opt,name=origin_item,json=originItem,proto3" json:"origin_item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueItem) Reset() {
+	*x = QueueItem{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueItem) ProtoMessage() {}
+
+func (x *QueueItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueItem.ProtoReflect.Descriptor instead.
+func (*QueueItem) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *QueueItem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *QueueItem) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *QueueItem) GetDedupeKey() string {
+	if x != nil {
+		return x.DedupeKey
+	}
+	return ""
+}
+
+func (x *QueueItem) GetAvailableAtUnixMs() int64 {
+	if x != nil {
+		return x.AvailableAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetDeliveries() uint32 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *QueueItem) GetMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimToken() uint64 {
+	if x != nil {
+		return x.ClaimToken
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimSession() uint64 {
+	if x != nil {
+		return x.ClaimSession
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimedAtUnixMs() int64 {
+	if x != nil {
+		return x.ClaimedAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetEnqueuedAtUnixMs() int64 {
+	if x != nil {
+		return x.EnqueuedAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetOriginItem() uint64 {
+	if x != nil {
+		return x.OriginItem
+	}
+	return 0
+}
+
+type QueueDedupe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDedupe) Reset() {
+	*x = QueueDedupe{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDedupe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDedupe) ProtoMessage() {}
+
+func (x *QueueDedupe) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDedupe.ProtoReflect.Descriptor instead.
+func (*QueueDedupe) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *QueueDedupe) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *QueueDedupe) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xdf\x06\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xe6\n" +
+	"\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -1922,7 +2951,19 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12\x1e\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12;\n" +
+	"\n" +
+	"queue_push\x18< \x01(\v2\x1a.fenced.state.v1.QueuePushH\x00R\tqueuePush\x12>\n" +
+	"\vqueue_claim\x18= \x01(\v2\x1b.fenced.state.v1.QueueClaimH\x00R\n" +
+	"queueClaim\x128\n" +
+	"\tqueue_ack\x18> \x01(\v2\x19.fenced.state.v1.QueueAckH\x00R\bqueueAck\x12;\n" +
+	"\n" +
+	"queue_nack\x18? \x01(\v2\x1a.fenced.state.v1.QueueNackH\x00R\tqueueNack\x12A\n" +
+	"\fqueue_extend\x18@ \x01(\v2\x1c.fenced.state.v1.QueueExtendH\x00R\vqueueExtend\x12A\n" +
+	"\fexpire_claim\x18A \x01(\v2\x1c.fenced.state.v1.ExpireClaimH\x00R\vexpireClaim\x12N\n" +
+	"\x11queue_cancel_wait\x18B \x01(\v2 .fenced.state.v1.QueueCancelWaitH\x00R\x0fqueueCancelWait\x12;\n" +
+	"\n" +
+	"queue_tick\x18C \x01(\v2\x1a.fenced.state.v1.QueueTickH\x00R\tqueueTick\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"=\n" +
 	"\x05Batch\x124\n" +
@@ -2004,7 +3045,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xc9\x03\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x9a\x04\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -2020,7 +3061,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"kv_replies\x18\t \x03(\v2\x18.fenced.state.v1.KVReplyR\tkvReplies\x12%\n" +
 	"\x0ereserved_token\x18\n" +
 	" \x01(\x04R\rreservedToken\x12#\n" +
-	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\"r\n" +
+	"\rreserve_block\x18\v \x01(\x04R\freserveBlock\x12.\n" +
+	"\x06queues\x18( \x03(\v2\x16.fenced.state.v1.QueueR\x06queues\x12\x1f\n" +
+	"\vqueue_clock\x18) \x01(\x03R\n" +
+	"queueClock\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -2058,7 +3102,80 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seqB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xed\x01\n" +
+	"\tQueuePush\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"dedupe_key\x18\x03 \x01(\tR\tdedupeKey\x12\x19\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\x12%\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\rR\rmaxDeliveries\x12#\n" +
+	"\rdedupe_window\x18\x06 \x01(\rR\fdedupeWindow\x12*\n" +
+	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\"\xd6\x01\n" +
+	"\n" +
+	"QueueClaim\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12#\n" +
+	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\x12\x12\n" +
+	"\x04wait\x18\x05 \x01(\bR\x04wait\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"J\n" +
+	"\bQueueAck\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"f\n" +
+	"\tQueueNack\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x19\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\"r\n" +
+	"\vQueueExtend\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12#\n" +
+	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\"7\n" +
+	"\vExpireClaim\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"S\n" +
+	"\x0fQueueCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\v\n" +
+	"\tQueueTick\"\xd8\x01\n" +
+	"\x05Queue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tlast_item\x18\x02 \x01(\x04R\blastItem\x120\n" +
+	"\x05items\x18\x03 \x03(\v2\x1a.fenced.state.v1.QueueItemR\x05items\x124\n" +
+	"\x06dedupe\x18\x04 \x03(\v2\x1c.fenced.state.v1.QueueDedupeR\x06dedupe\x126\n" +
+	"\awaiters\x18\x05 \x03(\v2\x1c.fenced.state.v1.QueueWaiterR\awaiters\"^\n" +
+	"\vQueueWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12#\n" +
+	"\rvisibility_ms\x18\x03 \x01(\x03R\fvisibilityMs\"\xb4\x03\n" +
+	"\tQueueItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"dedupe_key\x18\x03 \x01(\tR\tdedupeKey\x12/\n" +
+	"\x14available_at_unix_ms\x18\x04 \x01(\x03R\x11availableAtUnixMs\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x05 \x01(\rR\n" +
+	"deliveries\x12%\n" +
+	"\x0emax_deliveries\x18\x06 \x01(\rR\rmaxDeliveries\x12\x1f\n" +
+	"\vclaim_token\x18\a \x01(\x04R\n" +
+	"claimToken\x12#\n" +
+	"\rclaim_session\x18\b \x01(\x04R\fclaimSession\x12+\n" +
+	"\x12claimed_at_unix_ms\x18\t \x01(\x03R\x0fclaimedAtUnixMs\x12#\n" +
+	"\rvisibility_ms\x18\n" +
+	" \x01(\x03R\fvisibilityMs\x12-\n" +
+	"\x13enqueued_at_unix_ms\x18\v \x01(\x03R\x10enqueuedAtUnixMs\x12\x1f\n" +
+	"\vorigin_item\x18\f \x01(\x04R\n" +
+	"originItem\"3\n" +
+	"\vQueueDedupe\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04itemB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_state_proto_rawDescOnce sync.Once
@@ -2072,31 +3189,43 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 	return file_fenced_state_v1_state_proto_rawDescData
 }
 
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(*Command)(nil),       // 0: fenced.state.v1.Command
-	(*Batch)(nil),         // 1: fenced.state.v1.Batch
-	(*Init)(nil),          // 2: fenced.state.v1.Init
-	(*ReserveTokens)(nil), // 3: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),     // 4: fenced.state.v1.NewLeader
-	(*CreateSession)(nil), // 5: fenced.state.v1.CreateSession
-	(*Quota)(nil),         // 6: fenced.state.v1.Quota
-	(*CloseSession)(nil),  // 7: fenced.state.v1.CloseSession
-	(*Revoke)(nil),        // 8: fenced.state.v1.Revoke
-	(*ExpireSession)(nil), // 9: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),       // 10: fenced.state.v1.Acquire
-	(*Release)(nil),       // 11: fenced.state.v1.Release
-	(*CancelWait)(nil),    // 12: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),       // 13: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),      // 14: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),  // 15: fenced.state.v1.RegisterNode
-	(*State)(nil),         // 16: fenced.state.v1.State
-	(*KVReply)(nil),       // 17: fenced.state.v1.KVReply
-	(*KVEntry)(nil),       // 18: fenced.state.v1.KVEntry
-	(*Session)(nil),       // 19: fenced.state.v1.Session
-	(*Reply)(nil),         // 20: fenced.state.v1.Reply
-	(*Lock)(nil),          // 21: fenced.state.v1.Lock
-	(*Waiter)(nil),        // 22: fenced.state.v1.Waiter
+	(*Command)(nil),         // 0: fenced.state.v1.Command
+	(*Batch)(nil),           // 1: fenced.state.v1.Batch
+	(*Init)(nil),            // 2: fenced.state.v1.Init
+	(*ReserveTokens)(nil),   // 3: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),       // 4: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),   // 5: fenced.state.v1.CreateSession
+	(*Quota)(nil),           // 6: fenced.state.v1.Quota
+	(*CloseSession)(nil),    // 7: fenced.state.v1.CloseSession
+	(*Revoke)(nil),          // 8: fenced.state.v1.Revoke
+	(*ExpireSession)(nil),   // 9: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),         // 10: fenced.state.v1.Acquire
+	(*Release)(nil),         // 11: fenced.state.v1.Release
+	(*CancelWait)(nil),      // 12: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),         // 13: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),        // 14: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),    // 15: fenced.state.v1.RegisterNode
+	(*State)(nil),           // 16: fenced.state.v1.State
+	(*KVReply)(nil),         // 17: fenced.state.v1.KVReply
+	(*KVEntry)(nil),         // 18: fenced.state.v1.KVEntry
+	(*Session)(nil),         // 19: fenced.state.v1.Session
+	(*Reply)(nil),           // 20: fenced.state.v1.Reply
+	(*Lock)(nil),            // 21: fenced.state.v1.Lock
+	(*Waiter)(nil),          // 22: fenced.state.v1.Waiter
+	(*QueuePush)(nil),       // 23: fenced.state.v1.QueuePush
+	(*QueueClaim)(nil),      // 24: fenced.state.v1.QueueClaim
+	(*QueueAck)(nil),        // 25: fenced.state.v1.QueueAck
+	(*QueueNack)(nil),       // 26: fenced.state.v1.QueueNack
+	(*QueueExtend)(nil),     // 27: fenced.state.v1.QueueExtend
+	(*ExpireClaim)(nil),     // 28: fenced.state.v1.ExpireClaim
+	(*QueueCancelWait)(nil), // 29: fenced.state.v1.QueueCancelWait
+	(*QueueTick)(nil),       // 30: fenced.state.v1.QueueTick
+	(*Queue)(nil),           // 31: fenced.state.v1.Queue
+	(*QueueWaiter)(nil),     // 32: fenced.state.v1.QueueWaiter
+	(*QueueItem)(nil),       // 33: fenced.state.v1.QueueItem
+	(*QueueDedupe)(nil),     // 34: fenced.state.v1.QueueDedupe
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	2,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -2112,23 +3241,36 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	1,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	3,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	8,  // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	0,  // 13: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	6,  // 14: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	6,  // 15: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	6,  // 16: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	14, // 17: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	19, // 18: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	21, // 19: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	18, // 20: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	15, // 21: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	17, // 22: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	20, // 23: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	22, // 24: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	23, // 13: fenced.state.v1.Command.queue_push:type_name -> fenced.state.v1.QueuePush
+	24, // 14: fenced.state.v1.Command.queue_claim:type_name -> fenced.state.v1.QueueClaim
+	25, // 15: fenced.state.v1.Command.queue_ack:type_name -> fenced.state.v1.QueueAck
+	26, // 16: fenced.state.v1.Command.queue_nack:type_name -> fenced.state.v1.QueueNack
+	27, // 17: fenced.state.v1.Command.queue_extend:type_name -> fenced.state.v1.QueueExtend
+	28, // 18: fenced.state.v1.Command.expire_claim:type_name -> fenced.state.v1.ExpireClaim
+	29, // 19: fenced.state.v1.Command.queue_cancel_wait:type_name -> fenced.state.v1.QueueCancelWait
+	30, // 20: fenced.state.v1.Command.queue_tick:type_name -> fenced.state.v1.QueueTick
+	0,  // 21: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	6,  // 22: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	6,  // 23: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	6,  // 24: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	14, // 25: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	19, // 26: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	21, // 27: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	18, // 28: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	15, // 29: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	17, // 30: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	31, // 31: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
+	20, // 32: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	22, // 33: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	6,  // 34: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
+	33, // 35: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
+	34, // 36: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
+	32, // 37: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -2150,6 +3292,14 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_QueuePush)(nil),
+		(*Command_QueueClaim)(nil),
+		(*Command_QueueAck)(nil),
+		(*Command_QueueNack)(nil),
+		(*Command_QueueExtend)(nil),
+		(*Command_ExpireClaim)(nil),
+		(*Command_QueueCancelWait)(nil),
+		(*Command_QueueTick)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -2157,7 +3307,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
