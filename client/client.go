@@ -73,6 +73,7 @@ type endpoint struct {
 	sessions fencedv1connect.SessionServiceClient
 	locks    fencedv1connect.LockServiceClient
 	kv       fencedv1connect.KVServiceClient
+	queues   fencedv1connect.QueueServiceClient
 	cluster  fencedv1connect.ClusterServiceClient
 	pipe     *pipeline // Acquire, Release and KV Put go through it
 }
@@ -168,6 +169,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			sessions: fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:    fencedv1connect.NewLockServiceClient(c.httpClient, base),
 			kv:       fencedv1connect.NewKVServiceClient(c.httpClient, base),
+			queues:   fencedv1connect.NewQueueServiceClient(c.httpClient, base),
 			cluster:  fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}

@@ -906,3 +906,12 @@ func (m *Machine) QueueDue(now int64) bool {
 	}
 	return false
 }
+
+// QueueItemCount returns the number of items in every queue.
+func (m *Machine) QueueItemCount() int {
+	n := 0
+	for _, q := range m.queues.byName {
+		n += len(q.items)
+	}
+	return n
+}

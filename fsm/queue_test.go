@@ -161,34 +161,34 @@ func TestQueue_BadInputChangesNothing(t *testing.T) {
 	long := strings.Repeat("n", fence.MaxNameLen-2)
 	cases := []struct {
 		name string
-		cmd  statev1.Command
+		cmd  *statev1.Command
 		want string
 	}{
-		{"payload too big", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", Payload: make([]byte, 11), MaxPayloadBytes: 10}}}, "above the limit of 10"},
-		{"payload above the hard cap", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", Payload: make([]byte, fsm.MaxQueuePayloadBytes+1), MaxPayloadBytes: 1 << 30}}}, "above the limit"},
-		{"malformed queue name", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "bad\x00name"}}}, "name"},
-		{"empty queue name", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, VisibilityMs: 1000}}}, "name"},
-		{"no room for .dead", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: long}}}, "dead-letter"},
-		{"delay too long", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
-		{"negative delay", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DelayMs: -1}}}, "delay"},
-		{"dedupe key too long", statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DedupeKey: strings.Repeat("k", 129)}}}, "dedupe key"},
-		{"visibility 0", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 0}}}, "visibility timeout"},
-		{"visibility 99ms", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 99}}}, "visibility timeout"},
-		{"visibility huge", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 12*3600*1000 + 1}}}, "visibility timeout"},
-		{"claim without a session", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Queue: "q", VisibilityMs: 1000}}}, "needs a session"},
-		{"claim by an unknown session", statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: 99, Seq: 1, Queue: "q", VisibilityMs: 1000}}}, "session"},
-		{"extend to visibility 0", statev1.Command{Op: &statev1.Command_QueueExtend{QueueExtend: &statev1.QueueExtend{Queue: "q", Item: 1, Token: uint64(c.Grant.Token)}}}, "visibility timeout"},
-		{"unknown item", statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 7, Token: uint64(c.Grant.Token)}}}, "never pushed"},
-		{"unknown queue", statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "nope", Item: 1, Token: uint64(c.Grant.Token)}}}, "never pushed"},
-		{"item 0", statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Token: uint64(c.Grant.Token)}}}, "item is 0"},
-		{"token 0", statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1}}}, "token"},
-		{"wrong token", statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1, Token: uint64(c.Grant.Token) + 1}}}, "stale"},
-		{"nack delay too long", statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Item: 1, Token: uint64(c.Grant.Token), DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
+		{"payload too big", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", Payload: make([]byte, 11), MaxPayloadBytes: 10}}}, "above the limit of 10"},
+		{"payload above the hard cap", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", Payload: make([]byte, fsm.MaxQueuePayloadBytes+1), MaxPayloadBytes: 1 << 30}}}, "above the limit"},
+		{"malformed queue name", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "bad\x00name"}}}, "name"},
+		{"empty queue name", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, VisibilityMs: 1000}}}, "name"},
+		{"no room for .dead", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: long}}}, "dead-letter"},
+		{"delay too long", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
+		{"negative delay", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DelayMs: -1}}}, "delay"},
+		{"dedupe key too long", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", DedupeKey: strings.Repeat("k", 129)}}}, "dedupe key"},
+		{"visibility 0", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 0}}}, "visibility timeout"},
+		{"visibility 99ms", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 99}}}, "visibility timeout"},
+		{"visibility huge", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 12*3600*1000 + 1}}}, "visibility timeout"},
+		{"claim without a session", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Queue: "q", VisibilityMs: 1000}}}, "needs a session"},
+		{"claim by an unknown session", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: 99, Seq: 1, Queue: "q", VisibilityMs: 1000}}}, "session"},
+		{"extend to visibility 0", &statev1.Command{Op: &statev1.Command_QueueExtend{QueueExtend: &statev1.QueueExtend{Queue: "q", Item: 1, Token: uint64(c.Grant.Token)}}}, "visibility timeout"},
+		{"unknown item", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 7, Token: uint64(c.Grant.Token)}}}, "never pushed"},
+		{"unknown queue", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "nope", Item: 1, Token: uint64(c.Grant.Token)}}}, "never pushed"},
+		{"item 0", &statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Token: uint64(c.Grant.Token)}}}, "item is 0"},
+		{"token 0", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1}}}, "token"},
+		{"wrong token", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1, Token: uint64(c.Grant.Token) + 1}}}, "stale"},
+		{"nack delay too long", &statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Item: 1, Token: uint64(c.Grant.Token), DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
 	}
 	for _, tc := range cases {
 		before := mustSnapshot(t, m)
 		tc.cmd.NowUnixMs = 5000
-		res := m.Apply(&tc.cmd)
+		res := m.Apply(tc.cmd)
 		if res.Err == nil || !strings.Contains(res.Err.Error(), tc.want) {
 			t.Errorf("%s: err %v, want one containing %q", tc.name, res.Err, tc.want)
 		}

@@ -35,11 +35,12 @@ const (
 	permRead    = "read"     // Status, List, Describe, Verify, kv get
 	permAcquire = "acquire"  // sessions, Acquire, Release
 	permKVWrite = "kv-write" // kv put and delete
+	permEnqueue = "enqueue"  // queue push (claim, ack, nack and extend need acquire)
 	permAdmin   = "admin"    // cluster API, Revoke
 )
 
 // permissions is every permission a role may grant.
-var permissions = []string{permRead, permAcquire, permKVWrite, permAdmin}
+var permissions = []string{permRead, permAcquire, permKVWrite, permEnqueue, permAdmin}
 
 // AuthEntry is one line of an auth file: an identity, the SHA-256 of its
 // bearer token (hexadecimal) and its roles.
@@ -49,7 +50,7 @@ type AuthEntry struct {
 	Roles  []AuthRole `json:"roles"`
 }
 
-// AuthRole grants permissions (read, acquire, kv-write, admin) on every
+// AuthRole grants permissions (read, acquire, kv-write, enqueue, admin) on every
 // name that starts with Prefix; the prefix "" covers every name.
 type AuthRole struct {
 	Prefix      string   `json:"prefix"`

@@ -39,6 +39,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.LockServiceStatusProcedure:    true,
 	fencedv1connect.KVServiceGetProcedure:         true,
 	fencedv1connect.ClusterServiceStatusProcedure: true,
+	fencedv1connect.QueueServiceStatsProcedure:    true,
 }
 
 func isRead(r *http.Request) bool {

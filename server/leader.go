@@ -74,6 +74,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 		}
 	}
 	s.expiry.restartAll()
+	s.claims.restartAll()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -149,6 +150,7 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 				}
 			}()
 		}
+		s.expireClaims(ctx, term, sem, &inflight)
 	}
 }
 

@@ -36,6 +36,9 @@ type Server struct {
 	sm      *stateMachine
 	node    *raftstore.Node
 	expiry  *sessionExpiry
+	// claims are the work queue's claim deadlines (queue.go).
+	claims       *sessionExpiry
+	queueMetrics *queueMetrics
 	revokes *revokePush
 	waits   *waits
 	metrics *metrics
@@ -89,6 +92,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
+	s.claims = newClaimDeadlines(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
 	res, err := openTokenReservation(cfg.Raft.DataDir)
@@ -100,8 +104,9 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
-	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()) }
-	obs = events{waits: s.waits, expiry: s.expiry, revokes: s.revokes, metrics: s.metrics, log: log}
+	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
+	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()); s.resetClaims(m) }
+	obs = events{waits: s.waits, expiry: s.expiry, claims: s.claims, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
@@ -185,6 +190,9 @@ func (s *Server) routes() http.Handler {
 	_, pipeline := fencedv1connect.NewLockServiceHandler(&lockService{s}, kvOpts...)
 	mux.Handle(fencedv1connect.LockServicePipelineProcedure, pipeline)
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
+	// Queue payloads are up to --queue-max-payload, plus the message's own fields.
+	queueOpts := []connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.Queue.withDefaults().MaxPayloadBytes + s.cfg.MaxMessageBytes), compress, authz}
+	mux.Handle(fencedv1connect.NewQueueServiceHandler(&queueService{s}, queueOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
