@@ -16,7 +16,7 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newRevokeCommand(), newLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand(), newCertsCommand(), newAuthCommand())
+	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newRevokeCommand(), newLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand(), newCertsCommand(), newAuthCommand(), newQueueCommand(), newWorkCommand())
 	usageArgs(root)
 	return root
 }
