@@ -400,7 +400,9 @@ func runItem(ctx context.Context, stderr io.Writer, cl *client.Claim, grace, nac
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
-	end := func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 10*time.Second) }
+	end := func() (context.Context, context.CancelFunc) {
+		return context.WithTimeout(context.Background(), 10*time.Second)
+	}
 	select {
 	case err := <-exited:
 		ectx, cancel := end()
