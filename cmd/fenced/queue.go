@@ -275,6 +275,9 @@ func newQueueStatsCommand() *cobra.Command {
 				shown(st.Queue), st.Available, st.Delayed, st.Claimed, st.Waiters, st.Dead, shown(st.Queue), fsm.DeadLetterSuffix, st.LastItem)
 			for _, it := range st.Items {
 				state := "available"
+				if !it.Claimed && it.AvailableAt.After(time.Now()) {
+					state = "delayed until " + it.AvailableAt.Format(time.RFC3339)
+				}
 				if it.Claimed {
 					state = fmt.Sprintf("claimed by session %d, token %d", it.Grant.Session, it.Grant.Token)
 				}
