@@ -180,3 +180,41 @@ func TestWork_LostClaimKillsCMD(t *testing.T) {
 		t.Fatalf("the second worker's ack: exit %d %s", code, errOut)
 	}
 }
+
+// A claim on a 3-node cluster, every call through followers: its token
+// writes the fenced kv key of its scope (jobs/1) while it lives; it
+// survives the leader's SIGKILL (the new leader restarts the claim's
+// visibility timeout, stamped with its own term); then the new leader
+// expires it, the item is claimed again with a higher token, and the old
+// token's ack and kv write are refused.
+func TestCluster_QueueClaimAcrossLeaderChange(t *testing.T) {
+	servers := proctest.StartCluster(t, 3)
+	leader, followers := leaderOf(t, servers)
+	via := []string{"--endpoints", followers[0].Addr + "," + followers[1].Addr}
+	if _, errOut, code := runFenced(t, append([]string{"queue", "push", "jobs", "payload"}, via...)...); code != 0 {
+		t.Fatal(errOut)
+	}
+	item, first, _ := claimJSON(t, followers[0].Addr+","+followers[1].Addr, "jobs", "--visibility", "4s")
+	if _, errOut, code := runFenced(t, append([]string{"kv", "put", "jobs/1", "by-first", "--token", first.String()}, via...)...); code != 0 {
+		t.Fatalf("kv put with the live claim's token: exit %d %s", code, errOut)
+	}
+	leader.Kill()
+	// The claim is still the item's right after the takeover.
+	eventually(t, "stats through a follower after the leader's death", 30*time.Second, func() bool {
+		out, _, code := runFenced(t, append([]string{"queue", "stats", "jobs", "--items", "1"}, via...)...)
+		return code == 0 && strings.Contains(out, "token "+first.String())
+	})
+	item2, second, _ := claimJSON(t, followers[0].Addr+","+followers[1].Addr, "jobs", "--visibility", "30s", "--wait", "30s")
+	if item2 != item || second <= first {
+		t.Fatalf("after expiry: item %d token %d, want item %d above token %d", item2, second, item, first)
+	}
+	if _, errOut, code := runFenced(t, append([]string{"queue", "ack", "jobs", "1", "--token", first.String()}, via...)...); code != 5 {
+		t.Fatalf("ack with the expired claim's token: exit %d %s, want 5", code, errOut)
+	}
+	if _, errOut, code := runFenced(t, append([]string{"kv", "put", "jobs/1", "late", "--token", first.String()}, via...)...); code != 7 && code != 5 {
+		t.Fatalf("kv put with the expired claim's token: exit %d %s, want refused", code, errOut)
+	}
+	if _, errOut, code := runFenced(t, append([]string{"queue", "ack", "jobs", "1", "--token", second.String()}, via...)...); code != 0 {
+		t.Fatalf("ack with the live claim: exit %d %s", code, errOut)
+	}
+}
