@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -271,8 +272,12 @@ func newQueueStatsCommand() *cobra.Command {
 			if f.json {
 				return json.NewEncoder(w).Encode(st)
 			}
-			fmt.Fprintf(w, "%s: %d available, %d delayed, %d claimed, %d waiting claims, %d dead-lettered (in %s%s), last item %d\n",
-				shown(st.Queue), st.Available, st.Delayed, st.Claimed, st.Waiters, st.Dead, shown(st.Queue), fsm.DeadLetterSuffix, st.LastItem)
+			dead := fmt.Sprintf(", %d dead-lettered (in %s%s)", st.Dead, shown(st.Queue), fsm.DeadLetterSuffix)
+			if strings.HasSuffix(st.Queue, fsm.DeadLetterSuffix) {
+				dead = " (a dead-letter queue)"
+			}
+			fmt.Fprintf(w, "%s: %d available, %d delayed, %d claimed, %d waiting claims%s, last item %d\n",
+				shown(st.Queue), st.Available, st.Delayed, st.Claimed, st.Waiters, dead, st.LastItem)
 			for _, it := range st.Items {
 				state := "available"
 				if !it.Claimed && it.AvailableAt.After(time.Now()) {
