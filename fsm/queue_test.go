@@ -3,6 +3,8 @@ package fsm_test
 import (
 	"bytes"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -195,5 +197,62 @@ func TestQueue_BadInputChangesNothing(t *testing.T) {
 		if !bytes.Equal(before, mustSnapshot(t, m)) {
 			t.Errorf("%s: the refused command changed the state", tc.name)
 		}
+	}
+}
+
+// queueGolden is a snapshot with every part of the queues' state: items
+// available, delayed, claimed (by a session), retried and dead-lettered,
+// a dedupe table, a waiting claim and the queues' time.
+var queueGolden = filepath.Join("testdata", "snapshot-queue-v1.bin")
+
+func queueGoldenState(t *testing.T) *fsm.Machine {
+	t.Helper()
+	m := fsm.New(nil)
+	m.Apply(&statev1.Command{Op: &statev1.Command_Init{Init: &statev1.Init{Issuer: "golden", TokenFloor: 40}}})
+	a, b := createSession(t, m), createSession(t, m)
+	push(m, 1000, &statev1.QueuePush{Queue: "orders", Payload: []byte("o1"), DedupeKey: "o1", MaxDeliveries: 1})
+	push(m, 1001, &statev1.QueuePush{Queue: "orders", Payload: []byte("o2"), DedupeKey: "o2", MaxDeliveries: 3})
+	push(m, 1002, &statev1.QueuePush{Queue: "orders", Payload: []byte("later"), DelayMs: 60000})
+	c := claimQ(m, 1003, a, 1, "orders", 5000, false)
+	expireClaim(m, 7000, c.Grant.Token, 0) // o1 dead-lettered
+	claimQ(m, 7001, a, 2, "orders", 5000, false)
+	claimQ(m, 7002, b, 1, "jobs", 1000, true) // waits
+	return m
+}
+
+// The queues' snapshot format is stable: the same commands snapshot to
+// the bytes in testdata, which restore and snapshot again unchanged.
+func TestQueue_GoldenSnapshot(t *testing.T) {
+	data := mustSnapshot(t, queueGoldenState(t))
+	if *update {
+		if err := os.WriteFile(queueGolden, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	golden, err := os.ReadFile(queueGolden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(data, golden) {
+		t.Errorf("the same commands now snapshot to other bytes than %s", queueGolden)
+	}
+	m := fsm.New(nil)
+	if err := m.Restore(golden); err != nil {
+		t.Fatalf("Restore(%s): %v", queueGolden, err)
+	}
+	if again := mustSnapshot(t, m); !bytes.Equal(again, golden) {
+		t.Fatal("a restored snapshot does not snapshot to the same bytes")
+	}
+	if st := m.Queue("orders"); st.Claimed != 1 || st.Delayed != 1 || st.LastItem != 3 || st.Clock != 7001 {
+		t.Fatalf("orders after restore: %+v", st)
+	}
+	if st := m.Queue("jobs"); st.Waiters != 1 {
+		t.Fatalf("jobs after restore: %+v", st)
+	}
+	if dead := m.QueueItems("orders.dead", 0, 10); len(dead) != 1 || dead[0].OriginItem != 1 {
+		t.Fatalf("orders.dead after restore: %+v", dead)
+	}
+	if res := push(m, 8000, &statev1.QueuePush{Queue: "orders", Payload: []byte("o2 again"), DedupeKey: "o2"}); !res.Queue.Duplicate || res.Queue.Item != 2 {
+		t.Fatalf("the restored dedupe table: %+v", res.Queue)
 	}
 }
