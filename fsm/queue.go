@@ -93,6 +93,9 @@ type queueTable struct {
 	byName map[string]*workQueue
 	claims map[fence.Token]claimRef
 	clock  int64
+	// items and bytes count every queue's items and payload bytes (not
+	// in the snapshot: restore counts them).
+	items, bytes uint64
 }
 
 var _ primitive = (*queueTable)(nil)
@@ -138,6 +141,29 @@ type QueueResult struct {
 	// Claim is set for a claim that was granted (Result.Granted).
 	Claim ClaimInfo
 }
+
+// Resources of a QueueLimitError.
+const (
+	QueueLimitItems = "items"
+	QueueLimitBytes = "bytes"
+)
+
+// QueueLimitError refuses a push that would take the queues past the
+// proposing leader's --queue-max-items or --queue-max-bytes. It matches
+// fence.ErrLimitExceeded with errors.Is.
+type QueueLimitError struct {
+	// Resource is QueueLimitItems or QueueLimitBytes.
+	Resource string
+	// Limit is the limit; Have is what the queues hold.
+	Limit, Have uint64
+}
+
+func (e *QueueLimitError) Error() string {
+	return fmt.Sprintf("%v: the work queues hold %d %s, at their limit of %d; ack or drain items first", fence.ErrLimitExceeded, e.Have, e.Resource, e.Limit)
+}
+
+// Unwrap makes errors.Is(err, fence.ErrLimitExceeded) hold.
+func (e *QueueLimitError) Unwrap() error { return fence.ErrLimitExceeded }
 
 // ClaimScope is the scope of a claim on item of queue: "queue/item".
 func ClaimScope(queue string, item uint64) string {
@@ -219,12 +245,18 @@ func (q *workQueue) firstAvailable(now int64) *queueItem {
 	return nil
 }
 
-func (q *workQueue) add(it *queueItem) {
+func (t *queueTable) add(q *workQueue, it *queueItem) {
 	q.items[it.id] = it
 	q.order = append(q.order, it.id) // ids only grow
+	t.items++
+	t.bytes += uint64(len(it.payload))
 }
 
-func (q *workQueue) remove(id uint64) {
+func (t *queueTable) remove(q *workQueue, id uint64) {
+	if it := q.items[id]; it != nil {
+		t.items--
+		t.bytes -= uint64(len(it.payload))
+	}
 	delete(q.items, id)
 	for i, v := range q.order {
 		if v == id {
@@ -261,6 +293,12 @@ func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
 			return Result{Queue: QueueResult{Item: id, Duplicate: true}}
 		}
 	}
+	if l := p.GetMaxItems(); l > 0 && t.items >= l {
+		return Result{Err: &QueueLimitError{Resource: QueueLimitItems, Limit: l, Have: t.items}}
+	}
+	if l := p.GetMaxBytes(); l > 0 && t.bytes+uint64(len(p.GetPayload())) > l {
+		return Result{Err: &QueueLimitError{Resource: QueueLimitBytes, Limit: l, Have: t.bytes}}
+	}
 	t.advance(now)
 	q := t.queue(name)
 	q.lastItem++
@@ -268,7 +306,7 @@ func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
 	if strings.HasSuffix(name, DeadLetterSuffix) {
 		maxDel = 0
 	}
-	q.add(&queueItem{id: q.lastItem, payload: p.GetPayload(), dedupeKey: key, enqueuedAt: t.clock, availableAt: t.clock + p.GetDelayMs(), maxDeliveries: maxDel})
+	t.add(q, &queueItem{id: q.lastItem, payload: p.GetPayload(), dedupeKey: key, enqueuedAt: t.clock, availableAt: t.clock + p.GetDelayMs(), maxDeliveries: maxDel})
 	if key != "" {
 		q.dedupe[key] = q.lastItem
 		q.dedupeOrder = append(q.dedupeOrder, key)
@@ -444,7 +482,7 @@ func (t *queueTable) ack(a *statev1.QueueAck, now int64) Result {
 	t.advance(now)
 	sid := it.claimSession
 	t.unclaim(q, it, Unlocked)
-	q.remove(it.id)
+	t.remove(q, it.id)
 	return Result{Session: sid, Queue: QueueResult{Item: it.id}}
 }
 
@@ -508,10 +546,10 @@ func (t *queueTable) unclaim(q *workQueue, it *queueItem, reason EndReason) {
 func (t *queueTable) giveBack(q *workQueue, it *queueItem, reason EndReason, delayMs int64) {
 	t.unclaim(q, it, reason)
 	if it.maxDeliveries > 0 && it.deliveries >= it.maxDeliveries {
-		q.remove(it.id)
+		t.remove(q, it.id)
 		dq := t.queue(q.name + DeadLetterSuffix)
 		dq.lastItem++
-		dq.add(&queueItem{id: dq.lastItem, payload: it.payload, enqueuedAt: t.clock, availableAt: t.clock, originItem: it.id})
+		t.add(dq, &queueItem{id: dq.lastItem, payload: it.payload, enqueuedAt: t.clock, availableAt: t.clock, originItem: it.id})
 		t.wake(dq)
 	} else {
 		it.availableAt = t.clock + delayMs
@@ -637,7 +675,7 @@ func (t *queueTable) restore(st *statev1.State) error {
 			if n := len(q.order); n > 0 && it.id <= q.order[n-1] {
 				return fmt.Errorf("queue %q lists item %d after item %d", q.name, it.id, q.order[n-1])
 			}
-			q.add(it)
+			t.add(q, it)
 			if it.claimToken != 0 {
 				s := t.m.sessions[it.claimSession]
 				if s == nil {
@@ -757,6 +795,16 @@ func (t *queueTable) check() error {
 				return broken("session %d waits to claim from %q with visibility %dms", w.session, name, q.waitVis[w.session])
 			}
 		}
+	}
+	var items, bytes uint64
+	for _, q := range t.byName {
+		for _, it := range q.items {
+			items++
+			bytes += uint64(len(it.payload))
+		}
+	}
+	if items != t.items || bytes != t.bytes {
+		return broken("the queues count %d items of %d bytes but hold %d of %d", t.items, t.bytes, items, bytes)
 	}
 	if claimed != len(t.claims) {
 		return broken("%d items are claimed but %d claims are indexed", claimed, len(t.claims))
@@ -908,10 +956,7 @@ func (m *Machine) QueueDue(now int64) bool {
 }
 
 // QueueItemCount returns the number of items in every queue.
-func (m *Machine) QueueItemCount() int {
-	n := 0
-	for _, q := range m.queues.byName {
-		n += len(q.items)
-	}
-	return n
-}
+func (m *Machine) QueueItemCount() int { return int(m.queues.items) }
+
+// QueueBytes returns the payload bytes of every queue's items.
+func (m *Machine) QueueBytes() int { return int(m.queues.bytes) }

@@ -119,7 +119,8 @@ func (r *queueRun) draw() *statev1.Command {
 			c.Op = &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: sid, Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 		}
 	case 2, 3:
-		p := &statev1.QueuePush{Queue: name, Payload: []byte(fmt.Sprint(r.now)), MaxDeliveries: r.maxDel, DedupeWindow: 3, MaxPayloadBytes: 16}
+		p := &statev1.QueuePush{Queue: name, Payload: []byte(fmt.Sprint(r.now)), MaxDeliveries: r.maxDel, DedupeWindow: 3, MaxPayloadBytes: 16,
+			MaxItems: rapid.SampledFrom([]uint64{0, 6}).Draw(t, "maxitems")}
 		if rapid.IntRange(0, 3).Draw(t, "dedupe") == 0 {
 			p.DedupeKey = rapid.SampledFrom([]string{"k1", "k2", "k3", "k4"}).Draw(t, "key")
 		}

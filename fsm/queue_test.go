@@ -185,6 +185,8 @@ func TestQueue_BadInputChangesNothing(t *testing.T) {
 		{"item 0", &statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Token: uint64(c.Grant.Token)}}}, "item is 0"},
 		{"token 0", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1}}}, "token"},
 		{"wrong token", &statev1.Command{Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: "q", Item: 1, Token: uint64(c.Grant.Token) + 1}}}, "stale"},
+		{"queues at their item limit", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", MaxItems: 1}}}, "at their limit of 1"},
+		{"queues at their byte limit", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "other", Payload: []byte("ab"), MaxBytes: 2}}}, "bytes, at their limit of 2"},
 		{"nack delay too long", &statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Item: 1, Token: uint64(c.Grant.Token), DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
 	}
 	for _, tc := range cases {

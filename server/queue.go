@@ -32,6 +32,12 @@ type QueueConfig struct {
 	// is forgotten first): a retried push de-duplicates only while its key
 	// is among them. Default 10000; at most 1048576.
 	DedupeKeys int
+	// MaxItems and MaxBytes bound every queue together: items (dead-letter
+	// queues included) and the bytes of their payloads. A push past either
+	// is refused with fence.ErrLimitExceeded. Default 100000 items and
+	// 256 MiB.
+	MaxItems int
+	MaxBytes int64
 }
 
 // Defaults of QueueConfig.
@@ -39,6 +45,8 @@ const (
 	DefaultQueueMaxPayloadBytes = 256 << 10
 	DefaultQueueMaxDeliveries   = 5
 	DefaultQueueDedupeKeys      = 10000
+	DefaultQueueMaxItems        = 100000
+	DefaultQueueMaxBytes        = 256 << 20
 	maxQueueDeliveries          = 1000
 	maxQueueStatsItems          = 1000
 )
@@ -52,6 +60,12 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	}
 	if c.DedupeKeys == 0 {
 		c.DedupeKeys = DefaultQueueDedupeKeys
+	}
+	if c.MaxItems == 0 {
+		c.MaxItems = DefaultQueueMaxItems
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultQueueMaxBytes
 	}
 	return c
 }
@@ -67,6 +81,12 @@ func (c QueueConfig) validate() []error {
 	}
 	if c.DedupeKeys < 1 || c.DedupeKeys > fsm.MaxDedupeWindow {
 		errs = append(errs, fmt.Errorf("queue dedupe keys %d is out of range; want 1 to %d", c.DedupeKeys, fsm.MaxDedupeWindow))
+	}
+	if c.MaxItems < 1 {
+		errs = append(errs, fmt.Errorf("queue max items %d must be at least 1", c.MaxItems))
+	}
+	if c.MaxBytes < 1 {
+		errs = append(errs, fmt.Errorf("queue max bytes %d must be at least 1", c.MaxBytes))
 	}
 	return errs
 }
@@ -138,8 +158,13 @@ func (h *queueService) Push(ctx context.Context, req *connect.Request[fencedv1.Q
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{
 		Queue: m.Queue, Payload: m.Payload, DedupeKey: m.DedupeKey, DelayMs: m.DelayMs, MaxDeliveries: maxDel,
-		DedupeWindow: uint32(cfg.DedupeKeys), MaxPayloadBytes: uint32(cfg.MaxPayloadBytes),
+		DedupeWindow: uint32(cfg.DedupeKeys), MaxPayloadBytes: uint32(cfg.MaxPayloadBytes), MaxItems: uint64(cfg.MaxItems), MaxBytes: uint64(cfg.MaxBytes),
 	}}})
+	var le *fsm.QueueLimitError
+	if errors.As(err, &le) {
+		h.s.limitMetrics.rejections.WithLabelValues("queue_" + le.Resource).Inc()
+		err = fmt.Errorf("%w (set by fenced serve --queue-max-%s)", err, le.Resource)
+	}
 	outcome := "ok"
 	if res.Queue.Duplicate {
 		outcome = "duplicate"

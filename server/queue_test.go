@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -91,7 +92,7 @@ func TestQueue_Authorization(t *testing.T) {
 // ResourceExhausted for a payload above --queue-max-payload) and changes
 // nothing.
 func TestQueue_BadInput(t *testing.T) {
-	srv := testserver.Start(t, func(c *server.Config) { c.Queue.MaxPayloadBytes = 100 })
+	srv := testserver.Start(t, func(c *server.Config) { c.Queue.MaxPayloadBytes, c.Queue.MaxItems = 100, 1 })
 	a := asIdentity(srv.Addr(), "")
 	q := fencedv1connect.NewQueueServiceClient(a.hc, a.base)
 	ctx := context.Background()
@@ -114,6 +115,13 @@ func TestQueue_BadInput(t *testing.T) {
 	}{
 		{"payload above the limit", func() error {
 			_, err := q.Push(ctx, connect.NewRequest(&fencedv1.QueuePushRequest{Queue: "q", Payload: make([]byte, 101)}))
+			return err
+		}, connect.CodeResourceExhausted},
+		{"queues at --queue-max-items", func() error {
+			_, err := q.Push(ctx, connect.NewRequest(&fencedv1.QueuePushRequest{Queue: "q", Payload: []byte("second")}))
+			if err != nil && !strings.Contains(err.Error(), "--queue-max-items") {
+				t.Errorf("the refusal does not name its flag: %v", err)
+			}
 			return err
 		}, connect.CodeResourceExhausted},
 		{"malformed queue name", func() error {

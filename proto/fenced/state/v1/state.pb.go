@@ -2069,8 +2069,12 @@ type QueuePush struct {
 	DedupeWindow uint32 `protobuf:"varint,6,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
 	// max_payload_bytes is the leader's payload limit.
 	MaxPayloadBytes uint32 `protobuf:"varint,7,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// max_items and max_bytes bound every queue together (items, and bytes
+	// of their payloads, dead-letter queues included); 0 is no limit.
+	MaxItems      uint64 `protobuf:"varint,8,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
+	MaxBytes      uint64 `protobuf:"varint,9,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueuePush) Reset() {
@@ -2148,6 +2152,20 @@ func (x *QueuePush) GetDedupeWindow() uint32 {
 func (x *QueuePush) GetMaxPayloadBytes() uint32 {
 	if x != nil {
 		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxItems() uint64 {
+	if x != nil {
+		return x.MaxItems
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
 	}
 	return 0
 }
@@ -3102,7 +3120,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\awaiters\x18\x05 \x03(\v2\x17.fenced.state.v1.WaiterR\awaiters\"4\n" +
 	"\x06Waiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
-	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xed\x01\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\"\xa7\x02\n" +
 	"\tQueuePush\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
@@ -3111,7 +3129,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\x12%\n" +
 	"\x0emax_deliveries\x18\x05 \x01(\rR\rmaxDeliveries\x12#\n" +
 	"\rdedupe_window\x18\x06 \x01(\rR\fdedupeWindow\x12*\n" +
-	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\"\xd6\x01\n" +
+	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\x12\x1b\n" +
+	"\tmax_items\x18\b \x01(\x04R\bmaxItems\x12\x1b\n" +
+	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\xd6\x01\n" +
 	"\n" +
 	"QueueClaim\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
