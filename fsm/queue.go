@@ -426,7 +426,10 @@ func (t *queueTable) started(tok fence.Token, visMs int64) {
 }
 
 // wake hands available items to q's waiters, oldest item to the first
-// waiter, while both last.
+// waiter, while both last. It does what Machine.promote does for a lock,
+// but a waiter waits on the queue's name and holds the claim's scope
+// ("queue/item": a session may hold several claims of one queue), so the
+// two bindings differ.
 func (t *queueTable) wake(q *workQueue) {
 	m := t.m
 	for q.waiters.len() > 0 && !m.tokens.exhausted() {
