@@ -29,21 +29,23 @@ const shutdownGrace = 2 * time.Second
 
 // Server is a running fenced server: one Raft node and its API.
 type Server struct {
-	cfg    Config
-	log    *slog.Logger
-	clock  fence.Clock
-	faults *faultState // test faults; none in a production build
-	sm     *stateMachine
-	node   *raftstore.Node
-	expiry *sessionExpiry
+	cfg     Config
+	log     *slog.Logger
+	clock   fence.Clock
+	faults  *faultState // test faults; none in a production build
+	sm      *stateMachine
+	node    *raftstore.Node
+	expiry  *sessionExpiry
+	revokes *revokePush
+	waits   *waits
+	metrics *metrics
+	ln      net.Listener
+	http    *http.Server
+
 	// claims are the work queue's claim deadlines (queue.go).
 	claims       *sessionExpiry
 	queueMetrics *queueMetrics
-	revokes      *revokePush
-	waits        *waits
-	metrics      *metrics
-	ln           net.Listener
-	http         *http.Server
+
 	// reservation is this node's recorded token reservation.
 	reservation *tokenReservation
 	// failure is why the server stopped on its own (see Err).
