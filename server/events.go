@@ -16,6 +16,7 @@ type events struct {
 	waits   *waits
 	expiry  *sessionExpiry
 	claims  *sessionExpiry // claim deadlines by token (queue.go)
+	queue   *queueMetrics
 	revokes *revokePush
 	metrics *metrics
 	log     *slog.Logger
@@ -36,6 +37,9 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
 	if k == fence.KindClaim {
 		e.claims.end(uint64(token))
+		if reason == fsm.Expired {
+			e.queue.expiries.Inc()
+		}
 	}
 	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
 	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})

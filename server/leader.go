@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"crypto/rand"
 	"encoding/hex"
@@ -150,7 +151,20 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 				}
 			}()
 		}
-		s.expireClaims(ctx, term, sem, &inflight)
+		for _, cmd := range s.queueDue(term) {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			inflight.Add(1)
+			go func() {
+				defer func() { <-sem; inflight.Done() }()
+				if _, err := s.propose(ctx, cmd); err != nil && ctx.Err() == nil {
+					s.log.Warn("queue expiry", "command", fmt.Sprintf("%T", cmd.GetOp()), "err", err)
+				}
+			}()
+		}
 	}
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"connectrpc.com/connect"
@@ -103,7 +102,7 @@ func newQueueMetrics(reg *prometheus.Registry, sm *stateMachine) *queueMetrics {
 			Name: "fenced_queue_requests_total", Help: "Work-queue requests this node answered, by op (push, claim, ack, nack, extend) and outcome (ok, duplicate, empty, stale, error).",
 		}, []string{"op", "outcome"}),
 		expiries: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fenced_queue_claim_expiries_total", Help: "Claims this node, as leader, expired after their visibility timeout ran out without an extend.",
+			Name: "fenced_queue_claim_expiries_total", Help: "Claims ended by expiry (their visibility timeout, or their session's TTL, ran out), on this node's state machine.",
 		}),
 	}
 	gauge := func(name, help string, f func(*fsm.Machine) int) prometheus.Collector {
@@ -355,36 +354,19 @@ func (e *events) ClaimStarted(tok fence.Token, visibility time.Duration) {
 	e.claims.start(uint64(tok), visibility)
 }
 
-// expireClaims proposes, stamped with term, the expiry of every claim
-// whose visibility timeout ran out, and a QueueTick when an item whose
-// delay ended waits for a waiting claim. The expire loop calls it on
-// every tick.
-func (s *Server) expireClaims(ctx context.Context, term uint64, sem chan struct{}, inflight *sync.WaitGroup) {
+// queueDue returns what the leader proposes for the queues on each tick
+// of its expire loop: the expiry, stamped with term, of every claim whose
+// visibility timeout ran out, and a QueueTick when an item whose delay
+// ended waits for a waiting claim.
+func (s *Server) queueDue(term uint64) []*statev1.Command {
 	var due bool
 	s.sm.read(func(m *fsm.Machine) { due = m.QueueDue(time.Now().UnixMilli()) })
-	cmds := make([]*statev1.Command, 0, 1)
+	var cmds []*statev1.Command
 	if due {
 		cmds = append(cmds, &statev1.Command{Op: &statev1.Command_QueueTick{QueueTick: &statev1.QueueTick{}}})
 	}
 	for _, tok := range s.claims.due() {
 		cmds = append(cmds, &statev1.Command{Op: &statev1.Command_ExpireClaim{ExpireClaim: &statev1.ExpireClaim{Token: tok, Term: term}}})
 	}
-	for _, cmd := range cmds {
-		select {
-		case sem <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		inflight.Add(1)
-		go func() {
-			defer func() { <-sem; inflight.Done() }()
-			res, err := s.propose(ctx, cmd)
-			if err != nil && ctx.Err() == nil {
-				s.log.Warn("queue expiry", "command", fmt.Sprintf("%T", cmd.GetOp()), "err", err)
-			}
-			if err == nil && cmd.GetExpireClaim() != nil && !res.Ignored {
-				s.queueMetrics.expiries.Inc()
-			}
-		}()
-	}
+	return cmds
 }

@@ -3,6 +3,8 @@ package server_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,5 +166,16 @@ func TestQueue_BadInput(t *testing.T) {
 	}
 	if after := stats(); after != before {
 		t.Fatalf("bad input changed the queue:\nbefore %s\nafter  %s", before, after)
+	}
+	resp, err := http.Get("http://" + srv.Addr() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, want := range []string{`fenced_queue_requests_total{op="push",outcome="ok"} 1`, `fenced_queue_requests_total{op="claim",outcome="error"} 3`, "fenced_queue_items 1", `fenced_limit_rejections_total{limit="queue_items"} 1`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 }

@@ -108,7 +108,7 @@ func Start(cfg Config) (*Server, error) {
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
 	s.sm.afterRestore = func(m *fsm.Machine) { s.expiry.reset(m.Sessions()); s.resetClaims(m) }
-	obs = events{waits: s.waits, expiry: s.expiry, claims: s.claims, revokes: s.revokes, metrics: s.metrics, log: log}
+	obs = events{waits: s.waits, expiry: s.expiry, claims: s.claims, queue: s.queueMetrics, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
