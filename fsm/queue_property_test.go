@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"testing"
+	"time"
 
 	"pgregory.net/rapid"
 
@@ -169,7 +170,8 @@ func (r *queueRun) draw() *statev1.Command {
 // an item is dead-lettered after exactly max_deliveries deliveries and not
 // before; a refused command changes nothing; the queues' time never goes
 // backwards; and snapshot -> restore -> replay of the rest gives the same
-// state as applying everything.
+// state as applying everything; and, draining the queues at the end, that
+// every item enqueued was acked or dead-lettered (none lost).
 func TestQueue_Properties(t *testing.T) {
 	var stats struct{ applied, refused, claims, acks, dead int }
 	defer func() {
@@ -186,6 +188,7 @@ func TestQueue_Properties(t *testing.T) {
 		var snap []byte
 		var rest []*statev1.Command
 		var clock int64
+		var pushed []string // every item enqueued (not a duplicate)
 		for i := 0; i < n; i++ {
 			if i == cut {
 				snap = mustSnapshot(t, m)
@@ -247,6 +250,9 @@ func TestQueue_Properties(t *testing.T) {
 			}
 			r.checkDeliveries()
 			r.log = append(r.log, cmd)
+			if cmd.GetQueuePush() != nil && res.Err == nil && !res.Queue.Duplicate {
+				pushed = append(pushed, fsm.ClaimScope(cmd.GetQueuePush().GetQueue(), res.Queue.Item))
+			}
 		}
 		for _, name := range queueNames {
 			stats.dead += len(m.QueueItems(name+fsm.DeadLetterSuffix, 0, 1<<20))
@@ -273,7 +279,54 @@ func TestQueue_Properties(t *testing.T) {
 		if got := mustSnapshot(t, replayed); !bytes.Equal(got, want) {
 			t.Fatalf("replaying the whole log gave a different state")
 		}
+		r.drain(pushed)
 	})
+}
+
+// drain ends every claim by expiry, then claims every item until none is
+// left, acking or nacking each at random, and checks that every item ever
+// enqueued was acked or dead-lettered: none is lost.
+func (r *queueRun) drain(pushed []string) {
+	t, m := r.t, r.m
+	r.now += (13 * time.Hour).Milliseconds() // past every delay and visibility
+	for _, cl := range m.Claims() {
+		m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_ExpireClaim{ExpireClaim: &statev1.ExpireClaim{Token: uint64(cl.Token), Term: m.LeaderTerm()}}})
+	}
+	sid := m.Apply(&statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}}).Session
+	for seq, progress := uint64(1), true; progress; {
+		progress = false
+		for _, name := range queueNames {
+			res := m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: sid, Seq: seq, Queue: name, VisibilityMs: 1000}}})
+			seq++
+			if !res.Granted {
+				continue
+			}
+			progress = true
+			ci := res.Queue.Claim
+			if rapid.Bool().Draw(t, "drainack") {
+				if res := m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: name, Item: ci.Item, Token: uint64(ci.Grant.Token)}}}); res.Err != nil {
+					t.Fatalf("drain: ack %s: %v", fsm.ClaimScope(name, ci.Item), res.Err)
+				}
+				r.c.acked[fsm.ClaimScope(name, ci.Item)] = true
+			} else if res := m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: name, Item: ci.Item, Token: uint64(ci.Grant.Token)}}}); res.Err != nil {
+				t.Fatalf("drain: nack %s: %v", fsm.ClaimScope(name, ci.Item), res.Err)
+			}
+		}
+	}
+	dead := map[string]bool{}
+	for _, name := range queueNames {
+		if st := m.Queue(name); st.Available+st.Delayed+st.Claimed != 0 {
+			t.Fatalf("drain left items in %s: %+v", name, st)
+		}
+		for _, it := range m.QueueItems(name+fsm.DeadLetterSuffix, 0, 1<<20) {
+			dead[fsm.ClaimScope(name, it.OriginItem)] = true
+		}
+	}
+	for _, scope := range pushed {
+		if !r.c.acked[scope] && !dead[scope] {
+			t.Fatalf("item %s was enqueued but neither acked nor dead-lettered: lost", scope)
+		}
+	}
 }
 
 func containsToken(list []fence.Token, tok fence.Token) bool {
