@@ -220,7 +220,11 @@ type Claim struct {
 }
 
 // Context is cancelled when the claim is lost (cause ErrClaimLost, or the
-// session's error) or ended by Ack or Nack.
+// session's error) or ended by Ack or Nack. It is advice, measured on this
+// process's clock from when each reply arrived, so it may be cancelled
+// later than the server ended the claim (by a reply's transit time, or
+// never in time for a paused process): the claim token checked at the
+// resource is what rejects a late write.
 func (c *Claim) Context() context.Context { return c.ctx }
 
 // Done is Context().Done().
