@@ -43,14 +43,18 @@ func TestQueue_WaitingClaimPushedAndKeptAlive(t *testing.T) {
 	}
 	got := make(chan *client.Claim, 1)
 	go func() {
-		cl, err := q.Claim(ctx, a, 300*time.Millisecond)
+		cl, err := q.Claim(ctx, a, time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		got <- cl
 	}()
 	// The claim waits on the server before the push (no polling).
+	deadline := time.Now().Add(30 * time.Second)
 	for st, _ := q.Stats(ctx, 0, 0); st.Waiters != 1; st, _ = q.Stats(ctx, 0, 0) {
+		if time.Now().After(deadline) {
+			t.Fatal("the claim does not wait on the server")
+		}
 		time.Sleep(10 * time.Millisecond)
 	}
 	item, dup, err := q.Push(ctx, []byte("job-1"))
@@ -63,7 +67,7 @@ func TestQueue_WaitingClaimPushedAndKeptAlive(t *testing.T) {
 	}
 	// Three visibility timeouts later the claim is still live: nobody
 	// else can claim the item.
-	time.Sleep(900 * time.Millisecond)
+	time.Sleep(3 * time.Second)
 	if cl.Context().Err() != nil {
 		t.Fatalf("claim lost while kept alive: %v", context.Cause(cl.Context()))
 	}
