@@ -82,6 +82,7 @@ type endpoint struct {
 	semaphores fencedv1connect.SemaphoreServiceClient
 	// elections serves Election and the observers.
 	elections fencedv1connect.ElectionServiceClient
+	queues    fencedv1connect.QueueServiceClient
 }
 
 // An Option configures a Client.
@@ -181,6 +182,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
 			elections:  fencedv1connect.NewElectionServiceClient(c.httpClient, base),
 			rwlocks:    fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
+			queues:     fencedv1connect.NewQueueServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

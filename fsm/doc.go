@@ -1,6 +1,7 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks, counting semaphores (semaphore.go) and leader elections
-// (election.go) with FIFO wait queues, the fenced kv, the one token counter
+// exclusive locks, counting semaphores (semaphore.go), leader elections
+// (election.go), read/write locks (rwlock.go) with FIFO wait queues, work
+// queues with fenced claims (queue.go), the fenced kv, the one token counter
 // of the cluster and the tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no

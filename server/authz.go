@@ -86,6 +86,18 @@ func needOf(msg any) need {
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.RWDescribeRequest:
 		return need{perm: permRead, name: m.Name}
+	case *fencedv1.QueuePushRequest:
+		return need{perm: permEnqueue, name: m.Queue}
+	case *fencedv1.QueueClaimRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueAckRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueNackRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueExtendRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueStatsRequest:
+		return need{perm: permRead, name: m.Queue}
 	case *fencedv1.RevokeRequest:
 		return need{perm: permAdmin, name: m.Name}
 	case *fencedv1.ClusterStatusRequest:

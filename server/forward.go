@@ -48,6 +48,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.ElectionServiceObserveProcedure: true,
 	fencedv1connect.RWLockServiceVerifyProcedure:    true,
 	fencedv1connect.RWLockServiceDescribeProcedure:  true,
+	fencedv1connect.QueueServiceStatsProcedure:      true,
 }
 
 func isRead(r *http.Request) bool {

@@ -21,6 +21,12 @@
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
 //	fenced kv del KEY --token T           delete a key under a token
+//	fenced queue push QUEUE [PAYLOAD]      enqueue an item (payload from stdin when omitted)
+//	fenced queue claim QUEUE              claim the oldest available item, print it and its claim token
+//	fenced queue ack QUEUE ITEM --token T   report a claimed item done
+//	fenced queue nack QUEUE ITEM --token T  give a claimed item back to the queue
+//	fenced queue stats QUEUE              a queue's counts (--items N lists items)
+//	fenced work QUEUE -- CMD ARGS...      run CMD per claimed item: ack on exit 0, nack otherwise
 //	fenced cluster status                 members, roles, leader, term, per-node lag
 //	fenced cluster add ID PEER-ADDR       add a voter
 //	fenced cluster remove ID              remove a member
@@ -43,7 +49,8 @@
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
 // rwlock read|write, fenced elect); fenced kv also 3 key not found, 5 stale
 // token, 6 version mismatch, 7 scope mismatch (the token is not a live
-// grant's for the key: docs/scopes.md).
+// grant's for the key: docs/scopes.md); fenced queue claim 3 no item in
+// time, ack and nack 5 stale claim token (docs/queue.md).
 package main
 
 import (

@@ -37,6 +37,8 @@ func newRootCommand() *cobra.Command {
 		newRWLockCommand(),
 		newSnapshotCommand(),
 		newVersionCommand(),
+		newQueueCommand(),
+		newWorkCommand(),
 	)
 	usageArgs(root)
 	return root
