@@ -116,8 +116,12 @@ func (s *suite) open(t *testing.T) grantor {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g := s.Open(t, p.Addr())
+	// Cleanups run last-in first-out: the proxy closes (resetting its
+	// connections) before the grantor does, so a paused grantor's Close
+	// fails fast instead of waiting on a blackhole.
 	t.Cleanup(func() { p.Close() })
-	return grantor{Grantor: s.Open(t, p.Addr()), proxy: p}
+	return grantor{Grantor: g, proxy: p}
 }
 
 var nameSeq struct {
