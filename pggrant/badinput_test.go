@@ -174,4 +174,3 @@ func pgxPool(t *testing.T) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
-
