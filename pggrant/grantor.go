@@ -148,12 +148,16 @@ func (g *Grantor) Close() error {
 	return nil
 }
 
-// MaxToken returns the highest fencing token the table has issued for
-// any name (0 if none): start the fenced server with --token-floor at
+// MaxTokenSQL is the query MaxToken runs, for reading the floor with psql.
+const MaxTokenSQL = `SELECT greatest((SELECT coalesce(max(fencing_token), 0) FROM fence_lock_grants),
+	(SELECT coalesce(max(claim_token), 0) FROM fence_work_claims))`
+
+// MaxToken returns the highest token the database has issued, of any
+// lock or claim (0 if none): start the fenced server with --token-floor at
 // least this to move the names to it with tokens that keep rising.
 func (g *Grantor) MaxToken(ctx context.Context) (fence.Token, error) {
 	var t int64
-	if err := g.pool.QueryRow(ctx, `SELECT coalesce(max(fencing_token), 0) FROM fence_lock_grants`).Scan(&t); err != nil {
+	if err := g.pool.QueryRow(ctx, MaxTokenSQL).Scan(&t); err != nil {
 		return 0, fmt.Errorf("pggrant: read the highest token: %w", err)
 	}
 	return fence.Token(t), nil
