@@ -42,6 +42,7 @@ type Grantor struct {
 	issuer  string
 	recheck time.Duration
 	lis     *listener
+	turns   turns
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -164,27 +165,39 @@ func (g *Grantor) MaxToken(ctx context.Context) (fence.Token, error) {
 }
 
 // grantSQL grants name to holder for $3 milliseconds if it is free or its
-// grant expired, raising the row's counter, in one statement on the
-// database's clock; or returns how long the current grant has left.
+// grant expired, raising the row's counter (or creating the row with
+// token 1), in one statement on the database's clock; or returns how long
+// the current grant has left. The UPDATE locks the row only when it takes
+// it, and an INSERT that conflicts does nothing: a try that finds the
+// name held writes nothing (no row lock, no WAL flush), so waiters woken
+// together do not queue on each other's commits.
 const grantSQL = `
-WITH g AS (
-	INSERT INTO fence_lock_grants AS l (name, holder, fencing_token, granted_at, expires_at)
-	VALUES ($1, $2, 1, now(), now() + $3 * interval '1 millisecond')
-	ON CONFLICT (name) DO UPDATE
-		SET holder = EXCLUDED.holder, fencing_token = l.fencing_token + 1,
-		    granted_at = now(), expires_at = EXCLUDED.expires_at
-		WHERE l.holder IS NULL OR l.expires_at <= now()
+WITH u AS (
+	UPDATE fence_lock_grants
+	SET holder = $2, fencing_token = fencing_token + 1, granted_at = now(),
+	    expires_at = now() + $3 * interval '1 millisecond'
+	WHERE name = $1 AND (holder IS NULL OR expires_at <= now())
+	RETURNING fencing_token, granted_at
+), i AS (
+	INSERT INTO fence_lock_grants (name, holder, fencing_token, granted_at, expires_at)
+	SELECT $1, $2, 1, now(), now() + $3 * interval '1 millisecond'
+	WHERE NOT EXISTS (SELECT 1 FROM u)
+	ON CONFLICT (name) DO NOTHING
 	RETURNING fencing_token, granted_at
 )
-SELECT fencing_token, granted_at, NULL::float8 FROM g
+SELECT fencing_token, granted_at, NULL::float8 FROM u
+UNION ALL
+SELECT fencing_token, granted_at, NULL::float8 FROM i
 UNION ALL
 SELECT NULL, NULL, extract(epoch FROM l.expires_at - now()) * 1000
-	FROM fence_lock_grants l WHERE l.name = $1 AND NOT EXISTS (SELECT 1 FROM g)`
+	FROM fence_lock_grants l
+	WHERE l.name = $1 AND NOT EXISTS (SELECT 1 FROM u) AND NOT EXISTS (SELECT 1 FROM i)`
 
 // Acquire implements fence.Grantor. A waiter (fence.Wait) tries, then
 // sleeps until a release is notified, the current grant's expires_at
-// comes, or the re-check interval passes, and tries again; waiters are
-// not served in arrival order.
+// comes, or the re-check interval passes, and tries again. The waiters of
+// one Grantor take turns in arrival order (only the first of them tries);
+// waiters of different Grantors are not ordered.
 func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.AcquireOption) (fence.Held, error) {
 	o, err := fence.AcquireOptionsOf(opts...)
 	if err == nil {
@@ -203,6 +216,15 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 			err = fmt.Errorf("pggrant: acquire %q: %w: another holder has it", name, fence.ErrNotGranted)
 		}
 		return h, err
+	}
+	turn, leave := g.turns.join(name)
+	defer leave()
+	select {
+	case <-turn:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
+	case <-g.ctx.Done():
+		return nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
 	}
 	wake, stop := g.lis.watch(name)
 	defer stop()
