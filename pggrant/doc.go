@@ -31,14 +31,18 @@
 // (a grant that runs out sends no notification), or until the fallback
 // re-check interval passes (WithRecheck, default DefaultRecheck, 10s), and
 // tries again. The re-check only bounds a wait whose notification was lost
-// (the listening connection was down); it is not a poll loop. Waiters are
-// not served in arrival order (the server queues them FIFO).
+// (the listening connection was down); it is not a poll loop. The
+// waiters of one Grantor take turns in arrival order, and only the first
+// of them queries; waiters of different Grantors race (the server queues
+// every waiter FIFO). A try that finds the name held takes no row lock
+// and writes nothing.
 //
 // # What PostgreSQL can and cannot promise
 //
 // Tokens of one name rise strictly as long as the row's committed history
 // does: across releases, expiry, a restart and crash recovery of the
-// database (with fsync on, as in any production setup). They can go back
+// database (with fsync and synchronous_commit on, the defaults: a
+// commit a crash can lose can hand a token out twice). They can go back
 // if the history goes back: a restore from a backup older than the last
 // grant, a failover to an asynchronous replica that had not received the
 // last grant, or a row deleted by hand. After such an event, raise every
