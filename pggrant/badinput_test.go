@@ -174,3 +174,56 @@ func pgxPool(t *testing.T) *pgxpool.Pool {
 	t.Cleanup(pool.Close)
 	return pool
 }
+
+// A name whose counter reached fence.MaxToken is refused with
+// ErrTokenOverflow, and the row is unchanged.
+func TestAcquire_TokenOverflow(t *testing.T) {
+	ctx := testCtx(t)
+	pool := pgxPool(t)
+	name := fmt.Sprintf("overflow-%d", time.Now().UnixNano())
+	if _, err := pool.Exec(ctx, `INSERT INTO fence_lock_grants VALUES ($1, NULL, $2, now(), now())`, name, int64(fence.MaxToken)); err != nil {
+		t.Fatal(err)
+	}
+	g := open(t, pgAddr())
+	if _, err := g.Acquire(ctx, name); !errors.Is(err, fence.ErrTokenOverflow) {
+		t.Fatalf("Acquire at MaxToken = %v; want fence.ErrTokenOverflow", err)
+	}
+	var tok int64
+	var holder *string
+	if err := pool.QueryRow(ctx, `SELECT fencing_token, holder FROM fence_lock_grants WHERE name = $1`, name).Scan(&tok, &holder); err != nil || tok != int64(fence.MaxToken) || holder != nil {
+		t.Fatalf("row after the refused acquire: token %d holder %v, %v", tok, holder, err)
+	}
+}
+
+// Close releases the Grantor's grants: another process gets them at once,
+// with a higher token, and the closed grants' Done is closed.
+func TestGrantor_CloseReleases(t *testing.T) {
+	ctx := testCtx(t)
+	g1, err := pggrant.Open(ctx, pg.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := fmt.Sprintf("close-%d", time.Now().UnixNano())
+	h, err := g1.Acquire(ctx, name, fence.WithTTL(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g1.Close()
+	select {
+	case <-h.Done():
+	default:
+		t.Fatal("Done open after the Grantor's Close")
+	}
+	g2 := open(t, pgAddr())
+	h2, err := g2.Acquire(ctx, name) // no wait: Close released it
+	if err != nil {
+		t.Fatalf("acquire after the holder's Close: %v", err)
+	}
+	if h2.Grant().Token <= h.Grant().Token {
+		t.Fatalf("token %d after %d", h2.Grant().Token, h.Grant().Token)
+	}
+	if _, err := g1.Acquire(ctx, name); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Fatalf("Acquire on a closed Grantor = %v; want an error saying closed", err)
+	}
+	h2.Release(ctx)
+}

@@ -199,3 +199,27 @@ func TestQueue_ClaimWokenByEnqueue(t *testing.T) {
 	}
 	r.c.Ack(ctx)
 }
+
+// An item whose claims all expire becomes a dead letter after
+// MaxDeliveries deliveries, like one nacked that often.
+func TestQueue_DeadLetterByExpiry(t *testing.T) {
+	ctx := testCtx(t)
+	g := open(t, pgAddr())
+	q := newQueue(t, g, pggrant.WithMaxDeliveries(2))
+	if _, err := q.Enqueue(ctx, "slow", nil); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		c, err := q.Claim(ctx, fence.WithTTL(100*time.Millisecond), fence.Wait())
+		if err != nil || c.Deliveries() != i+1 {
+			t.Fatalf("delivery %d: %v", i+1, err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond) // past the second claim's 100ms TTL
+	if _, err := q.Claim(ctx); !errors.Is(err, fence.ErrNotGranted) {
+		t.Fatalf("claim after the last delivery expired = %v; want ErrNotGranted", err)
+	}
+	if dead, err := q.DeadLetters(ctx); err != nil || len(dead) != 1 || dead[0] != "slow" {
+		t.Fatalf("dead letters = %v, %v", dead, err)
+	}
+}

@@ -255,6 +255,7 @@ func (g *Grantor) try(ctx context.Context, name, holder string, ttl time.Duratio
 	sent := time.Now()
 	rows, err := g.pool.Query(ctx, grantSQL, name, holder, ttl.Milliseconds())
 	if err != nil {
+		g.withdraw(name, holder, err)
 		return nil, 0, g.acquireErr(ctx, name, err)
 	}
 	var (
@@ -271,6 +272,7 @@ func (g *Grantor) try(ctx context.Context, name, holder string, ttl time.Duratio
 		found = true
 	}
 	if err := rows.Err(); err != nil {
+		g.withdraw(name, holder, err)
 		return nil, 0, g.acquireErr(ctx, name, err)
 	}
 	switch {
@@ -306,8 +308,9 @@ func (g *Grantor) try(ctx context.Context, name, holder string, ttl time.Duratio
 }
 
 // acquireErr explains a failed grant statement. Its outcome is unknown
-// when the failure came after it was sent: a grant it made is left to its
-// TTL (holder ids are random, so nothing else can renew it).
+// when the failure came after it was sent: withdraw has tried to undo it,
+// and a grant it made that the withdrawal could not reach ends with its
+// TTL (holder ids are random, so nothing else renews it).
 func (g *Grantor) acquireErr(ctx context.Context, name string, err error) error {
 	var pgErr *pgconn.PgError
 	switch {
@@ -319,6 +322,32 @@ func (g *Grantor) acquireErr(ctx context.Context, name string, err error) error 
 		return fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
 	}
 	return fmt.Errorf("pggrant: acquire %q: %w", name, err)
+}
+
+// withdrawSQL ends whatever grant of name holder has, and wakes the
+// waiters if there was one.
+const withdrawSQL = `
+WITH r AS (
+	UPDATE fence_lock_grants SET holder = NULL, expires_at = now()
+	WHERE name = $1 AND holder = $2
+	RETURNING name
+)
+SELECT count(pg_notify('` + channel + `', name)) FROM r`
+
+// withdraw undoes a grant statement that failed with err after it may
+// have been applied (its answer lost, or the caller's context ended in
+// flight), best effort and for at most a few seconds: the holder id is
+// this attempt's alone, so nothing else is touched. A statement the
+// database refused (err is a PostgreSQL error) was not applied.
+func (g *Grantor) withdraw(name, holder string, err error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) || pgconn.SafeToRetry(err) {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var n int64
+	g.pool.QueryRow(ctx, withdrawSQL, name, holder).Scan(&n)
 }
 
 func (g *Grantor) forget(h *held) {
