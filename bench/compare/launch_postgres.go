@@ -41,10 +41,18 @@ func (c *cluster) startPostgres() error {
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
-		// The postgres user must reach the data dir: let it through this
-		// cluster's directory and the run's temporary one (both ours).
-		for _, d := range []string{filepath.Dir(c.dir), c.dir} {
-			if err := os.Chmod(d, 0o711); err != nil {
+		// The postgres user must reach the data dir: let it through the
+		// directories above it that keep others out (the temporary ones
+		// this program or its test made).
+		for d := c.dir; d != filepath.Dir(d); d = filepath.Dir(d) {
+			fi, err := os.Stat(d)
+			if err != nil {
+				return err
+			}
+			if fi.Mode().Perm()&0o001 != 0 {
+				continue
+			}
+			if err := os.Chmod(d, fi.Mode().Perm()|0o011); err != nil {
 				return err
 			}
 		}
