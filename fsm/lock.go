@@ -50,6 +50,12 @@ type LockInfo struct {
 // Held reports whether the lock has a holder.
 func (i LockInfo) Held() bool { return i.Holder.Token != 0 }
 
+// heldBy reports whether session sid holds l. A free lock (holder 0, as
+// during its delay) is held by no session, session 0 included: a command
+// naming session 0 must never pass for the holder's and release it, which
+// would grant the first waiter during the delay.
+func (l *lock) heldBy(sid uint64) bool { return l.holder != 0 && l.holder == sid }
+
 func (t *lockTable) dropIfIdle(name string) {
 	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
 		delete(t.byName, name)
@@ -98,7 +104,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
-	case l.holder == sid:
+	case l.heldBy(sid):
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: l.token, issuedAt: l.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
@@ -126,7 +132,7 @@ func (t *lockTable) releaseOwn(name string, s *session, sid uint64, now int64) R
 	switch {
 	case l == nil:
 		return AlreadyReleased
-	case l.holder == sid:
+	case l.heldBy(sid):
 		t.releaseHeld(l, Unlocked, now)
 		return Released
 	}
@@ -142,7 +148,7 @@ func (t *lockTable) releaseOwn(name string, s *session, sid uint64, now int64) R
 // undoGrant implements releaser.
 func (t *lockTable) undoGrant(name string, sid uint64, tok fence.Token, now int64) bool {
 	l := t.byName[name]
-	if l == nil || l.holder != sid || l.token != tok {
+	if l == nil || !l.heldBy(sid) || l.token != tok {
 		return false
 	}
 	t.releaseHeld(l, Unlocked, now)
@@ -201,7 +207,7 @@ func (t *lockTable) cancelWait(sid uint64, name string) Result {
 	if l == nil {
 		return Result{Session: sid}
 	}
-	if l.holder == sid {
+	if l.heldBy(sid) {
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	}
 	t.m.leaveQueue(kindLock, name, &l.queue, t.m.sessions[sid])

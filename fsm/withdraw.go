@@ -27,9 +27,10 @@ type releaseRequest interface {
 // releaser is the part of a primitive a release needs. s is nil for a
 // session that does not exist.
 type releaser interface {
-	// releaseOwn releases session sid's grant of name, or takes s out of
+	// releaseOwn releases session s's grant of name, or takes s out of
 	// name's queue: Released when it held a grant, NotOwned when another
-	// session holds one, AlreadyReleased otherwise.
+	// session holds one, AlreadyReleased otherwise. s exists (sid is
+	// s.id): a release by a session that does not exist never gets here.
 	releaseOwn(name string, s *session, sid uint64, now int64) ReleaseResult
 	// undoGrant releases session sid's grant of name if its token is
 	// still tok (a later grant is left alone); false when it did not.
@@ -83,10 +84,19 @@ func (m *Machine) release(p releaser, r releaseRequest, now int64) Result {
 	if w := r.GetWithdrawSeq(); w != 0 {
 		return m.withdraw(p, s, sid, seq, w, name, now)
 	}
-	out := p.releaseOwn(name, s, sid, now)
-	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: p.replyName(name)})
+	if s == nil {
+		// A session that does not exist (session 0 among them) holds
+		// nothing and waits for nothing: its release changes nothing. It
+		// must not reach releaseOwn, where session 0 could pass for the
+		// holder of a free object (a lock in its delay has holder 0).
+		out := AlreadyReleased
+		if p.heldByOther(name, sid) {
+			out = NotOwned
+		}
+		return Result{Session: sid, Release: out}
 	}
+	out := p.releaseOwn(name, s, sid, now)
+	s.replies.put(reply{seq: seq, kind: releaseReply(out), name: p.replyName(name)})
 	return Result{Session: sid, Release: out}
 }
 
