@@ -49,6 +49,9 @@ var readPaths = map[string]bool{
 	fencedv1connect.RWLockServiceVerifyProcedure:    true,
 	fencedv1connect.RWLockServiceDescribeProcedure:  true,
 	fencedv1connect.QueueServiceStatsProcedure:      true,
+	fencedv1connect.LatchServiceJoinProcedure:       true,
+	fencedv1connect.LatchServiceWaitProcedure:       true,
+	fencedv1connect.LimiterServiceDescribeProcedure: true,
 }
 
 func isRead(r *http.Request) bool {

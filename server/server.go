@@ -214,6 +214,8 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
 	mux.Handle(fencedv1connect.NewSnapshotServiceHandler(&snapshotService{s}, opts...))
 	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
+	mux.Handle(fencedv1connect.NewLatchServiceHandler(&latchService{s}, opts...))
+	mux.Handle(fencedv1connect.NewLimiterServiceHandler(&limiterService{s}, opts...))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
