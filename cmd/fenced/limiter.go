@@ -126,7 +126,8 @@ queue and is answered when its permits are granted.`,
 			} else if r.OK {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: granted %d\n", shown(args[0]), permits)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s: not granted, retry after %v\n", shown(args[0]), r.RetryAfter)
+				// Whole seconds rounded up, like HTTP's Retry-After (--json: ms).
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not granted, retry after %ds\n", shown(args[0]), (r.RetryAfter+time.Second-1)/time.Second)
 			}
 			if !r.OK {
 				return withExit(exitNotGranted, nil)
