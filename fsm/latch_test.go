@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -59,7 +60,7 @@ func TestLatchProperty(t *testing.T) {
 		for i := range rapid.IntRange(1, 60).Draw(t, "steps") {
 			name := rapid.SampledFrom(names).Draw(t, "name")
 			md := models[name]
-			before := mustSnap(t, m)
+			before := mustSnapshot(t, m)
 			ev.ended = nil
 			switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
 			case op < 2 || md == nil:
@@ -121,7 +122,7 @@ func TestLatchProperty(t *testing.T) {
 				if res.Latch.CountDown != want {
 					t.Fatalf("step %d: count-down of %q generation %d (current %d, count %d) = %s, want %s", i, name, gen, md.gen, md.count, res.Latch.CountDown, want)
 				}
-				if want != fsm.Counted && want != fsm.Completed && !bytes.Equal(before, mustSnap(t, m)) {
+				if want != fsm.Counted && want != fsm.Completed && !bytes.Equal(before, mustSnapshot(t, m)) {
 					t.Fatalf("step %d: a %s count-down changed the state", i, want)
 				}
 				checkEnds(t, i, ev.ended, ends)
@@ -148,14 +149,6 @@ func checkEnds(t *rapid.T, step int, got, want []latchEnd) {
 	}
 }
 
-func mustSnap(t interface{ Fatalf(string, ...any) }, m *fsm.Machine) []byte {
-	b, err := m.Snapshot()
-	if err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
-	return b
-}
-
 // TestLatchBadInput: every refused latch command names the problem and
 // leaves the state byte for byte as it was.
 func TestLatchBadInput(t *testing.T) {
@@ -174,15 +167,13 @@ func TestLatchBadInput(t *testing.T) {
 		{latchCountDown("job", 2, ""), "no generation 2"},
 		{latchCountDown("job", 1, string(make([]byte, 129))), "request id"},
 	} {
-		before := mustSnap(t, m)
+		before := mustSnapshot(t, m)
 		res := m.Apply(c.cmd)
-		if res.Err == nil || !errors.Is(res.Err, fence.ErrInvalidArgument) || !contains(res.Err.Error(), c.want) {
+		if res.Err == nil || !errors.Is(res.Err, fence.ErrInvalidArgument) || !strings.Contains(res.Err.Error(), c.want) {
 			t.Errorf("%v: err %v, want invalid argument with %q", c.cmd, res.Err, c.want)
 		}
-		if !bytes.Equal(before, mustSnap(t, m)) {
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
 			t.Errorf("%v changed the state", c.cmd)
 		}
 	}
 }
-
-func contains(s, sub string) bool { return bytes.Contains([]byte(s), []byte(sub)) }

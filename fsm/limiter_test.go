@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -177,12 +178,12 @@ func TestLimiterConfigChange(t *testing.T) {
 	if res := m.Apply(limiterTake("api", 1, 0, 10_500)); res.Err != nil || !res.Limiter.Granted {
 		t.Fatalf("take: %+v", res)
 	}
-	before := mustSnap(t, m)
+	before := mustSnapshot(t, m)
 	res := m.Apply(&statev1.Command{NowUnixMs: 10_600, Op: &statev1.Command_LimiterConfig{LimiterConfig: &statev1.LimiterConfig{Name: "api", Spec: b.Proto()}}})
-	if !errors.Is(res.Err, fence.ErrInvalidArgument) || !contains(res.Err.Error(), "permits out") {
+	if !errors.Is(res.Err, fence.ErrInvalidArgument) || !strings.Contains(res.Err.Error(), "permits out") {
 		t.Fatalf("change with permits out: %v", res.Err)
 	}
-	if !bytes.Equal(before, mustSnap(t, m)) {
+	if !bytes.Equal(before, mustSnapshot(t, m)) {
 		t.Fatal("a refused change changed the state")
 	}
 	// The window of the take ends at 11000: then no permits are out.
@@ -228,12 +229,12 @@ func TestLimiterBadInput(t *testing.T) {
 		{limiterTake("api", 1, -1, 5001), "max wait"},
 		{limiterTake("api", 1, fsm.MaxLimiterWaitMs+1, 5001), "max wait"},
 	} {
-		before := mustSnap(t, m)
+		before := mustSnapshot(t, m)
 		res := m.Apply(c.cmd)
-		if res.Err == nil || !errors.Is(res.Err, fence.ErrInvalidArgument) || !contains(res.Err.Error(), c.want) {
+		if res.Err == nil || !errors.Is(res.Err, fence.ErrInvalidArgument) || !strings.Contains(res.Err.Error(), c.want) {
 			t.Errorf("%v: err %v, want invalid argument with %q", c.cmd, res.Err, c.want)
 		}
-		if !bytes.Equal(before, mustSnap(t, m)) {
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
 			t.Errorf("%v changed the state", c.cmd)
 		}
 	}
@@ -270,7 +271,7 @@ func TestLatchLimiterSnapshotReplay(t *testing.T) {
 			a.Apply(c)
 		}
 		b := fsm.New(nil)
-		if err := b.Restore(mustSnap(t, a)); err != nil {
+		if err := b.Restore(mustSnapshot(t, a)); err != nil {
 			t.Fatalf("restore: %v", err)
 		}
 		for i, c := range cmds[cut:] {
@@ -279,7 +280,7 @@ func TestLatchLimiterSnapshotReplay(t *testing.T) {
 				t.Fatalf("command %d after the cut: %s on the original, %s on the restored", i, fmt_(ra), fmt_(rb))
 			}
 		}
-		if !bytes.Equal(mustSnap(t, a), mustSnap(t, b)) {
+		if !bytes.Equal(mustSnapshot(t, a), mustSnapshot(t, b)) {
 			t.Fatal("the restored machine's state differs after the replay")
 		}
 	})
