@@ -40,6 +40,10 @@ const (
 	MaxLimiterQueue = 10_000
 	// MaxLimiterWaitMs bounds how long a take may wait: 1h.
 	MaxLimiterWaitMs = 60 * 60 * 1000
+	// maxLimiterTime bounds the times limiters decide at (Unix ms, about
+	// the year 144,000): a command's time is clamped into 0..maxLimiterTime,
+	// so no sum of a time, a window and a wait overflows.
+	maxLimiterTime = 1 << 52
 )
 
 // LimiterSpec is a limiter's configuration (docs/limiter.md).
@@ -162,8 +166,14 @@ func newLimiterTable() *limiterTable { return &limiterTable{byName: make(map[str
 
 // advance clamps a command's time so that it never goes backwards.
 func (t *limiterTable) advance(now int64) int64 {
-	t.clock = max(t.clock, now)
+	t.clock = t.at(now)
 	return t.clock
+}
+
+// at is the time a command carrying now is decided at: now clamped into
+// range, and never before the newest time decided.
+func (t *limiterTable) at(now int64) int64 {
+	return max(t.clock, min(max(now, 0), maxLimiterTime))
 }
 
 func (l *limiter) unit() int64 { return l.spec.WindowMs }
@@ -281,7 +291,7 @@ func (t *limiterTable) config(c *statev1.LimiterConfig, now int64) Result {
 	if err := spec.Validate(); err != nil {
 		return Result{Err: err}
 	}
-	now = max(now, t.clock) // stored only once the config is taken
+	now = t.at(now) // stored only once the config is taken
 	l := t.byName[name]
 	if l != nil {
 		if l.spec == spec {
@@ -371,7 +381,7 @@ func (s LimiterSpec) String() string {
 // command applied, if later). It changes nothing.
 func (m *Machine) Limiter(name string, now int64) LimiterInfo {
 	t := m.limiters
-	now = max(now, t.clock)
+	now = t.at(now)
 	l := t.byName[name]
 	if l == nil {
 		return LimiterInfo{Name: name, Now: now}
@@ -417,6 +427,11 @@ func (t *limiterTable) snapshot(st *statev1.State) {
 // reach is refused.
 func (t *limiterTable) restore(st *statev1.State) error {
 	t.clock = st.GetLimiterClockUnixMs()
+	if t.clock < 0 || t.clock > maxLimiterTime {
+		return broken("the limiters' clock %d is out of range 0 to %d", t.clock, int64(maxLimiterTime))
+	}
+	// Reservations lie at most a queue of waits ahead of the clock.
+	horizon := t.clock + (MaxLimiterQueue+1)*MaxLimiterWaitMs
 	for _, pl := range st.GetLimiters() {
 		l := &limiter{name: pl.GetName(), spec: specOf(pl.GetSpec()), slots: map[int64]uint64{}, level: pl.GetLevel(), levelAt: pl.GetLevelAtUnixMs()}
 		switch {
@@ -432,15 +447,17 @@ func (t *limiterTable) restore(st *statev1.State) error {
 			return broken("limiter %q: bucket level %d above its capacity, or windows listed", l.name, l.level)
 		case l.spec.Algorithm != TokenBucket && l.level != 0:
 			return broken("limiter %q: a windowed limiter with a bucket level", l.name)
+		case l.levelAt < 0 || l.levelAt > horizon:
+			return broken("limiter %q: bucket time %d out of range", l.name, l.levelAt)
 		}
 		for i, p := range pl.GetPending() {
-			if i > 0 && p < pl.GetPending()[i-1] {
+			if p < 0 || p > horizon || i > 0 && p < pl.GetPending()[i-1] {
 				return broken("limiter %q: waiting takes out of order", l.name)
 			}
 			l.pending = append(l.pending, p)
 		}
 		for i, s := range pl.GetSlots() {
-			if i > 0 && s.GetIndex() <= pl.GetSlots()[i-1].GetIndex() || s.GetUsed() == 0 || s.GetUsed() > l.spec.Limit {
+			if s.GetIndex() < 0 || s.GetIndex() > horizon/l.slotLen() || i > 0 && s.GetIndex() <= pl.GetSlots()[i-1].GetIndex() || s.GetUsed() == 0 || s.GetUsed() > l.spec.Limit {
 				return broken("limiter %q: window %d listed out of order or with %d permits (limit %d)", l.name, s.GetIndex(), s.GetUsed(), l.spec.Limit)
 			}
 			l.slots[s.GetIndex()] = s.GetUsed()
