@@ -55,16 +55,17 @@ func (c *Client) latches(ep *endpoint) fencedv1connect.LatchServiceClient {
 // LatchCreate starts a new generation of the latch name with count (0 to
 // the server's --max-latch-count): it creates the latch, or replaces its
 // current generation (a reset; waiters of that generation are told it was
-// replaced and its count-downs are rejected from now on). A retry after a
-// lost answer may start one more generation; the Latch returned is the
-// one in force.
+// replaced and its count-downs are rejected from now on). It starts one
+// generation however often the SDK retries it (one request id for all its
+// attempts), unless another create came in between.
 func (c *Client) LatchCreate(ctx context.Context, name string, count uint64) (Latch, error) {
 	if err := fence.ValidateName(name); err != nil {
 		return Latch{}, err
 	}
+	id := newRequestID()
 	var out Latch
 	err := c.retry(ctx, "latch create", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := c.latches(ep).Create(ctx, connect.NewRequest(&fencedv1.LatchCreateRequest{Name: name, Count: count}))
+		r, err := c.latches(ep).Create(ctx, connect.NewRequest(&fencedv1.LatchCreateRequest{Name: name, Count: count, RequestId: id}))
 		if err == nil {
 			out = latchOf(r.Msg.GetLatch())
 		}

@@ -105,7 +105,7 @@ func TestLatch_ResetEndsOldWaiters(t *testing.T) {
 
 // TestLatch_RetriedCountDownCountsOnce sends the same count-down (same
 // request id) twice, as the SDK does when an answer is lost: it counts
-// once; the second is answered DUPLICATE.
+// once; the second is answered DUPLICATE. The same for a create.
 func TestLatch_RetriedCountDownCountsOnce(t *testing.T) {
 	srv, c, ctx := latchClient(t)
 	if _, err := c.LatchCreate(ctx, "job", 2); err != nil {
@@ -118,6 +118,18 @@ func TestLatch_RetriedCountDownCountsOnce(t *testing.T) {
 		if err != nil || r.Msg.Result != want || r.Msg.Latch.Count != 1 {
 			t.Fatalf("attempt %d: %v, %v; want %v with count 1", i, r, err, want)
 		}
+	}
+	// A retried create (same request id) answers the generation it started
+	// and resets nothing; a create with another id starts the next one.
+	create := &fencedv1.LatchCreateRequest{Name: "job", Count: 5, RequestId: "create-1"}
+	for i := range 2 {
+		r, err := api.Create(ctx, connect.NewRequest(create))
+		if err != nil || r.Msg.Latch.Generation != 2 || r.Msg.Latch.Count != 5 {
+			t.Fatalf("create attempt %d: %v, %v; want generation 2 with count 5", i, r, err)
+		}
+	}
+	if r, err := api.Create(ctx, connect.NewRequest(&fencedv1.LatchCreateRequest{Name: "job", Count: 1, RequestId: "create-2"})); err != nil || r.Msg.Latch.Generation != 3 {
+		t.Fatalf("another create: %v, %v; want generation 3", r, err)
 	}
 }
 

@@ -96,6 +96,7 @@ type latch struct {
 	count      uint64
 	initial    uint64
 	createdAt  int64
+	createdBy  string          // request id of the create that started this generation
 	counted    map[string]bool // request ids that counted this generation down
 	order      []string        // the same ids in the order applied (snapshot)
 }
@@ -130,14 +131,21 @@ func validateLatchCount(count uint64) error {
 }
 
 func (t *latchTable) create(c *statev1.LatchCreate, now int64) Result {
-	name, count := c.GetName(), c.GetCount()
+	name, count, id := c.GetName(), c.GetCount(), c.GetRequestId()
 	if err := fence.ValidateName(name); err != nil {
 		return Result{Err: err}
 	}
 	if err := validateLatchCount(count); err != nil {
 		return Result{Err: err}
 	}
+	if len(id) > maxLatchRequestID {
+		return Result{Err: fmt.Errorf("%w: request id is %d bytes, longer than %d", fence.ErrInvalidArgument, len(id), maxLatchRequestID)}
+	}
 	l := t.byName[name]
+	if l != nil && id != "" && l.createdBy == id {
+		// A retry of the create that started the current generation.
+		return Result{Latch: &LatchResult{Latch: l.info(), Replaced: l.generation - 1}}
+	}
 	var replaced uint64
 	wasOpen := false
 	if l == nil {
@@ -147,7 +155,7 @@ func (t *latchTable) create(c *statev1.LatchCreate, now int64) Result {
 		replaced, wasOpen = l.generation, l.count > 0
 	}
 	l.generation++
-	l.count, l.initial, l.createdAt = count, count, now
+	l.count, l.initial, l.createdAt, l.createdBy = count, count, now, id
 	l.counted, l.order = nil, nil
 	if wasOpen { // a completed generation's waiters were answered already
 		t.ended(name, replaced, false)
@@ -216,7 +224,7 @@ func (m *Machine) LatchCount() int { return len(m.latches.byName) }
 func (t *latchTable) snapshot(st *statev1.State) {
 	for _, name := range sortedKeys(t.byName) {
 		l := t.byName[name]
-		st.Latches = append(st.Latches, &statev1.Latch{Name: l.name, Generation: l.generation, Count: l.count, Initial: l.initial, Counted: l.order, CreatedAtUnixMs: l.createdAt})
+		st.Latches = append(st.Latches, &statev1.Latch{Name: l.name, Generation: l.generation, Count: l.count, Initial: l.initial, Counted: l.order, CreatedAtUnixMs: l.createdAt, CreatedBy: l.createdBy})
 	}
 }
 
@@ -224,8 +232,10 @@ func (t *latchTable) snapshot(st *statev1.State) {
 // is refused.
 func (t *latchTable) restore(st *statev1.State) error {
 	for _, pl := range st.GetLatches() {
-		l := &latch{name: pl.GetName(), generation: pl.GetGeneration(), count: pl.GetCount(), initial: pl.GetInitial(), createdAt: pl.GetCreatedAtUnixMs()}
+		l := &latch{name: pl.GetName(), generation: pl.GetGeneration(), count: pl.GetCount(), initial: pl.GetInitial(), createdAt: pl.GetCreatedAtUnixMs(), createdBy: pl.GetCreatedBy()}
 		switch {
+		case len(l.createdBy) > maxLatchRequestID:
+			return broken("latch %q was created by a request id of %d bytes", l.name, len(l.createdBy))
 		case storedName(l.name) != nil:
 			return broken("latch name %q: %v", l.name, storedName(l.name))
 		case t.byName[l.name] != nil:

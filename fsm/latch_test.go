@@ -53,6 +53,7 @@ func TestLatchProperty(t *testing.T) {
 		type model struct {
 			gen, count uint64
 			ids        map[string]bool
+			creator    string
 		}
 		models := map[string]*model{}
 		waiters := map[latchEnd]bool{} // (name, generation) -> waiting (completed unused)
@@ -65,9 +66,20 @@ func TestLatchProperty(t *testing.T) {
 			switch op := rapid.IntRange(0, 9).Draw(t, "op"); {
 			case op < 2 || md == nil:
 				count := rapid.Uint64Range(0, 4).Draw(t, "count")
-				res := m.Apply(latchCreate(name, count))
+				id := rapid.SampledFrom([]string{"", "c1", "c2"}).Draw(t, "createid")
+				c := latchCreate(name, count)
+				c.GetLatchCreate().RequestId = id
+				res := m.Apply(c)
 				if res.Err != nil {
 					t.Fatalf("step %d: create: %v", i, res.Err)
+				}
+				if md != nil && id != "" && md.creator == id {
+					// A retried create answers the generation it started.
+					if res.Latch.Latch.Generation != md.gen || res.Latch.Latch.Count != md.count || !bytes.Equal(before, mustSnapshot(t, m)) {
+						t.Fatalf("step %d: a retried create (%q) gave %+v and changed the state; want generation %d unchanged", i, id, res.Latch, md.gen)
+					}
+					checkEnds(t, i, ev.ended, nil)
+					break
 				}
 				var want []latchEnd
 				if md != nil && md.count > 0 {
@@ -80,7 +92,7 @@ func TestLatchProperty(t *testing.T) {
 				if res.Latch.Replaced != md.gen {
 					t.Fatalf("step %d: create replaced %d, want %d", i, res.Latch.Replaced, md.gen)
 				}
-				md.gen, md.count, md.ids = md.gen+1, count, map[string]bool{}
+				md.gen, md.count, md.ids, md.creator = md.gen+1, count, map[string]bool{}, id
 				if count == 0 {
 					want = append(want, latchEnd{name, md.gen, true})
 				}

@@ -46,10 +46,13 @@ func (h *latchService) Create(ctx context.Context, req *connect.Request[fencedv1
 	if err := fence.ValidateName(m.Name); err != nil {
 		return nil, toConnect(err)
 	}
+	if err := validateRequestID(m.RequestId); err != nil {
+		return nil, toConnect(err)
+	}
 	if most := h.s.cfg.Limits.MaxLatchCount; most > 0 && m.Count > most {
 		return nil, toConnect(fmt.Errorf("%w: latch count %d is above the limit %d (--max-latch-count)", fence.ErrInvalidArgument, m.Count, most))
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_LatchCreate{LatchCreate: &statev1.LatchCreate{Name: m.Name, Count: m.Count}}})
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_LatchCreate{LatchCreate: &statev1.LatchCreate{Name: m.Name, Count: m.Count, RequestId: m.RequestId}}})
 	if err != nil {
 		return nil, toConnect(err)
 	}

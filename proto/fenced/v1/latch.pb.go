@@ -90,9 +90,13 @@ func (LatchCountDownResult) EnumDescriptor() ([]byte, []int) {
 }
 
 type LatchCreateRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Count         uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Count uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// request_id, when set, makes a retried create (the same id) answer the
+	// generation it started instead of starting, and resetting, another
+	// (the SDK sets one per call).
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,6 +143,13 @@ func (x *LatchCreateRequest) GetCount() uint64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *LatchCreateRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 type LatchCreateResponse struct {
@@ -603,10 +614,12 @@ var File_fenced_v1_latch_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_latch_proto_rawDesc = "" +
 	"\n" +
-	"\x15fenced/v1/latch.proto\x12\tfenced.v1\">\n" +
+	"\x15fenced/v1/latch.proto\x12\tfenced.v1\"]\n" +
 	"\x12LatchCreateRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count\"]\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"]\n" +
 	"\x13LatchCreateResponse\x12*\n" +
 	"\x05latch\x18\x01 \x01(\v2\x14.fenced.v1.LatchInfoR\x05latch\x12\x1a\n" +
 	"\breplaced\x18\x02 \x01(\x04R\breplaced\"j\n" +

@@ -27,9 +27,12 @@ const (
 // LatchCreate starts a new generation of a latch with count: the latch is
 // created, or its current generation is replaced (reset).
 type LatchCreate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Count         uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Count uint64                 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// request_id, when set, makes a retried create (the same id) answer the
+	// generation it started instead of starting another.
+	RequestId     string `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -76,6 +79,13 @@ func (x *LatchCreate) GetCount() uint64 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *LatchCreate) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // LatchCountDown decrements the count of one generation of a latch.
@@ -152,8 +162,11 @@ type Latch struct {
 	// the order they were applied.
 	Counted         []string `protobuf:"bytes,5,rep,name=counted,proto3" json:"counted,omitempty"`
 	CreatedAtUnixMs int64    `protobuf:"varint,6,opt,name=created_at_unix_ms,json=createdAtUnixMs,proto3" json:"created_at_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// created_by is the request id of the create that started this
+	// generation ("" without one).
+	CreatedBy     string `protobuf:"bytes,7,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Latch) Reset() {
@@ -228,21 +241,30 @@ func (x *Latch) GetCreatedAtUnixMs() int64 {
 	return 0
 }
 
+func (x *Latch) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
 var File_fenced_state_v1_latch_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_latch_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/latch.proto\x12\x0ffenced.state.v1\"7\n" +
+	"\x1bfenced/state/v1/latch.proto\x12\x0ffenced.state.v1\"V\n" +
 	"\vLatchCreate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\x04R\x05count\"c\n" +
+	"\x05count\x18\x02 \x01(\x04R\x05count\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"c\n" +
 	"\x0eLatchCountDown\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x03 \x01(\tR\trequestId\"\xb2\x01\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xd1\x01\n" +
 	"\x05Latch\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -251,7 +273,9 @@ const file_fenced_state_v1_latch_proto_rawDesc = "" +
 	"\x05count\x18\x03 \x01(\x04R\x05count\x12\x18\n" +
 	"\ainitial\x18\x04 \x01(\x04R\ainitial\x12\x18\n" +
 	"\acounted\x18\x05 \x03(\tR\acounted\x12+\n" +
-	"\x12created_at_unix_ms\x18\x06 \x01(\x03R\x0fcreatedAtUnixMsB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
+	"\x12created_at_unix_ms\x18\x06 \x01(\x03R\x0fcreatedAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\a \x01(\tR\tcreatedByB<Z:github.com/fenced-dev/fenced/proto/fenced/state/v1;statev1b\x06proto3"
 
 var (
 	file_fenced_state_v1_latch_proto_rawDescOnce sync.Once
