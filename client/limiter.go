@@ -208,12 +208,16 @@ func (l *Limiter) ReserveN(ctx context.Context, n uint64) (Reservation, error) {
 	return Reservation{OK: true}, nil
 }
 
+// waitMargin is the most of a WaitN's time left for its answer to arrive.
+const waitMargin = 500 * time.Millisecond
+
 // Wait takes one permit, waiting until it is free or ctx ends.
 func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 
 // WaitN takes n permits, waiting until they are free or ctx ends. With a
-// queue configured the take waits in it, up to ctx's deadline (at most
-// an hour per call), and the server answers when the permits are granted;
+// queue configured the take waits in it, up to shortly before ctx's
+// deadline (at most an hour per call), and the server answers when the
+// permits are granted;
 // when the queue is full, or without one, WaitN sleeps the retry-after
 // and tries again. A WaitN whose ctx ends while it waits in the queue has
 // used its permits all the same.
@@ -224,7 +228,10 @@ func (l *Limiter) WaitN(ctx context.Context, n uint64) error {
 	for {
 		wait := time.Hour
 		if d, ok := ctx.Deadline(); ok {
-			wait = min(wait, max(time.Until(d), 0))
+			// Leave the answer time to arrive before ctx ends: a take
+			// granted at the deadline would be counted and not seen.
+			left := time.Until(d)
+			wait = min(wait, max(left-min(left/10, waitMargin), 0))
 		}
 		r, err := l.c.take(ctx, l.name, n, wait)
 		if err != nil || r.OK {

@@ -104,14 +104,16 @@ queue and is answered when its permits are granted.`,
 				return err
 			}
 			defer c.Close()
-			ctx, cancel := f.context(cmd.Context(), wait)
+			ctx, cancel := f.context(cmd.Context(), 0)
 			defer cancel()
 			var r client.Reservation
 			if wait > 0 {
-				err = c.Limiter(args[0]).WaitN(ctx, permits)
+				wctx, cancel := context.WithTimeout(cmd.Context(), wait)
+				defer cancel()
+				err = c.Limiter(args[0]).WaitN(wctx, permits)
 				r.OK = err == nil
-				if ctx.Err() != nil {
-					err = nil
+				if wctx.Err() != nil {
+					err = nil // not granted within --wait
 				}
 			} else {
 				r, err = c.Limiter(args[0]).ReserveN(ctx, permits)
@@ -125,6 +127,8 @@ queue and is answered when its permits are granted.`,
 				}
 			} else if r.OK {
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: granted %d\n", shown(args[0]), permits)
+			} else if wait > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s: not granted within %v\n", shown(args[0]), wait)
 			} else {
 				// Whole seconds rounded up, like HTTP's Retry-After (--json: ms).
 				fmt.Fprintf(cmd.OutOrStdout(), "%s: not granted, retry after %ds\n", shown(args[0]), (r.RetryAfter+time.Second-1)/time.Second)
