@@ -189,3 +189,37 @@ func TestLatchBadInput(t *testing.T) {
 		}
 	}
 }
+
+// TestRestored_KeepsLatchesAndLimiters: a restore into a new issuer epoch
+// keeps the latches (generation, count, count-down ids) and the limiters
+// (configuration, permits counted, clock): the restored cluster grants no
+// permit the old one had counted, and a retried count-down still counts
+// once.
+func TestRestored_KeepsLatchesAndLimiters(t *testing.T) {
+	old := newMachine(t)
+	old.Apply(latchCreate("job", 3))
+	old.Apply(latchCountDown("job", 1, "w1"))
+	spec := fsm.LimiterSpec{Algorithm: fsm.TokenBucket, Limit: 2, Rate: 1, WindowMs: 3_600_000}
+	old.Apply(limiterConfig("api", spec, false))
+	if res := old.Apply(limiterTake("api", 2, 0, 10_000)); !res.Limiter.Granted {
+		t.Fatalf("take: %+v", res.Limiter)
+	}
+	out, _, err := fsm.Restored(mustSnapshot(t, old), fsm.Reissue{Floor: old.LastToken() + 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := fsm.New(nil)
+	if err := m.Restore(out); err != nil {
+		t.Fatal(err)
+	}
+	if l := m.Latch("job"); l.Generation != 1 || l.Count != 2 {
+		t.Fatalf("latch after the restore: %+v", l)
+	}
+	if res := m.Apply(latchCountDown("job", 1, "w1")); res.Latch.CountDown != fsm.Duplicate {
+		t.Fatalf("a retried count-down after the restore: %s, want duplicate", res.Latch.CountDown)
+	}
+	// A clock behind the old cluster's: decided at the old clock, nothing free.
+	if res := m.Apply(limiterTake("api", 1, 0, 5_000)); res.Limiter.Granted || res.Limiter.Now != 10_000 {
+		t.Fatalf("take after the restore: %+v; want refused, decided at 10000", res.Limiter)
+	}
+}
