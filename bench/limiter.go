@@ -61,17 +61,8 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 			mu.Unlock()
 		}()
 	}
-	pause(ctx, o.Warmup)
-	usage := startUsage(o.ServerPIDs)
-	measuring.Store(true)
-	start := time.Now()
-	pause(ctx, o.Duration)
-	measuring.Store(false)
-	elapsed := time.Since(start)
-	server := usage.stop(elapsed)
-	stop()
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	elapsed, server, err := measure(ctx, o, &measuring, stop, &wg)
+	if err != nil {
 		return Result{}, err
 	}
 	lat.sort()
