@@ -30,6 +30,8 @@ type metrics struct {
 	electionTerms     prometheus.Counter
 	electionChanges   prometheus.Counter
 	electionObservers prometheus.Gauge
+	// prefix are the per-prefix metrics (prefixmetrics.go).
+	prefix *prefixMetrics
 }
 
 func newMetrics(sm *stateMachine) *metrics {
