@@ -43,9 +43,9 @@ type Server struct {
 	elections *electionWatch
 	metrics   *metrics
 	// ui feeds the dashboard's event streams (ui.go).
-	ui *uiFeed
-	ln        net.Listener
-	http      *http.Server
+	ui   *uiFeed
+	ln   net.Listener
+	http *http.Server
 	// reservation is this node's recorded token reservation.
 	reservation *tokenReservation
 	// failure is why the server stopped on its own (see Err).
