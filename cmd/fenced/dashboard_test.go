@@ -3,8 +3,8 @@ package main_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
