@@ -48,7 +48,7 @@ func (e *events) Granted(g fence.Grant) {
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.prefix.granted(g, time.Now())
 	e.ui.record(timelineEvent{Event: "grant", Kind: string(g.Kind), Name: g.Name, Session: g.Session, Token: uint64(g.Token)})
-	e.grantLog("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
+	e.grantLog("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)), slog.Uint64("index", e.index))
 	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
@@ -56,7 +56,7 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
 	e.prefix.released(k, name, token, reason, time.Now())
 	e.ui.record(timelineEvent{Event: "release", Kind: string(k), Name: name, Session: session, Token: uint64(token), Reason: reason.String()})
-	e.grantLog("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
+	e.grantLog("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()), slog.Uint64("index", e.index))
 	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
@@ -83,7 +83,7 @@ func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.ui.record(timelineEvent{Event: "expiry", Session: session})
-		e.grantLog("expiry", slog.Uint64("session", session))
+		e.grantLog("expiry", slog.Uint64("session", session), slog.Uint64("index", e.index))
 		e.history.write(committedEvent{Kind: "server_expire", Session: session, Seq: e.index})
 	}
 }

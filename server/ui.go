@@ -194,7 +194,7 @@ func (s *Server) uiSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	v := s.view(r.Context(), prefix, visible, s.cluster(r.Context()))
-	v.Timeline, _ = s.ui.since(0, visible)
+	v.Timeline, _ = s.ui.since(0, prefix, visible)
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(v)
@@ -228,7 +228,7 @@ func (s *Server) uiEvents(w http.ResponseWriter, r *http.Request) {
 			cluster, clusterAt = s.cluster(ctx), time.Now()
 		}
 		v := s.view(ctx, prefix, visible, cluster)
-		v.Timeline, seq = s.ui.since(seq, visible)
+		v.Timeline, seq = s.ui.since(seq, prefix, visible)
 		data, err := json.Marshal(v)
 		if err != nil {
 			return

@@ -138,6 +138,11 @@ func TestUISnapshot_EveryPrimitive(t *testing.T) {
 	if len(v.Locks) != 1 || len(v.Elections) != 1 || len(v.Semaphores) != 0 || len(v.RWLocks) != 0 {
 		t.Errorf("prefix orders/: %d locks, %d elections, %d semaphores, %d rwlocks; want 1, 1, 0, 0", len(v.Locks), len(v.Elections), len(v.Semaphores), len(v.RWLocks))
 	}
+	for _, e := range v.Timeline {
+		if !strings.HasPrefix(e.Name, "orders/") {
+			t.Errorf("prefix orders/: the timeline shows %+v", e)
+		}
+	}
 	if _, code := snapshot(t, hc, a.addr, "?prefix="+strings.Repeat("x", 1000)); code != http.StatusBadRequest {
 		t.Errorf("a prefix longer than a name: %d, want 400", code)
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"strings"
 	"sync"
 	"time"
 )
@@ -77,15 +78,21 @@ func (f *uiFeed) subscribe() (<-chan struct{}, func()) {
 	}
 }
 
-// since returns the timeline entries after seq that visible accepts (nil:
-// all; an expiry names no object and is shown only then), and the newest
-// seq.
-func (f *uiFeed) since(seq uint64, visible func(string) bool) ([]timelineEvent, uint64) {
+// since returns the timeline entries after seq whose names start with
+// prefix and that visible accepts (nil: all; an expiry names no object and
+// is shown only with neither a prefix nor a filter), and the newest seq.
+func (f *uiFeed) since(seq uint64, prefix string, visible func(string) bool) ([]timelineEvent, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []timelineEvent
 	for _, e := range f.timeline {
-		if e.Seq <= seq || visible != nil && (e.Name == "" || !visible(e.Name)) {
+		if e.Seq <= seq {
+			continue
+		}
+		if e.Name == "" && (prefix != "" || visible != nil) {
+			continue
+		}
+		if e.Name != "" && (!strings.HasPrefix(e.Name, prefix) || visible != nil && !visible(e.Name)) {
 			continue
 		}
 		out = append(out, e)
