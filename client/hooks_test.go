@@ -109,37 +109,3 @@ func TestHooks_Retry(t *testing.T) {
 		t.Fatalf("retries %v, want the first to be create session@%s", h.retries, dead)
 	}
 }
-
-// A grant that arrives after the session's validity ran out (the waiter's
-// clock jumps past it) is reported by LateGrant with its token.
-func TestHooks_LateGrant(t *testing.T) {
-	srv := testserver.Start(t)
-	api := lockAPI(srv.Addr())
-	const name = "late-hook"
-	other := newClient(t, []string{srv.Addr()})
-	holder := client.NewMutex(newSession(t, other), name)
-	if err := holder.Lock(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	var h hookLog
-	clk := new(offsetClock)
-	c := newClient(t, []string{srv.Addr()}, client.WithClock(clk), client.WithHooks(h.hooks()))
-	s := newSession(t, c, client.WithTTL(5*time.Second))
-	waiter := client.NewMutex(s, name)
-	done := make(chan error, 1)
-	go func() { done <- waiter.Lock(testCtx(t)) }()
-	eventually(t, "waiter queued", func() bool { return len(waiters(t, api, name)) == 1 })
-	clk.offset.Store(int64(time.Minute))
-	held := holder.Token()
-	if err := holder.Unlock(testCtx(t)); err != nil {
-		t.Fatal(err)
-	}
-	if err := <-done; !errors.Is(err, fence.ErrLockLost) {
-		t.Fatalf("late grant: %v", err)
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if len(h.late) != 1 || h.late[0] <= held {
-		t.Fatalf("LateGrant saw tokens %v, want one above %v", h.late, held)
-	}
-}
