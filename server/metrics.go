@@ -32,6 +32,8 @@ type metrics struct {
 	electionObservers prometheus.Gauge
 	latches           *latchMetrics
 	limiters          *limiterMetrics
+	// prefix are the per-prefix metrics (prefixmetrics.go).
+	prefix *prefixMetrics
 }
 
 func newMetrics(sm *stateMachine) *metrics {
