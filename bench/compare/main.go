@@ -29,16 +29,25 @@ type settings struct {
 	TTL       time.Duration `json:"ttl_ns"`
 	Systems   string        `json:"systems,omitempty"`
 	Workloads string        `json:"workloads,omitempty"`
-	Out       string        `json:"-"`
-	SVG       string        `json:"-"`
-	JSON      string        `json:"-"`
-	Root      string        `json:"-"`
+	// ElectionTTL is the session TTL of the election-failover case.
+	ElectionTTL time.Duration `json:"election_ttl_ns,omitempty"`
+	Out         string        `json:"-"`
+	SVG         string        `json:"-"`
+	JSON        string        `json:"-"`
+	Root        string        `json:"-"`
 	// Rerender rewrites the report and chart from the raw results in
 	// JSON without measuring anything.
 	Rerender bool `json:"-"`
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "candidate" {
+		if err := candidateMain(os.Args[2:]); err != nil {
+			fmt.Fprintln(os.Stderr, "compare candidate:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	var s settings
 	flag.DurationVar(&s.Duration, "duration", 10*time.Second, "measured time of each run of each workload")
 	flag.DurationVar(&s.Warmup, "warmup", 2*time.Second, "unmeasured warm-up before each measurement (cycle workloads)")
@@ -51,6 +60,7 @@ func main() {
 	flag.StringVar(&s.JSON, "json", "results.json", "the raw per-run results to write")
 	flag.StringVar(&s.Root, "root", "../..", "the fenced main module, whose cmd/fenced is built and measured")
 	flag.BoolVar(&s.Rerender, "rerender", false, "only rewrite the report and chart from the raw results in --json (no measurement)")
+	flag.DurationVar(&s.ElectionTTL, "election-ttl", 2*time.Second, "session TTL of the election-failover candidates (2s is the shortest lease etcd grants with its default Raft timings)")
 	flag.Parse()
 	run := run
 	if s.Rerender {
@@ -66,8 +76,8 @@ func run(s settings) error {
 	if s.Runs < 1 || s.Runs > 100 {
 		return fmt.Errorf("--runs %d: want 1–100", s.Runs)
 	}
-	if s.Duration <= 0 || s.Warmup < 0 || s.TTL < time.Second {
-		return fmt.Errorf("--duration must be positive, --warmup not negative, --ttl at least 1s")
+	if s.Duration <= 0 || s.Warmup < 0 || s.TTL < time.Second || s.ElectionTTL < time.Second {
+		return fmt.Errorf("--duration must be positive, --warmup not negative, --ttl and --election-ttl at least 1s")
 	}
 	cases, err := selectMatrix(s.Workloads, s.Systems)
 	if err != nil {
@@ -150,4 +160,9 @@ func checkInstalled(cases []benchCase) error {
 		}
 	}
 	return nil
+}
+
+// newFlagSet returns a flag set for a subcommand that exits on -h.
+func newFlagSet(name string) *flag.FlagSet {
+	return flag.NewFlagSet(name, flag.ExitOnError)
 }
