@@ -39,6 +39,8 @@ type failoverResult struct {
 	FailoverMs []float64 `json:"failover_ms"`
 	// MedianMs is the median of FailoverMs.
 	MedianMs float64 `json:"median_ms"`
+	// TTLMs is the candidates' session TTL.
+	TTLMs float64 `json:"ttl_ms"`
 	// TokenOrderViolations counts new leaders whose token was not above
 	// the killed leader's.
 	TokenOrderViolations int64 `json:"token_order_violations"`
@@ -134,7 +136,7 @@ func measureFailover(ctx context.Context, kind string, endpoints []string, n int
 		return nil, err
 	}
 	defer q.close()
-	res := &failoverResult{}
+	res := &failoverResult{TTLMs: float64(ttl.Milliseconds())}
 	for range n {
 		next, err := startCandidate(kind, endpoints, ttl)
 		if err != nil {
@@ -154,6 +156,9 @@ func measureFailover(ctx context.Context, kind string, endpoints []string, n int
 		l, err := next.await(ctx, "LEADER", limit)
 		if err != nil {
 			return res, err
+		}
+		if l.at.Before(killed) {
+			return res, fmt.Errorf("the next candidate led (%s) before the leader's process was killed", l.text)
 		}
 		res.FailoverMs = append(res.FailoverMs, float64(l.at.Sub(killed).Microseconds())/1000)
 		tok, err := tokenOf(l.text)

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -38,6 +37,12 @@ type settings struct {
 	// Rerender rewrites the report and chart from the raw results in
 	// JSON without measuring anything.
 	Rerender bool `json:"-"`
+	// Keep keeps, in the results written to JSON, the cases of the file
+	// already there that this invocation does not measure.
+	Keep bool `json:"keep,omitempty"`
+	// Merge, with Rerender, is another invocation's results file whose
+	// cases are merged into JSON's as Keep would have.
+	Merge string `json:"-"`
 }
 
 func main() {
@@ -61,10 +66,15 @@ func main() {
 	flag.StringVar(&s.Root, "root", "../..", "the fenced main module, whose cmd/fenced is built and measured")
 	flag.BoolVar(&s.Rerender, "rerender", false, "only rewrite the report and chart from the raw results in --json (no measurement)")
 	flag.DurationVar(&s.ElectionTTL, "election-ttl", 2*time.Second, "session TTL of the election-failover candidates (2s is the shortest lease etcd grants with its default Raft timings)")
+	flag.BoolVar(&s.Keep, "keep", false, "keep the cases of the existing --json file that this invocation does not measure (the report shows both)")
+	flag.StringVar(&s.Merge, "merge", "", "with --rerender: merge the cases of this results file (another invocation's --json) into --json's, as --keep would, and rewrite all three files")
 	flag.Parse()
 	run := run
 	if s.Rerender {
 		run = rerender
+	} else if s.Merge != "" {
+		fmt.Fprintln(os.Stderr, "compare: --merge needs --rerender")
+		os.Exit(2)
 	}
 	if err := run(s); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
@@ -109,6 +119,13 @@ func run(s settings) error {
 		return err
 	}
 	raw := rawResults{Generated: time.Now().UTC(), Settings: s, Environment: envInfo, Cases: cases, Measurements: measurements}
+	if s.Keep {
+		older, err := readRaw(s.JSON, true)
+		if err != nil {
+			return err
+		}
+		raw = mergeRaw(older, raw)
+	}
 	if err := writeJSON(s.JSON, raw); err != nil {
 		return err
 	}
@@ -117,13 +134,19 @@ func run(s settings) error {
 
 // rerender rewrites the report and chart from the raw results file.
 func rerender(s settings) error {
-	b, err := os.ReadFile(s.JSON)
+	raw, err := readRaw(s.JSON, false)
 	if err != nil {
 		return err
 	}
-	var raw rawResults
-	if err := json.Unmarshal(b, &raw); err != nil {
-		return fmt.Errorf("%s: %w", s.JSON, err)
+	if s.Merge != "" {
+		newer, err := readRaw(s.Merge, false)
+		if err != nil {
+			return err
+		}
+		raw = mergeRaw(raw, newer)
+		if err := writeJSON(s.JSON, raw); err != nil {
+			return err
+		}
 	}
 	return render(raw, s)
 }
