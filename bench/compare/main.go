@@ -5,6 +5,12 @@
 //
 //	cd bench/compare && ./setup.sh && go run .
 //
+// --workloads picks cases (semaphore-64, rwlock-16, election-failover,
+// ...), and --keep keeps the other cases of results.json, so that the
+// report shows them beside the ones just measured. The election-failover
+// case runs this program as `compare candidate`, one process per
+// candidate, and kills the leading one.
+//
 // It lives in a module of its own so that the main module never depends on
 // the etcd, ZooKeeper or Redis clients.
 package main
