@@ -189,7 +189,11 @@ func (c *semaphoreCheck) ops(capacity int) cycleOps {
 			if c.holding.Add(1) > c.capacity {
 				c.over.Add(1)
 			}
-			c.slot(slot).observe(token)
+			// A system without slots (slot -1) grants its permits to
+			// concurrent holders, so there is no one order to check.
+			if slot >= 0 {
+				c.slot(slot).observe(token)
+			}
 			return token, nil
 		},
 		release: func(ctx context.Context, l Locker, name string) error {

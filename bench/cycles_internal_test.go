@@ -42,3 +42,30 @@ func (l *brokenLocker) AcquirePermit(context.Context, string, int) (uint64, int,
 	return l.token, 0, nil
 }
 func (l *brokenLocker) ReleasePermit(context.Context, string) error { return nil }
+
+// A system without slots (slot -1, etcd's and Redis's recipes) grants
+// permits to concurrent holders in no one order: their tokens are not
+// checked against each other, but the capacity still is.
+func TestSemaphoreCheck_SlotlessTokensUnordered(t *testing.T) {
+	c := &semaphoreCheck{capacity: 2}
+	ops := c.ops(2)
+	ctx := context.Background()
+	for _, tok := range []uint64{10, 5, 7} {
+		if _, err := ops.acquire(ctx, &slotlessLocker{brokenLocker{token: tok}}, "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.tokenViolations(); got != 0 {
+		t.Errorf("token order violations %d among slotless permits, want 0", got)
+	}
+	if got := c.capacityViolations(); got != 1 {
+		t.Errorf("capacity violations %d, want 1 (3 holders of 2 permits)", got)
+	}
+}
+
+// slotlessLocker grants every permit at once, without a slot.
+type slotlessLocker struct{ brokenLocker }
+
+func (l *slotlessLocker) AcquirePermit(context.Context, string, int) (uint64, int, error) {
+	return l.token, -1, nil
+}

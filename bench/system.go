@@ -60,7 +60,7 @@ type FencedWriter interface {
 type Semaphorer interface {
 	// AcquirePermit blocks until this holder holds one permit of the
 	// semaphore name of capacity, and returns its token and slot (for
-	// systems without slots, -1).
+	// systems without slots, -1: their tokens are not checked per slot).
 	AcquirePermit(ctx context.Context, name string, capacity int) (token uint64, slot int, err error)
 	// ReleasePermit releases the permit this holder holds of name.
 	ReleasePermit(ctx context.Context, name string) error

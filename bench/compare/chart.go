@@ -44,6 +44,9 @@ func chartPanels(cases []benchCase, sums map[summaryKey]summary) []chartPanel {
 	lat := chartPanel{Title: "Acquire latency p99 (median ms, lower is better)", Unit: " ms"}
 	mem := chartPanel{Title: "Server RSS with all holders open (median MiB, lower is better)", Unit: " MiB"}
 	for _, c := range cases {
+		if c.Workload == workloadElection {
+			continue
+		}
 		var tg, lg, mg chartGroup
 		tg.Label, lg.Label, mg.Label = c.ID, c.ID, c.ID
 		for _, t := range c.Targets {

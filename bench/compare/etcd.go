@@ -11,7 +11,6 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"go.uber.org/zap"
 
 	"github.com/fenced-dev/fenced/bench"
 )
@@ -35,17 +34,9 @@ type Etcd struct {
 
 // NewEtcd connects to the etcd members at endpoints (host:port).
 func NewEtcd(endpoints []string) (*Etcd, error) {
-	var urls []string
-	for _, e := range endpoints {
-		urls = append(urls, "http://"+e)
-	}
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   urls,
-		DialTimeout: 5 * time.Second,
-		Logger:      zap.NewNop(),
-	})
+	cli, err := newEtcdClient(endpoints)
 	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
+		return nil, err
 	}
 	return &Etcd{cli: cli}, nil
 }
@@ -67,7 +58,7 @@ func (e *Etcd) NewLocker(ctx context.Context, id int, ttl time.Duration) (bench.
 	if err != nil {
 		return nil, fmt.Errorf("etcd session: %w", err)
 	}
-	return &etcdLocker{s: s, mutexes: map[string]*concurrency.Mutex{}}, nil
+	return &etcdLocker{s: s, mutexes: map[string]*concurrency.Mutex{}, permits: map[string]etcdPermit{}, rw: map[string]etcdRW{}}, nil
 }
 
 // Close implements bench.System.
@@ -78,6 +69,8 @@ type etcdLocker struct {
 	s       *concurrency.Session
 	mu      sync.Mutex
 	mutexes map[string]*concurrency.Mutex
+	permits map[string]etcdPermit
+	rw      map[string]etcdRW
 }
 
 func (l *etcdLocker) mutex(name string) *concurrency.Mutex {

@@ -21,6 +21,11 @@ type benchCase struct {
 	Clients int `json:"clients"`
 	// Sessions is the number of holders kept alive (sessions only).
 	Sessions int `json:"sessions,omitempty"`
+	// Capacity is the semaphore's number of permits (semaphore only).
+	Capacity int `json:"capacity,omitempty"`
+	// Failovers is how many leader kills one measurement of the
+	// election-failover case makes (0 for the other cases).
+	Failovers int `json:"failovers,omitempty"`
 	// Targets are the systems this case runs against, in report order.
 	Targets []string `json:"targets"`
 	// VsEtcd and VsRedis name the targets the report's ratios divide by;
@@ -47,6 +52,9 @@ var matrix = []benchCase{
 	{ID: "handoff-16", Title: "handoff, 16 clients on one lock, 1 node", Workload: bench.WorkloadHandoff, Clients: 16, Targets: withGrantors, VsEtcd: "etcd", VsRedis: "redis"},
 	{ID: "sessions-10k", Title: "sessions, 10,000 holders, 1 node", Workload: bench.WorkloadSessions, Clients: sessionOpeners, Sessions: 10000, Targets: singleNode, VsEtcd: "etcd"},
 	{ID: "sessions-100k", Title: "sessions, 100,000 holders, 1 node", Workload: bench.WorkloadSessions, Clients: sessionOpeners, Sessions: 100000, Targets: []string{"fenced"}},
+	{ID: "semaphore-64", Title: "semaphore of 8 permits, 64 clients, 1 node", Workload: bench.WorkloadSemaphore, Clients: 64, Capacity: 8, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd", VsRedis: "redis"},
+	{ID: "rwlock-16", Title: "read/write lock, 16 clients, 90 % reads, 1 node", Workload: bench.WorkloadRWLock, Clients: 16, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd", VsRedis: "redis"},
+	{ID: "election-failover", Title: "election failover: SIGKILL of the leader's process to the next leader's first token, 1 node", Workload: workloadElection, Failovers: 5, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd"},
 	{ID: "fenced-write-64", Title: "fenced-write, 64 clients, 1 node", Workload: bench.WorkloadFencedWrite, Clients: 64, Targets: []string{"fenced"}},
 }
 
@@ -65,7 +73,7 @@ func selectMatrix(workloads, systems string) ([]benchCase, error) {
 		known = append(known, c.ID)
 	}
 	for _, w := range wl {
-		if !slices.Contains(known, w) && !slices.Contains(bench.Workloads, bench.Workload(w)) {
+		if !slices.Contains(known, w) && !slices.Contains(bench.Workloads, bench.Workload(w)) && w != string(workloadElection) {
 			return nil, fmt.Errorf("--workloads: unknown %q; want workload names %v or case ids %s", w, bench.Workloads, strings.Join(known, ","))
 		}
 	}

@@ -104,12 +104,13 @@ func (r *Redis) NewLocker(ctx context.Context, id int, ttl time.Duration) (bench
 		return nil, fmt.Errorf("redis: ttl %v too short", ttl)
 	}
 	l := &redisLocker{
-		r:     r,
-		ttl:   ttl,
-		owner: fmt.Sprintf("%s-%d", r.prefix, r.next.Add(1)),
-		held:  map[string]string{},
-		stop:  make(chan struct{}),
-		done:  make(chan struct{}),
+		r:      r,
+		ttl:    ttl,
+		owner:  fmt.Sprintf("%s-%d", r.prefix, r.next.Add(1)),
+		held:   map[string]string{},
+		others: map[string]redisHeld{},
+		stop:   make(chan struct{}),
+		done:   make(chan struct{}),
 	}
 	go l.refresh()
 	return l, nil
@@ -124,8 +125,11 @@ type redisLocker struct {
 	n     atomic.Uint64
 	mu    sync.Mutex
 	held  map[string]string
-	stop  chan struct{}
-	done  chan struct{}
+	// others are the semaphore permits and read/write grants held, by
+	// "sem:<name>" or "rw:<name>" (redis_semaphore.go).
+	others map[string]redisHeld
+	stop   chan struct{}
+	done   chan struct{}
 }
 
 func (l *redisLocker) Lock(ctx context.Context, name string) (uint64, error) {
@@ -190,7 +194,12 @@ func (l *redisLocker) refresh() {
 		for k, v := range l.held {
 			held[k] = v
 		}
+		var others []redisHeld
+		for _, h := range l.others {
+			others = append(others, h)
+		}
 		l.mu.Unlock()
+		l.extendHeld(others)
 		for name, value := range held {
 			ctx, cancel := context.WithTimeout(context.Background(), l.ttl/3)
 			_ = redisExtend.Run(ctx, l.r.rdb, []string{"lock:" + name}, value, l.ttl.Milliseconds()).Err()
@@ -205,8 +214,19 @@ func (l *redisLocker) Close() error {
 	l.mu.Lock()
 	held := l.held
 	l.held = map[string]string{}
+	var others []string
+	for id := range l.others {
+		others = append(others, id)
+	}
 	l.mu.Unlock()
 	var errs []error
+	for _, id := range others {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := l.releaseHeld(ctx, id); err != nil {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
 	for name, value := range held {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		if err := redisRelease.Run(ctx, l.r.rdb, []string{"lock:" + name}, value).Err(); err != nil {

@@ -28,14 +28,15 @@ func writeReport(path, svgPath string, raw rawResults, sums map[summaryKey]summa
 	w("`setup.sh` installs etcd, ZooKeeper, a Java runtime and Redis from Debian's packages; `go run .` builds `fenced` from this tree, ")
 	w("starts every system itself on 127.0.0.1 with fresh data directories, runs the matrix and rewrites this file, ")
 	w("[the chart](%s) and `bench/compare/results.json` (every run's raw figures). `go run . -h` lists the flags (`--systems`, `--workloads`, `--runs`, ...).\n\n", chart)
-	cmd := fmt.Sprintf("go run . --duration %v --warmup %v --runs %d --ttl %v", s.Duration, s.Warmup, s.Runs, s.TTL)
-	if s.Systems != "" {
-		cmd += " --systems " + s.Systems
+	if invs := raw.Invocations; len(invs) > 1 {
+		w("This report merges the measurements of %d invocations (`--keep`):\n\n", len(invs))
+		for _, inv := range invs {
+			w("- `%s`, generated %s at fenced commit %s: %s\n", inv.Command, inv.Generated.Format("2006-01-02 15:04 MST"), inv.FencedCommit, strings.Join(inv.Cases, ", "))
+		}
+		w("\n")
+	} else {
+		w("This report: `%s`, generated %s.\n\n", commandLine(s), raw.Generated.Format("2006-01-02 15:04 MST"))
 	}
-	if s.Workloads != "" {
-		cmd += " --workloads " + s.Workloads
-	}
-	w("This report: `%s`, generated %s.\n\n", cmd, raw.Generated.Format("2006-01-02 15:04 MST"))
 	if s.Runs < 3 || s.Duration < 10*time.Second {
 		w("> **Smoke run.** These figures come from a short run (fewer than 3 runs or under 10 s each) and are noisy; they show that the harness works, not how the systems compare. Regenerate with the defaults before quoting any number.\n\n")
 	}
@@ -43,8 +44,9 @@ func writeReport(path, svgPath string, raw rawResults, sums map[summaryKey]summa
 
 	writeCycleTable(&b, raw.Cases, sums, s.Runs)
 	writeSessionTable(&b, raw.Cases, sums, s.Runs)
+	writeFailoverTable(&b, raw.Cases, sums, s)
 	writeFailures(&b, raw.Measurements)
-	writeLoad(&b, raw.Measurements, raw.Environment.Cores)
+	writeLoad(&b, raw)
 	b.WriteString(methodText(s))
 	writeVersions(&b, raw.Environment)
 	return writeFile(path, []byte(b.String()))
@@ -61,7 +63,7 @@ func writeCycleTable(b *strings.Builder, cases []benchCase, sums map[summaryKey]
 	fmt.Fprintf(b, "| case | system | cycles/s | × etcd | × redis | acquire p50 ms | acquire p99 ms | cycle p99 ms | server CPU %% | server RSS MiB | runs ok | failed calls |\n")
 	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range cases {
-		if c.Workload == bench.WorkloadSessions {
+		if c.Workload == bench.WorkloadSessions || c.Workload == workloadElection {
 			continue
 		}
 		for _, t := range c.Targets {
@@ -174,7 +176,7 @@ func orUnknown(s string) string {
 // cycle case (false).
 func hasCases(cases []benchCase, sessions bool) bool {
 	for _, c := range cases {
-		if (c.Workload == bench.WorkloadSessions) == sessions {
+		if c.Workload != workloadElection && (c.Workload == bench.WorkloadSessions) == sessions {
 			return true
 		}
 	}
@@ -190,8 +192,26 @@ func plural(n int, noun string) string {
 }
 
 // writeLoad states how busy the machine was with other work during the
-// measurements, which the figures cannot correct for.
-func writeLoad(b *strings.Builder, ms []measurement, cores int) {
+// measurements, which the figures cannot correct for: for each invocation
+// of a merged report, for the whole report otherwise.
+func writeLoad(b *strings.Builder, raw rawResults) {
+	invs := raw.Invocations
+	if len(invs) <= 1 {
+		writeLoadOf(b, "", raw.Measurements, raw.Environment.Cores)
+		return
+	}
+	for _, inv := range invs {
+		var ms []measurement
+		for _, m := range raw.Measurements {
+			if slices.Contains(inv.Cases, m.Case) {
+				ms = append(ms, m)
+			}
+		}
+		writeLoadOf(b, fmt.Sprintf(" of %s", strings.Join(inv.Cases, ", ")), ms, raw.Environment.Cores)
+	}
+}
+
+func writeLoadOf(b *strings.Builder, which string, ms []measurement, cores int) {
 	var others, clients []float64
 	for _, m := range ms {
 		if m.Load != nil {
@@ -202,6 +222,10 @@ func writeLoad(b *strings.Builder, ms []measurement, cores int) {
 	if len(others) == 0 {
 		return
 	}
-	fmt.Fprintf(b, "Machine load during the measurements (percent of one core; the machine has %d cores): the clients (this runner) used a median %.0f%% CPU; processes other than the clients and the servers under test used a median %.0f%% and at most %.0f%% (per measurement in results.json).\n\n",
-		cores, median(clients), median(others), slices.Max(others))
+	fmt.Fprintf(b, "Machine load during the measurements%s (percent of one core; the machine has %d cores): the clients (this runner) used a median %.0f%% CPU; processes other than the clients and the servers under test used a median %.0f%% and at most %.0f%% (per measurement in results.json).",
+		which, cores, median(clients), median(others), slices.Max(others))
+	if median(others) > 50*float64(cores) {
+		fmt.Fprintf(b, " **The machine was shared and heavily loaded by other work during these measurements**: the figures are lower than on an idle machine, and ratios between systems measured side by side in one run are the figures to read.")
+	}
+	fmt.Fprintf(b, "\n\n")
 }

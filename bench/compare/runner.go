@@ -22,7 +22,9 @@ type measurement struct {
 	// warm-up and measurement): clients, servers and everything else.
 	Load   *machineLoad  `json:"load,omitempty"`
 	Result *bench.Result `json:"result,omitempty"`
-	Error  string        `json:"error,omitempty"`
+	// Failover is the election-failover case's figures.
+	Failover *failoverResult `json:"failover,omitempty"`
+	Error    string          `json:"error,omitempty"`
 }
 
 // runMatrix runs every case against each of its targets, the whole matrix
@@ -73,6 +75,19 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 	}
 	defer sys.Close()
 
+	if c.Workload == workloadElection {
+		before := sampleLoad(cl.pids())
+		f, err := measureFailover(ctx, t.Kind, cl.endpoints, c.Failovers, s.ElectionTTL)
+		load := loadSince(before, cl.pids())
+		m.Load = &load
+		if err != nil {
+			m.Error = err.Error()
+		}
+		if f != nil && len(f.FailoverMs) > 0 {
+			m.Failover = f
+		}
+		return m
+	}
 	limit := s.Warmup + s.Duration + 3*time.Minute
 	if c.Workload == bench.WorkloadSessions {
 		limit += 15 * time.Minute
@@ -83,6 +98,7 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 		Workload:   c.Workload,
 		Clients:    c.Clients,
 		Sessions:   c.Sessions,
+		Capacity:   c.Capacity,
 		Duration:   s.Duration,
 		Warmup:     s.Warmup,
 		TTL:        s.TTL,
@@ -109,6 +125,13 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 // progressLine is a compact account of one measurement.
 func progressLine(m measurement) string {
 	head := fmt.Sprintf("run %d %-15s %-9s", m.Run, m.Case, m.Target)
+	if f := m.Failover; f != nil {
+		line := fmt.Sprintf("%s failover median %.0f ms over %d kills %v", head, f.MedianMs, len(f.FailoverMs), f.FailoverMs)
+		if m.Error != "" {
+			line += "  FAILED: " + firstLine(m.Error)
+		}
+		return line
+	}
 	if m.Result == nil {
 		return head + " FAILED: " + firstLine(m.Error)
 	}

@@ -30,6 +30,13 @@ type summary struct {
 	TokenOrderViolations int64
 	// FirstError is the first failure or failed call seen.
 	FirstError string
+	// FailoverMs is the median over runs of each run's median failover
+	// (election-failover), FailoverMinMs and FailoverMaxMs the extremes
+	// of single failovers, and Failovers their number.
+	FailoverMs, FailoverMinMs, FailoverMaxMs float64
+	Failovers                                int
+	// SlowFailovers counts single failovers over twice the election TTL.
+	SlowFailovers int
 }
 
 // summaryKey identifies a summary.
@@ -42,12 +49,23 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 		for _, t := range c.Targets {
 			s := summary{Case: c.ID, Target: t}
 			var cyc, p50, p99, cp99, cpu, rss, bps []float64
+			var fo []*failoverResult
 			for _, m := range ms {
 				if m.Case != c.ID || m.Target != t {
 					continue
 				}
 				if m.Error != "" && s.FirstError == "" {
 					s.FirstError = firstLine(m.Error)
+				}
+				if c.Workload == workloadElection {
+					if m.Failover == nil || m.Error != "" {
+						s.Failed++
+						continue
+					}
+					s.Runs++
+					s.TokenOrderViolations += m.Failover.TokenOrderViolations
+					fo = append(fo, m.Failover)
+					continue
 				}
 				if m.Result == nil || m.Error != "" {
 					s.Failed++
@@ -70,6 +88,14 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 			}
 			s.CyclesPerS, s.P50Ms, s.P99Ms, s.CycleP99Ms = median(cyc), median(p50), median(p99), median(cp99)
 			s.CPUPercent, s.RSSMiB, s.BytesPerSess = median(cpu), median(rss), median(bps)
+			s.FailoverMs, s.FailoverMinMs, s.FailoverMaxMs, s.Failovers = summarizeFailover(fo)
+			for _, f := range fo {
+				for _, ms := range f.FailoverMs {
+					if ms > 2*f.TTLMs {
+						s.SlowFailovers++
+					}
+				}
+			}
 			out[summaryKey{c.ID, t}] = s
 		}
 	}
@@ -98,6 +124,9 @@ type rawResults struct {
 	Environment  environment   `json:"environment"`
 	Cases        []benchCase   `json:"cases"`
 	Measurements []measurement `json:"measurements"`
+	// Invocations are the runs whose measurements a merged file (--keep,
+	// --merge) holds; empty for a file of one run.
+	Invocations []invocation `json:"invocations,omitempty"`
 }
 
 // writeJSON writes v, indented, to path (creating its directory).
