@@ -15,7 +15,8 @@ import (
 // lock. A write whose grant's scope does not cover its key ("scope"), a
 // write with a read grant's token ("read token") and, when the history has
 // server events at all, a write whose token no committed grant carries
-// ("no grant") are violations. The workers' cross-scope attacks
+// ("no grant") are violations. A grant recorded without a scope (a
+// history from before scopes) is taken to have its name as its scope. The workers' cross-scope attacks
 // (history.Op.Target on a write) are what this catches; every other write
 // is judged the same way. Violations have Check "scope".
 //
@@ -49,12 +50,22 @@ func Scopes(h history.History) []Violation {
 		case g.GrantKind == history.GrantRead:
 			v.add("read token", fmt.Sprintf("key %q: write with token %d of the read grant of %q was accepted%s: a read grant is authority for reading only (%s; %s)",
 				op.Key, op.Token, g.Name, attack, opLabel(g), opLabel(op)), g, op)
-		case !fence.ScopeCovers(g.Scope, op.Key):
+		case !fence.ScopeCovers(grantScope(g), op.Key):
 			v.add("scope", fmt.Sprintf("key %q: write with token %d of the %s grant of scope %q was accepted%s, but that scope does not cover the key (%s; %s)",
-				op.Key, op.Token, kindName(g), g.Scope, attack, opLabel(g), opLabel(op)), g, op)
+				op.Key, op.Token, kindName(g), grantScope(g), attack, opLabel(g), opLabel(op)), g, op)
 		}
 	}
 	return v.list()
+}
+
+// grantScope is a committed grant's scope; a history recorded before
+// scopes has none, and then the grant's name stands for it (the scope of a
+// lock, a write grant and a leadership is the name).
+func grantScope(g history.Op) string {
+	if g.Scope == "" {
+		return g.Name
+	}
+	return g.Scope
 }
 
 // kindName is a grant's kind, "lock" for a history recorded before kinds.

@@ -23,7 +23,7 @@ func TestScopes(t *testing.T) {
 		grant(1, history.GrantLock, "lock-1", "lock-1"),
 		grant(2, history.GrantPermit, "sem-0", "sem-0/1"),
 		grant(3, history.GrantRead, "rw-0", "rw-0"),
-		grant(4, "", "lock-2", "lock-2"),
+		grant(4, "", "lock-2", ""), // recorded before kinds and scopes: a lock of scope "lock-2"
 		write("lock-1", 1, history.OK, ""),
 		write("lock-1/child", 1, history.OK, ""),
 		write("sem-0/1", 2, history.OK, ""),
