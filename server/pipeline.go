@@ -151,7 +151,7 @@ func (p *pipeline) cancel(ids []uint64) {
 	}
 }
 
-// start runs one call on its own goroutine.
+// start runs one call on a goroutine of its own (a kept worker).
 func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	id := call.GetId()
 	p.mu.Lock()
@@ -174,7 +174,7 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 		return
 	}
 	p.calls.Add(1)
-	go func() {
+	p.s.calls.run(func() {
 		defer p.calls.Done()
 		r := p.run(cctx, call)
 		p.mu.Lock()
@@ -184,7 +184,7 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 		if p.answer(r) {
 			p.flush()
 		}
-	}()
+	})
 }
 
 // run performs one call through the unary handler of its kind.
