@@ -1,0 +1,422 @@
+package redisgrant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	fence "github.com/fenced-dev/fenced"
+)
+
+// The lock of name is two keys in name's hash slot:
+//
+//   - the lease, a hash {owner, token, issued_s, issued_us} with a PEXPIRE
+//     of the TTL: Redis's clock decides when it ends, never the client's;
+//   - the counter, a hash {token, issuer} without a TTL: every grant takes
+//     token+1 (HINCRBY, which fails rather than pass 2^63-1). Release and
+//     expiry never touch it. Its issuer is set by the first grant.
+//
+// Tokens go up to 2^63-1, beyond the 2^53 a Lua number holds exactly, so
+// the scripts never turn a token into a number: HINCRBY counts in Redis's
+// 64-bit integers, the new value is read back with HGET as a string, and
+// tokens are compared as strings. Every operation is one script, so Redis
+// runs it with no other command in between.
+
+// counterCheckLua stops a script whose counter holds anything but a token.
+const counterCheckLua = `
+local function fenced_counter(key)
+  local ty = redis.call('TYPE', key).ok
+  if ty ~= 'hash' and ty ~= 'none' then
+    return nil, redis.error_reply('FENCED_CORRUPT ' .. key .. ' is not a hash')
+  end
+  local c = redis.call('HMGET', key, 'token', 'issuer')
+  if c[1] and (not string.match(c[1], '^[1-9][0-9]*$') or #c[1] > 19 or
+      (#c[1] == 19 and c[1] > '9223372036854775807')) then
+    return nil, redis.error_reply('FENCED_CORRUPT ' .. key .. ' holds token ' .. c[1])
+  end
+  return c, nil
+end
+local function fenced_next(key, c, issuer)
+  if c[1] == '9223372036854775807' then return nil, redis.error_reply('FENCED_OVERFLOW') end
+  redis.call('HINCRBY', key, 'token', 1)
+  if not c[2] then redis.call('HSET', key, 'issuer', issuer); c[2] = issuer end
+  return redis.call('HGET', key, 'token'), nil
+end
+`
+
+// acquireScript: KEYS[1] lease, KEYS[2] counter; ARGV[1] owner, ARGV[2]
+// ttl in ms, ARGV[3] an issuer for a new counter. Replies {1, token,
+// issuer, sec, usec} when granted (or already granted to owner: a retried
+// call), {0, holder's token, pttl} when held by another.
+var acquireScript = redis.NewScript(counterCheckLua + `
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token', 'issued_s', 'issued_us')
+if cur[1] then
+  if cur[1] == ARGV[1] then
+    local c = redis.call('HGET', KEYS[2], 'issuer')
+    return {1, cur[2], c, cur[3], cur[4]}
+  end
+  return {0, cur[2] or '', redis.call('PTTL', KEYS[1])}
+end
+local c, err = fenced_counter(KEYS[2])
+if err then return err end
+local tok
+tok, err = fenced_next(KEYS[2], c, ARGV[3])
+if err then return err end
+local t = redis.call('TIME')
+redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', tok, 'issued_s', t[1], 'issued_us', t[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return {1, tok, c[2], t[1], t[2]}
+`)
+
+// releaseScript: KEYS[1] lease; ARGV[1] owner, ARGV[2] channel. Replies
+// 1 released, 0 not held (released or expired), 2 held by another owner.
+// A release publishes the freed token on the channel, for waiters.
+var releaseScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if not cur[1] then return 0 end
+if cur[1] ~= ARGV[1] then return 2 end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[2], cur[2])
+return 1
+`)
+
+// renewScript: KEYS[1] lease; ARGV[1] owner, ARGV[2] token, ARGV[3] ttl in
+// ms. Replies 1 renewed (the TTL restarts at Redis's now), 0 not held.
+var renewScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
+if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return 1
+`)
+
+// verifyScript: KEYS[1] lease, KEYS[2] counter. Replies {holder's token or
+// ”, pttl, issued_s, issued_us, issuer, counter}; it writes nothing.
+var verifyScript = redis.NewScript(`
+local cur = redis.call('HMGET', KEYS[1], 'token', 'issued_s', 'issued_us')
+local c = redis.call('HMGET', KEYS[2], 'issuer', 'token')
+return {cur[1] or '', redis.call('PTTL', KEYS[1]), cur[2] or '', cur[3] or '', c[1] or '', c[2] or ''}
+`)
+
+// ReleaseResult is the outcome of a release.
+type ReleaseResult int
+
+// The outcomes of a release, as the fenced server's.
+const (
+	// Released: the lease was held by this owner and is now free.
+	Released ReleaseResult = iota + 1
+	// AlreadyReleased: nobody held it (released before, or its TTL ran
+	// out in Redis).
+	AlreadyReleased
+	// NotOwned: another owner holds it: the TTL ran out and the lock was
+	// granted again. Nothing changed.
+	NotOwned
+)
+
+// String returns "released", "already released" or "not owned".
+func (r ReleaseResult) String() string {
+	switch r {
+	case Released:
+		return "released"
+	case AlreadyReleased:
+		return "already released"
+	case NotOwned:
+		return "not owned"
+	}
+	return "ReleaseResult(" + strconv.Itoa(int(r)) + ")"
+}
+
+// ErrNotHeld is the cause of a Lease's Context after Release, and the
+// error of Renew after Release.
+var ErrNotHeld = errors.New("redisgrant: lease released")
+
+// Lease is a fenced lock granted by Redis for a TTL: Redis holds it until
+// the TTL, on Redis's clock, runs out after the grant or the last renewal,
+// or until Release. Its token is above every token the name's counter
+// issued before. A Lease is safe for concurrent use.
+type Lease struct {
+	g       *Grantor
+	keys    []string
+	channel string
+	owner   string
+	v       *validity
+
+	mu       sync.Mutex
+	grant    fence.Grant
+	released bool
+}
+
+// Acquire acquires the lock name for ttl, waiting while another owner
+// holds it. A waiter subscribes to the lock's release channel before it
+// looks, and looks again when a release is published, when the holder's
+// TTL (as Redis reported it) runs out, or after the recheck interval
+// (WithRecheck) without either: it never polls on a short timer. Waiters
+// are not queued: when the lock is freed, any of them may win it.
+//
+// If ctx ends first, Acquire returns an error wrapping ctx's error and
+// holds nothing. Its other outcomes are TryAcquire's.
+func (g *Grantor) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	ks, err := g.lockKeys("acquire", name, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Check(ctx); err != nil {
+		return nil, err
+	}
+	return waitFor(ctx, g, "acquire", name, g.channel(name, "lease"), func() (*Lease, time.Duration, error) {
+		return g.try(ctx, name, ks, ttl)
+	})
+}
+
+// TryAcquire acquires the lock name for ttl if nobody holds it, and fails
+// with an error wrapping fence.ErrNotGranted otherwise.
+//
+// A ttl outside fence.MinTTL..fence.MaxTTL, an invalid name, a Redis
+// without Lua (ErrNoLua) or keys in different slots (ErrCrossSlot) fail
+// before anything is written. A grant whose reply arrives after its
+// validity ran out is released and reported with fence.ErrLockLost. When
+// the outcome is unknown (the reply was lost), TryAcquire releases
+// whatever its owner token may hold before it returns the error (best
+// effort, one attempt; the TTL ends a grant that release misses).
+func (g *Grantor) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
+	ks, err := g.lockKeys("try acquire", name, ttl)
+	if err != nil {
+		return nil, err
+	}
+	if err := g.Check(ctx); err != nil {
+		return nil, err
+	}
+	l, _, err := g.try(ctx, name, ks, ttl)
+	if err == nil && l == nil {
+		return nil, fmt.Errorf("redisgrant: try acquire %q: %w: held by another owner", name, fence.ErrNotGranted)
+	}
+	return l, err
+}
+
+// lockKeys validates an acquire's arguments and returns the lock's keys.
+func (g *Grantor) lockKeys(op, name string, ttl time.Duration) ([]string, error) {
+	if err := fence.ValidateTTL(ttl); err != nil {
+		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, err)
+	}
+	ks, err := g.keys(name, "lease", "counter")
+	if err != nil {
+		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, err)
+	}
+	return ks, nil
+}
+
+// try runs the acquire script once. It returns the lease, or nil and the
+// holder's remaining TTL as Redis reported it.
+func (g *Grantor) try(ctx context.Context, name string, ks []string, ttl time.Duration) (*Lease, time.Duration, error) {
+	owner := newSecret()
+	sent := g.now()
+	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), newIssuer()).Slice()
+	if err != nil {
+		if unknownOutcome(err) {
+			g.withdraw(ctx, ks[0], name, owner)
+		}
+		return nil, 0, scriptError("acquire", name, err)
+	}
+	if n, _ := r[0].(int64); n == 0 {
+		pttl, _ := r[2].(int64)
+		return nil, time.Duration(max(pttl, 0)) * time.Millisecond, nil
+	}
+	tok, err := fence.ParseToken(str(r[1]))
+	if err != nil {
+		return nil, 0, fmt.Errorf("redisgrant: acquire %q: %w: %v", name, ErrCorrupt, err)
+	}
+	l := &Lease{g: g, keys: ks, channel: g.channel(name, "lease"), owner: owner, grant: fence.Grant{
+		Name: name, Kind: fence.KindLock, Scope: name, Token: tok, Issuer: str(r[2]), TTL: ttl,
+		IssuedAt: serverTime(atoi(r[3]), atoi(r[4])),
+	}}
+	lost := fmt.Errorf("%w: lease on %q (token %d) ran out on the client's clock", fence.ErrLockLost, name, tok)
+	l.v = newValidity(g.now, g.margin, sent, ttl, lost)
+	if !l.v.valid() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		l.Release(rctx)
+		return nil, 0, fmt.Errorf("redisgrant: acquire %q: %w: granted with token %d after its validity ran out; released", name, fence.ErrLockLost, tok)
+	}
+	return l, 0, nil
+}
+
+// withdraw releases what owner may hold after an acquire whose outcome is
+// unknown, once, best effort.
+func (g *Grantor) withdraw(ctx context.Context, lease, name, owner string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	releaseScript.Run(rctx, g.rdb, []string{lease}, owner, g.channel(name, "lease"))
+}
+
+// Verify reports whether t is the token of the lease in force for name,
+// and returns that lease's grant (zero when nobody holds it; its Session
+// is 0). It writes nothing. Redis's answer is the state at one instant:
+// the lease may end right after; only the token check at the resource
+// decides a write.
+func (g *Grantor) Verify(ctx context.Context, name string, t fence.Token) (bool, fence.Grant, error) {
+	ks, err := g.keys(name, "lease", "counter")
+	if err != nil {
+		return false, fence.Grant{}, fmt.Errorf("redisgrant: verify %q: %w", name, err)
+	}
+	if err := fence.ValidateToken(t); err != nil {
+		return false, fence.Grant{}, fmt.Errorf("redisgrant: verify %q: %w", name, err)
+	}
+	if err := g.Check(ctx); err != nil {
+		return false, fence.Grant{}, err
+	}
+	r, err := verifyScript.Run(ctx, g.rdb, ks).Slice()
+	if err != nil {
+		return false, fence.Grant{}, scriptError("verify", name, err)
+	}
+	if str(r[0]) == "" {
+		return false, fence.Grant{}, nil
+	}
+	tok, err := fence.ParseToken(str(r[0]))
+	if err != nil {
+		return false, fence.Grant{}, fmt.Errorf("redisgrant: verify %q: %w: %v", name, ErrCorrupt, err)
+	}
+	pttl, _ := r[1].(int64)
+	h := fence.Grant{Name: name, Kind: fence.KindLock, Scope: name, Token: tok, Issuer: str(r[4]),
+		TTL: time.Duration(max(pttl, 0)) * time.Millisecond, IssuedAt: serverTime(atoi(r[2]), atoi(r[3]))}
+	return tok == t, h, nil
+}
+
+// Token returns the lease's fencing token: send it with every write to the
+// protected resource.
+func (l *Lease) Token() fence.Token { return l.grant.Token }
+
+// Grant returns the lease's grant. Its TTL is the one last confirmed; its
+// Session is 0 (a Redis lease has no session); IssuedAt is Redis's clock,
+// for display only.
+func (l *Lease) Grant() fence.Grant {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.grant
+}
+
+// Owner returns the lease's owner token: the random secret that proves
+// ownership to Release and Renew. It is not a fencing token and never goes
+// to the resource; treat it like a password.
+func (l *Lease) Owner() string { return l.owner }
+
+// Context returns a context for the work done under the lease. It is
+// cancelled at ValidUntil (cause wrapping fence.ErrLockLost), by Release
+// (ErrNotHeld) and by a Renew or Verify that finds the lease gone.
+func (l *Lease) Context() context.Context { return l.v.ctx }
+
+// Done is closed when Context is cancelled.
+func (l *Lease) Done() <-chan struct{} { return l.v.ctx.Done() }
+
+// ValidUntil returns the monotonic time until which the client trusts the
+// lease: sent + TTL - margin of the acquire or the last confirmed renewal.
+// It is a liveness signal, not a guarantee: only the token check at the
+// resource stops a late write.
+func (l *Lease) ValidUntil() time.Time { return l.v.ValidUntil() }
+
+// Remaining returns ValidUntil minus now, or 0 once it has passed.
+func (l *Lease) Remaining() time.Duration { return l.v.Remaining() }
+
+// Release releases the lease; the Context is cancelled first, with
+// ErrNotHeld. It returns Released, AlreadyReleased (the TTL had run out)
+// or NotOwned (the TTL had run out and another owner holds the lock now;
+// work done under the lease may have overlapped theirs). A network error
+// leaves the outcome unknown; the TTL then ends the lease in Redis.
+func (l *Lease) Release(ctx context.Context) (ReleaseResult, error) {
+	l.mu.Lock()
+	l.released = true
+	l.mu.Unlock()
+	l.v.stop(ErrNotHeld)
+	n, err := releaseScript.Run(ctx, l.g.rdb, l.keys[:1], l.owner, l.channel).Int64()
+	if err != nil {
+		return 0, scriptError("release", l.grant.Name, err)
+	}
+	switch n {
+	case 1:
+		return Released, nil
+	case 2:
+		return NotOwned, nil
+	}
+	return AlreadyReleased, nil
+}
+
+// Renew keeps the lease for ttl from when Redis runs the renewal (0 keeps
+// the current TTL), under the same token. On success ValidUntil becomes
+// sent + ttl - margin; a shorter ttl lowers it before anything is sent. It
+// fails with an error wrapping fence.ErrLockLost, and cancels the Context,
+// when the lease is gone in Redis or its validity ran out before the
+// renewal was confirmed; with ErrNotHeld after Release; with
+// fence.ErrInvalidArgument for a ttl out of range, sending nothing. A
+// network error leaves the lease as it was: retry while Remaining lasts.
+func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
+	name := l.grant.Name
+	if ttl == 0 {
+		ttl = l.v.TTL()
+	}
+	if err := fence.ValidateTTL(ttl); err != nil {
+		return fmt.Errorf("redisgrant: renew %q: %w", name, err)
+	}
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return fmt.Errorf("redisgrant: renew %q: %w", name, ErrNotHeld)
+	}
+	if !l.v.valid() {
+		return fmt.Errorf("redisgrant: renew %q: %w", name, l.v.lost)
+	}
+	sent := l.g.now()
+	l.v.renewing(sent, ttl)
+	n, err := renewScript.Run(ctx, l.g.rdb, l.keys[:1], l.owner, l.grant.Token.String(), ttl.Milliseconds()).Int64()
+	lose := func(err error) error {
+		err = fmt.Errorf("redisgrant: renew %q (token %d): %w", name, l.grant.Token, err)
+		l.v.stop(err)
+		return err
+	}
+	switch {
+	case err != nil:
+		return scriptError("renew", name, err)
+	case n != 1:
+		return lose(fmt.Errorf("%w: the lease is gone in Redis (its TTL ran out)", fence.ErrLockLost))
+	case !l.v.renewed(sent, ttl):
+		return lose(fmt.Errorf("%w: the renewal was confirmed after the lease's validity ran out", fence.ErrLockLost))
+	}
+	l.mu.Lock()
+	l.grant.TTL = ttl
+	l.mu.Unlock()
+	return nil
+}
+
+// Verify asks Redis whether the lease is still in force, and cancels the
+// Context with an error wrapping fence.ErrLockLost when it is not. A true
+// answer is the state at one instant, not a promise for the next write.
+func (l *Lease) Verify(ctx context.Context) (bool, error) {
+	ok, _, err := l.g.Verify(ctx, l.grant.Name, l.grant.Token)
+	if err != nil {
+		return false, err
+	}
+	if !ok {
+		l.v.stop(fmt.Errorf("%w: lease on %q (token %d) is no longer in force in Redis", fence.ErrLockLost, l.grant.Name, l.grant.Token))
+	}
+	return ok, nil
+}
+
+// str returns a script reply element as a string ("" for nil).
+func str(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case int64:
+		return strconv.FormatInt(x, 10)
+	}
+	return ""
+}
+
+// atoi returns a script reply element as an int64 (0 when it is none).
+func atoi(v any) int64 {
+	n, _ := strconv.ParseInt(str(v), 10, 64)
+	return n
+}

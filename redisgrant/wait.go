@@ -1,0 +1,62 @@
+package redisgrant
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// waitFor runs try until it grants, fails, or ctx ends. Before the first
+// try it subscribes to channel, on which every release of the object is
+// published, so no release between a try and the wait is missed; after a
+// refused try it sleeps until a message arrives, until retry (the holder's
+// remaining TTL on Redis's clock, reported by try, plus 1ms) has passed,
+// or for the grantor's recheck interval, whichever comes first. The
+// recheck only covers a lost message: Redis pub/sub delivers at most once.
+func waitFor[T any](ctx context.Context, g *Grantor, op, name, channel string, try func() (*T, time.Duration, error)) (*T, error) {
+	sub := g.rdb.Subscribe(ctx, channel)
+	defer sub.Close()
+	if _, err := sub.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, ctx.Err())
+		}
+		return nil, fmt.Errorf("redisgrant: %s %q: subscribe to %s: %w", op, name, channel, err)
+	}
+	msgs := sub.Channel()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		x, retry, err := try()
+		if err != nil || x != nil {
+			return x, err
+		}
+		d := g.recheck
+		if retry > 0 && retry+time.Millisecond < d {
+			d = retry + time.Millisecond
+		}
+		timer.Reset(d)
+		select {
+		case <-msgs:
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, ctx.Err())
+		}
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	}
+}
+
+// unknownOutcome reports whether err leaves a script's outcome unknown:
+// anything but a reply from Redis (a network error, a timeout, a
+// cancelled context) may come after Redis ran the script.
+func unknownOutcome(err error) bool {
+	var rerr redis.Error
+	return !errors.As(err, &rerr)
+}
