@@ -208,7 +208,7 @@ func newIssuer() string {
 
 // scriptError maps the errors the scripts raise to the package's errors.
 func scriptError(op, name string, err error) error {
-	msg := err.Error()
+	msg := strings.TrimPrefix(err.Error(), "ERR ")
 	switch {
 	case strings.HasPrefix(msg, "FENCED_OVERFLOW"):
 		return fmt.Errorf("redisgrant: %s %q: %w: the counter is at %d", op, name, fence.ErrTokenOverflow, fence.MaxToken)

@@ -42,7 +42,7 @@ local function fenced_counter(key)
   return c, nil
 end
 local function fenced_next(key, c, issuer)
-  if c[1] == '9223372036854775807' then return nil, redis.error_reply('FENCED_OVERFLOW') end
+  if c[1] == '9223372036854775807' then return nil, redis.error_reply('FENCED_OVERFLOW the token counter is at 9223372036854775807') end
   redis.call('HINCRBY', key, 'token', 1)
   if not c[2] then redis.call('HSET', key, 'issuer', issuer); c[2] = issuer end
   return redis.call('HGET', key, 'token'), nil
