@@ -10,18 +10,19 @@ import (
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
-// ReleaseResult is the server's answer to a release.
-type ReleaseResult string
+// ReleaseResult is the server's answer to a release: fence.Released,
+// fence.AlreadyReleased or fence.NotOwned.
+type ReleaseResult = fence.ReleaseResult
 
 // Release answers.
 const (
 	// Released means the session held the lock and released it.
-	Released ReleaseResult = "released"
+	Released = fence.Released
 	// AlreadyReleased means the lock was free (or this release was applied
 	// before and is being retried).
-	AlreadyReleased ReleaseResult = "already_released"
+	AlreadyReleased = fence.AlreadyReleased
 	// NotOwned means another session holds the lock; nothing changed.
-	NotOwned ReleaseResult = "not_owned"
+	NotOwned = fence.NotOwned
 )
 
 func releaseResultOf(r fencedv1.ReleaseResult) ReleaseResult {
