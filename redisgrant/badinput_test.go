@@ -35,10 +35,10 @@ func TestGrantor_BadInputWritesNothing(t *testing.T) {
 		{"bad\x00name", time.Minute},
 	}
 	for _, c := range cases {
-		_, err := g.Acquire(ctx(t), c.name, c.ttl)
+		_, err := g.Acquire(ctx(t), c.name, fence.Wait(), fence.WithTTL(c.ttl))
+		wantIs(t, "Acquire("+strconv.Quote(c.name)+", Wait, "+c.ttl.String()+")", err, fence.ErrInvalidArgument)
+		_, err = g.Acquire(ctx(t), c.name, fence.WithTTL(c.ttl))
 		wantIs(t, "Acquire("+strconv.Quote(c.name)+", "+c.ttl.String()+")", err, fence.ErrInvalidArgument)
-		_, err = g.TryAcquire(ctx(t), c.name, c.ttl)
-		wantIs(t, "TryAcquire("+strconv.Quote(c.name)+", "+c.ttl.String()+")", err, fence.ErrInvalidArgument)
 	}
 	_, _, err := g.Verify(ctx(t), "x", 0)
 	wantIs(t, "Verify with token 0", err, fence.ErrInvalidToken)
@@ -54,13 +54,13 @@ func TestGrantor_CrossSlotKeysRefused(t *testing.T) {
 	r := startRedis(t, "--save", "", "--appendonly", "no")
 	rdb := clientOf(t, r.Addr)
 	g := redisgrant.New(rdb, redisgrant.WithKeys(func(name, part string) string { return "locks:" + part + ":" + name }))
-	_, err := g.Acquire(ctx(t), "orders", time.Minute)
+	_, err := g.Acquire(ctx(t), "orders")
 	wantIs(t, "Acquire with keys in two slots", err, redisgrant.ErrCrossSlot)
 	wantNothingWritten(t, rdb)
 
 	// One hash tag is enough.
 	g = redisgrant.New(rdb, redisgrant.WithKeys(func(name, part string) string { return "locks:" + part + ":{" + name + "}" }))
-	l, err := g.Acquire(ctx(t), "orders", time.Minute)
+	l, err := g.Acquire(ctx(t), "orders")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestGrantor_NoLuaRefused(t *testing.T) {
 	t.Run("scripting commands renamed away", func(t *testing.T) {
 		r := startRedis(t, "--save", "", "--appendonly", "no", "--rename-command", "EVAL", "", "--rename-command", "EVALSHA", "")
 		rdb := clientOf(t, r.Addr)
-		_, err := redisgrant.New(rdb).Acquire(ctx(t), "orders", time.Minute)
+		_, err := redisgrant.New(rdb).Acquire(ctx(t), "orders")
 		wantIs(t, "Acquire without EVAL", err, redisgrant.ErrNoLua)
 		wantNothingWritten(t, rdb)
 	})
@@ -86,8 +86,8 @@ func TestGrantor_NoLuaRefused(t *testing.T) {
 		}
 		app := redis.NewClient(&redis.Options{Addr: r.Addr, Username: "app", Password: "pw"})
 		t.Cleanup(func() { app.Close() })
-		_, err := redisgrant.New(app).TryAcquire(ctx(t), "orders", time.Minute)
-		wantIs(t, "TryAcquire as a user without @scripting", err, redisgrant.ErrNoLua)
+		_, err := redisgrant.New(app).Acquire(ctx(t), "orders")
+		wantIs(t, "Acquire as a user without @scripting", err, redisgrant.ErrNoLua)
 		wantNothingWritten(t, admin)
 	})
 }
@@ -95,7 +95,7 @@ func TestGrantor_NoLuaRefused(t *testing.T) {
 func TestGrantor_EvictingPolicyRefused(t *testing.T) {
 	r := startRedis(t, "--save", "", "--appendonly", "no", "--maxmemory-policy", "allkeys-lru")
 	rdb := clientOf(t, r.Addr)
-	_, err := redisgrant.New(rdb).Acquire(ctx(t), "orders", time.Minute)
+	_, err := redisgrant.New(rdb).Acquire(ctx(t), "orders")
 	wantIs(t, "Acquire on allkeys-lru", err, redisgrant.ErrEvictable)
 	wantNothingWritten(t, rdb)
 }
@@ -116,8 +116,8 @@ func TestLease_CorruptOrFullCounter(t *testing.T) {
 		name := uniqueName(t)
 		counter := "fenced:{" + name + "}:counter"
 		rdb.HSet(ctx(t), counter, "token", c.value)
-		_, err := g.TryAcquire(ctx(t), name, time.Minute)
-		wantIs(t, "TryAcquire with counter "+c.value, err, c.want)
+		_, err := g.Acquire(ctx(t), name, fence.WithTTL(time.Minute))
+		wantIs(t, "Acquire with counter "+c.value, err, c.want)
 		if n, _ := rdb.Exists(ctx(t), "fenced:{"+name+"}:lease").Result(); n != 0 {
 			t.Fatalf("counter %s: a lease was written", c.value)
 		}
@@ -127,6 +127,6 @@ func TestLease_CorruptOrFullCounter(t *testing.T) {
 	}
 	name := uniqueName(t)
 	rdb.Set(ctx(t), "fenced:{"+name+"}:counter", "7", 0) // a string, not the grantor's hash
-	_, err := g.TryAcquire(ctx(t), name, time.Minute)
-	wantIs(t, "TryAcquire with a counter of another type", err, redisgrant.ErrCorrupt)
+	_, err := g.Acquire(ctx(t), name, fence.WithTTL(time.Minute))
+	wantIs(t, "Acquire with a counter of another type", err, redisgrant.ErrCorrupt)
 }

@@ -47,7 +47,7 @@ func TestLease_CounterSurvivesKill9WithAppendfsyncAlways(t *testing.T) {
 	}
 	// Its owner token came back too: its holder (whose client reconnects)
 	// can release it.
-	if res, err := held.Release(ctx(t)); err != nil || res != redisgrant.Released {
+	if res, err := held.Release(ctx(t)); err != nil || res != fence.Released {
 		t.Fatalf("Release of the lease held at the kill=%v, %v; want released", res, err)
 	}
 	after := grantMany(t, g, name, 1)

@@ -44,8 +44,6 @@ type Grantor struct {
 	prefix  string
 	keyOf   func(name, part string) string
 	recheck time.Duration
-	margin  func(ttl time.Duration) time.Duration
-	now     func() time.Time
 
 	mu      sync.Mutex
 	checked bool // Check passed once
@@ -82,27 +80,14 @@ const DefaultRecheck = 5 * time.Second
 // most once, and not across a reconnect).
 func WithRecheck(d time.Duration) Option { return func(g *Grantor) { g.recheck = d } }
 
-// WithMargin sets how much earlier than its TTL the client stops trusting
-// a grant: ValidUntil = sent + TTL - margin(TTL), on the client's
-// monotonic clock from just before the request was sent. The default is
-// the fenced SDK's: TTL/10, at least 20ms, below TTL/2.
-func WithMargin(margin func(ttl time.Duration) time.Duration) Option {
-	return func(g *Grantor) { g.margin = margin }
-}
-
 // New returns a Grantor on rdb (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring). It does not contact Redis; the first operation runs Check.
 func New(rdb redis.UniversalClient, opts ...Option) *Grantor {
-	g := &Grantor{rdb: rdb, prefix: "fenced:", recheck: DefaultRecheck, margin: defaultMargin, now: time.Now}
+	g := &Grantor{rdb: rdb, prefix: "fenced:", recheck: DefaultRecheck}
 	for _, o := range opts {
 		o(g)
 	}
 	return g
-}
-
-// defaultMargin is the fenced SDK's default margin (client.WithMargin).
-func defaultMargin(ttl time.Duration) time.Duration {
-	return min(max(ttl/10, 20*time.Millisecond), ttl/2-time.Millisecond)
 }
 
 // validate checks the options.
@@ -112,9 +97,6 @@ func (g *Grantor) validate() error {
 	}
 	if g.recheck < 10*time.Millisecond || g.recheck > time.Hour {
 		return fmt.Errorf("%w: recheck interval %v is outside 10ms..1h", fence.ErrInvalidArgument, g.recheck)
-	}
-	if g.margin == nil {
-		return fmt.Errorf("%w: margin function is nil", fence.ErrInvalidArgument)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package redisgrant
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/grantkeep"
 )
 
 // The lock of name is two keys in name's hash slot:
@@ -102,122 +102,93 @@ local c = redis.call('HMGET', KEYS[2], 'issuer', 'token')
 return {cur[1] or '', redis.call('PTTL', KEYS[1]), cur[2] or '', cur[3] or '', c[1] or '', c[2] or ''}
 `)
 
-// ReleaseResult is the outcome of a release.
-type ReleaseResult int
-
-// The outcomes of a release, as the fenced server's.
-const (
-	// Released: the lease was held by this owner and is now free.
-	Released ReleaseResult = iota + 1
-	// AlreadyReleased: nobody held it (released before, or its TTL ran
-	// out in Redis).
-	AlreadyReleased
-	// NotOwned: another owner holds it: the TTL ran out and the lock was
-	// granted again. Nothing changed.
-	NotOwned
-)
-
-// String returns "released", "already released" or "not owned".
-func (r ReleaseResult) String() string {
-	switch r {
-	case Released:
-		return "released"
-	case AlreadyReleased:
-		return "already released"
-	case NotOwned:
-		return "not owned"
-	}
-	return "ReleaseResult(" + strconv.Itoa(int(r)) + ")"
-}
-
-// ErrNotHeld is the cause of a Lease's Context after Release, and the
-// error of Renew after Release.
-var ErrNotHeld = errors.New("redisgrant: lease released")
-
-// Lease is a fenced lock granted by Redis for a TTL: Redis holds it until
-// the TTL, on Redis's clock, runs out after the grant or the last renewal,
-// or until Release. Its token is above every token the name's counter
-// issued before. A Lease is safe for concurrent use.
+// Lease is a fenced lock granted by Redis (a fence.Held): Redis holds it
+// until its TTL, on Redis's clock, runs out after the grant or the last
+// renewal Redis applied, or until Release. Its token is above every token
+// the name's counter issued before. While it is held the grantor renews
+// it every TTL/3 (internal/grantkeep); its validity, on this process's
+// monotonic clock, is sent + TTL - fence.DefaultMargin(TTL) from just
+// before the newest confirmed request was sent. A Lease is safe for
+// concurrent use.
 type Lease struct {
+	*grantkeep.Hold
 	g       *Grantor
 	keys    []string
 	channel string
 	owner   string
-	v       *validity
+	grant   fence.Grant
 
 	mu       sync.Mutex
-	grant    fence.Grant
 	released bool
 }
 
-// Acquire acquires the lock name for ttl, waiting while another owner
-// holds it. A waiter subscribes to the lock's release channel before it
-// looks, and looks again when a release is published, when the holder's
-// TTL (as Redis reported it) runs out, or after the recheck interval
-// (WithRecheck) without either: it never polls on a short timer. Waiters
-// are not queued: when the lock is freed, any of them may win it.
-//
-// If ctx ends first, Acquire returns an error wrapping ctx's error and
-// holds nothing. Its other outcomes are TryAcquire's.
-func (g *Grantor) Acquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	ks, err := g.lockKeys("acquire", name, ttl)
-	if err != nil {
-		return nil, err
-	}
-	if err := g.Check(ctx); err != nil {
-		return nil, err
-	}
-	return waitFor(ctx, g, "acquire", name, g.channel(name, "lease"), func() (*Lease, time.Duration, error) {
-		return g.try(ctx, name, ks, ttl)
-	})
-}
+var (
+	_ fence.Grantor = (*Grantor)(nil)
+	_ fence.Held    = (*Lease)(nil)
+)
 
-// TryAcquire acquires the lock name for ttl if nobody holds it, and fails
-// with an error wrapping fence.ErrNotGranted otherwise.
+// Acquire implements fence.Grantor: it acquires the lock name for the TTL
+// of fence.WithTTL (fence.DefaultGrantTTL by default). Without fence.Wait
+// it fails with an error wrapping fence.ErrNotGranted when another owner
+// holds name. With fence.Wait it waits: a waiter subscribes to the lock's
+// release channel before it looks, and looks again when a release is
+// published, when the holder's TTL (as Redis reported it) runs out, or
+// after the recheck interval (WithRecheck) without either; it never polls
+// on a short timer. Waiters are not queued: when the lock is freed, any
+// of them may win it. If ctx ends first, Acquire returns an error
+// wrapping ctx's error and holds nothing.
 //
-// A ttl outside fence.MinTTL..fence.MaxTTL, an invalid name, a Redis
-// without Lua (ErrNoLua) or keys in different slots (ErrCrossSlot) fail
-// before anything is written. A grant whose reply arrives after its
-// validity ran out is released and reported with fence.ErrLockLost. When
-// the outcome is unknown (the reply was lost), TryAcquire releases
-// whatever its owner token may hold before it returns the error (best
-// effort, one attempt; the TTL ends a grant that release misses).
-func (g *Grantor) TryAcquire(ctx context.Context, name string, ttl time.Duration) (*Lease, error) {
-	ks, err := g.lockKeys("try acquire", name, ttl)
+// A TTL outside fence.MinTTL..fence.MaxTTL or an invalid name (errors
+// wrapping fence.ErrInvalidArgument), a Redis without Lua (ErrNoLua), an
+// evicting maxmemory-policy (ErrEvictable) or keys in different slots
+// (ErrCrossSlot) fail before anything is written. A grant whose reply
+// arrives after its validity ran out is released and reported with
+// fence.ErrLockLost. When the outcome is unknown (the reply was lost),
+// Acquire releases whatever its owner token may hold before it returns the
+// error (one attempt; the TTL ends a grant that release misses).
+func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.AcquireOption) (fence.Held, error) {
+	o, err := fence.AcquireOptionsOf(opts...)
 	if err != nil {
-		return nil, err
-	}
-	if err := g.Check(ctx); err != nil {
-		return nil, err
-	}
-	l, _, err := g.try(ctx, name, ks, ttl)
-	if err == nil && l == nil {
-		return nil, fmt.Errorf("redisgrant: try acquire %q: %w: held by another owner", name, fence.ErrNotGranted)
-	}
-	return l, err
-}
-
-// lockKeys validates an acquire's arguments and returns the lock's keys.
-func (g *Grantor) lockKeys(op, name string, ttl time.Duration) ([]string, error) {
-	if err := fence.ValidateTTL(ttl); err != nil {
-		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, err)
+		return nil, fmt.Errorf("redisgrant: acquire %q: %w", name, err)
 	}
 	ks, err := g.keys(name, "lease", "counter")
 	if err != nil {
-		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, err)
+		return nil, fmt.Errorf("redisgrant: acquire %q: %w", name, err)
 	}
-	return ks, nil
+	if err := g.Check(ctx); err != nil {
+		return nil, err
+	}
+	var l *Lease
+	if o.Wait {
+		l, err = waitFor(ctx, g, "acquire", name, g.channel(name, "lease"), func() (*Lease, time.Duration, error) {
+			return g.try(ctx, name, ks, o.TTL)
+		})
+	} else {
+		var busy bool
+		l, _, err = g.try(ctx, name, ks, o.TTL)
+		busy = err == nil && l == nil
+		if busy {
+			err = fmt.Errorf("redisgrant: acquire %q: %w: held by another owner", name, fence.ErrNotGranted)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // try runs the acquire script once. It returns the lease, or nil and the
 // holder's remaining TTL as Redis reported it.
 func (g *Grantor) try(ctx context.Context, name string, ks []string, ttl time.Duration) (*Lease, time.Duration, error) {
 	owner := newSecret()
-	sent := g.now()
+	sent := time.Now()
 	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), newIssuer()).Slice()
 	if err != nil {
 		if unknownOutcome(err) {
 			g.withdraw(ctx, ks[0], name, owner)
+		}
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("redisgrant: acquire %q: %w", name, ctx.Err())
 		}
 		return nil, 0, scriptError("acquire", name, err)
 	}
@@ -233,9 +204,8 @@ func (g *Grantor) try(ctx context.Context, name string, ks []string, ttl time.Du
 		Name: name, Kind: fence.KindLock, Scope: name, Token: tok, Issuer: str(r[2]), TTL: ttl,
 		IssuedAt: serverTime(atoi(r[3]), atoi(r[4])),
 	}}
-	lost := fmt.Errorf("%w: lease on %q (token %d) ran out on the client's clock", fence.ErrLockLost, name, tok)
-	l.v = newValidity(g.now, g.margin, sent, ttl, lost)
-	if !l.v.valid() {
+	l.Hold = grantkeep.Start(sent, ttl, fmt.Sprintf("lock %q (token %d)", name, tok), l.renew)
+	if !l.Valid() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		l.Release(rctx)
@@ -253,10 +223,10 @@ func (g *Grantor) withdraw(ctx context.Context, lease, name, owner string) {
 }
 
 // Verify reports whether t is the token of the lease in force for name,
-// and returns that lease's grant (zero when nobody holds it; its Session
-// is 0). It writes nothing. Redis's answer is the state at one instant:
-// the lease may end right after; only the token check at the resource
-// decides a write.
+// and returns that lease's grant (zero when nobody holds it; its TTL is
+// what Redis has left of it). It writes nothing. Redis's answer is the
+// state at one instant: the lease may end right after; only the token
+// check at the resource decides a write.
 func (g *Grantor) Verify(ctx context.Context, name string, t fence.Token) (bool, fence.Grant, error) {
 	ks, err := g.keys(name, "lease", "counter")
 	if err != nil {
@@ -289,119 +259,83 @@ func (g *Grantor) Verify(ctx context.Context, name string, t fence.Token) (bool,
 // protected resource.
 func (l *Lease) Token() fence.Token { return l.grant.Token }
 
-// Grant returns the lease's grant. Its TTL is the one last confirmed; its
-// Session is 0 (a Redis lease has no session); IssuedAt is Redis's clock,
-// for display only.
-func (l *Lease) Grant() fence.Grant {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.grant
-}
+// Grant implements fence.Held. Its Session is 0 (a Redis lease has no
+// session); IssuedAt is Redis's clock, for display only.
+func (l *Lease) Grant() fence.Grant { return l.grant }
 
 // Owner returns the lease's owner token: the random secret that proves
-// ownership to Release and Renew. It is not a fencing token and never goes
+// ownership to release and renew. It is not a fencing token and never goes
 // to the resource; treat it like a password.
 func (l *Lease) Owner() string { return l.owner }
 
-// Context returns a context for the work done under the lease. It is
-// cancelled at ValidUntil (cause wrapping fence.ErrLockLost), by Release
-// (ErrNotHeld) and by a Renew or Verify that finds the lease gone.
-func (l *Lease) Context() context.Context { return l.v.ctx }
-
-// Done is closed when Context is cancelled.
-func (l *Lease) Done() <-chan struct{} { return l.v.ctx.Done() }
-
-// ValidUntil returns the monotonic time until which the client trusts the
-// lease: sent + TTL - margin of the acquire or the last confirmed renewal.
-// It is a liveness signal, not a guarantee: only the token check at the
-// resource stops a late write.
-func (l *Lease) ValidUntil() time.Time { return l.v.ValidUntil() }
-
-// Remaining returns ValidUntil minus now, or 0 once it has passed.
-func (l *Lease) Remaining() time.Duration { return l.v.Remaining() }
-
-// Release releases the lease; the Context is cancelled first, with
-// ErrNotHeld. It returns Released, AlreadyReleased (the TTL had run out)
-// or NotOwned (the TTL had run out and another owner holds the lock now;
-// work done under the lease may have overlapped theirs). A network error
-// leaves the outcome unknown; the TTL then ends the lease in Redis.
-func (l *Lease) Release(ctx context.Context) (ReleaseResult, error) {
+// Release implements fence.Held: the Context is cancelled first, with
+// fence.ErrReleased, then Redis deletes the lease if this owner still
+// holds it and publishes the release for waiters. It returns
+// fence.Released, fence.AlreadyReleased (nobody held it: released before,
+// or its TTL ran out in Redis) or fence.NotOwned (its TTL ran out and
+// another owner holds the lock now; work done under the lease may have
+// overlapped theirs). A network error leaves the outcome unknown; Redis
+// then ends the lease with its TTL.
+func (l *Lease) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	l.mu.Lock()
 	l.released = true
 	l.mu.Unlock()
-	l.v.stop(ErrNotHeld)
+	l.End(fence.ErrReleased)
 	n, err := releaseScript.Run(ctx, l.g.rdb, l.keys[:1], l.owner, l.channel).Int64()
 	if err != nil {
-		return 0, scriptError("release", l.grant.Name, err)
+		return "", scriptError("release", l.grant.Name, err)
 	}
 	switch n {
 	case 1:
-		return Released, nil
+		return fence.Released, nil
 	case 2:
-		return NotOwned, nil
+		return fence.NotOwned, nil
 	}
-	return AlreadyReleased, nil
+	return fence.AlreadyReleased, nil
 }
 
-// Renew keeps the lease for ttl from when Redis runs the renewal (0 keeps
-// the current TTL), under the same token. On success ValidUntil becomes
-// sent + ttl - margin; a shorter ttl lowers it before anything is sent. It
-// fails with an error wrapping fence.ErrLockLost, and cancels the Context,
-// when the lease is gone in Redis or its validity ran out before the
-// renewal was confirmed; with ErrNotHeld after Release; with
-// fence.ErrInvalidArgument for a ttl out of range, sending nothing. A
-// network error leaves the lease as it was: retry while Remaining lasts.
-func (l *Lease) Renew(ctx context.Context, ttl time.Duration) error {
-	name := l.grant.Name
-	if ttl == 0 {
-		ttl = l.v.TTL()
+// renew is the lease's grantkeep.RenewFunc: one renewal script, which
+// restarts the TTL on Redis's clock if this owner still holds the lease.
+func (l *Lease) renew(ctx context.Context) error {
+	n, err := renewScript.Run(ctx, l.g.rdb, l.keys[:1], l.owner, l.grant.Token.String(), l.grant.TTL.Milliseconds()).Int64()
+	switch {
+	case err != nil:
+		return scriptError("renew", l.grant.Name, err)
+	case n != 1:
+		return fmt.Errorf("%w: the lease is gone in Redis (its TTL ran out, or it was released)", fence.ErrLockLost)
 	}
-	if err := fence.ValidateTTL(ttl); err != nil {
-		return fmt.Errorf("redisgrant: renew %q: %w", name, err)
-	}
+	return nil
+}
+
+// Renew implements fence.Held: it renews the lease now for its TTL,
+// keeping its token. After Release it fails with fence.ErrReleased.
+func (l *Lease) Renew(ctx context.Context) error {
 	l.mu.Lock()
 	released := l.released
 	l.mu.Unlock()
 	if released {
-		return fmt.Errorf("redisgrant: renew %q: %w", name, ErrNotHeld)
+		return fmt.Errorf("redisgrant: renew %q: %w", l.grant.Name, fence.ErrReleased)
 	}
-	if !l.v.valid() {
-		return fmt.Errorf("redisgrant: renew %q: %w", name, l.v.lost)
+	if err := l.Hold.Renew(ctx); err != nil {
+		return fmt.Errorf("redisgrant: %w", err)
 	}
-	sent := l.g.now()
-	l.v.renewing(sent, ttl)
-	n, err := renewScript.Run(ctx, l.g.rdb, l.keys[:1], l.owner, l.grant.Token.String(), ttl.Milliseconds()).Int64()
-	lose := func(err error) error {
-		err = fmt.Errorf("redisgrant: renew %q (token %d): %w", name, l.grant.Token, err)
-		l.v.stop(err)
-		return err
-	}
-	switch {
-	case err != nil:
-		return scriptError("renew", name, err)
-	case n != 1:
-		return lose(fmt.Errorf("%w: the lease is gone in Redis (its TTL ran out)", fence.ErrLockLost))
-	case !l.v.renewed(sent, ttl):
-		return lose(fmt.Errorf("%w: the renewal was confirmed after the lease's validity ran out", fence.ErrLockLost))
-	}
-	l.mu.Lock()
-	l.grant.TTL = ttl
-	l.mu.Unlock()
 	return nil
 }
 
-// Verify asks Redis whether the lease is still in force, and cancels the
-// Context with an error wrapping fence.ErrLockLost when it is not. A true
-// answer is the state at one instant, not a promise for the next write.
-func (l *Lease) Verify(ctx context.Context) (bool, error) {
+// Verify implements fence.Held: nil when Redis has this lease in force,
+// else an error wrapping fence.ErrLockLost (and the lease ends). A nil is
+// the state at one instant, not a promise for the next write.
+func (l *Lease) Verify(ctx context.Context) error {
 	ok, _, err := l.g.Verify(ctx, l.grant.Name, l.grant.Token)
 	if err != nil {
-		return false, err
+		return err
 	}
 	if !ok {
-		l.v.stop(fmt.Errorf("%w: lease on %q (token %d) is no longer in force in Redis", fence.ErrLockLost, l.grant.Name, l.grant.Token))
+		err := fmt.Errorf("redisgrant: verify %q: %w: token %d is no longer in force in Redis", l.grant.Name, fence.ErrLockLost, l.grant.Token)
+		l.End(err)
+		return err
 	}
-	return ok, nil
+	return nil
 }
 
 // str returns a script reply element as a string ("" for nil).

@@ -29,14 +29,14 @@ func TestLease_TokensIncreaseAcrossReleaseAndExpiry(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		l := mustAcquire(t, g, name, time.Minute)
 		next(l)
-		if res, err := l.Release(ctx(t)); err != nil || res != redisgrant.Released {
+		if res, err := l.Release(ctx(t)); err != nil || res != fence.Released {
 			t.Fatalf("Release=%v, %v; want released", res, err)
 		}
 	}
 	for i := 0; i < 3; i++ {
-		// Not released: the next Acquire waits for Redis to expire it.
-		l := mustAcquire(t, g, name, fence.MinTTL)
-		next(l)
+		// Not released and no longer renewed: the next Acquire waits for
+		// Redis to expire it.
+		next(abandoned(t, name, 300*time.Millisecond))
 	}
 	l := mustAcquire(t, g, name, time.Minute)
 	next(l)
@@ -47,6 +47,16 @@ func TestLease_TokensIncreaseAcrossReleaseAndExpiry(t *testing.T) {
 	if d := time.Since(g0.IssuedAt); d < -time.Minute || d > time.Minute {
 		t.Fatalf("IssuedAt=%v is %v from now; want Redis's clock", g0.IssuedAt, d)
 	}
+}
+
+// abandoned returns a lease on name whose holder then stops renewing (its
+// client is closed, as if the process died): Redis ends it after ttl.
+func abandoned(t *testing.T, name string, ttl time.Duration) *redisgrant.Lease {
+	t.Helper()
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	l := mustAcquire(t, redisgrant.New(rdb), name, ttl)
+	rdb.Close()
+	return l
 }
 
 func TestLease_AtMostOneHolder(t *testing.T) {
@@ -63,7 +73,7 @@ func TestLease_AtMostOneHolder(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for r := 0; r < rounds; r++ {
-				l, err := g.Acquire(ctx(t), name, 30*time.Second)
+				l, err := g.Acquire(ctx(t), name, fence.Wait())
 				if err != nil {
 					errs <- err
 					return
@@ -72,11 +82,11 @@ func TestLease_AtMostOneHolder(t *testing.T) {
 					errs <- errors.New("two holders at once: " + strconv.Itoa(int(n)))
 				}
 				mu.Lock()
-				tokens = append(tokens, l.Token())
+				tokens = append(tokens, l.Grant().Token)
 				mu.Unlock()
 				inside.Add(-1)
-				if res, err := l.Release(ctx(t)); err != nil || res != redisgrant.Released {
-					errs <- errors.New("release: " + res.String())
+				if res, err := l.Release(ctx(t)); err != nil || res != fence.Released {
+					errs <- errors.New("release: " + string(res))
 					return
 				}
 			}
@@ -98,27 +108,31 @@ func TestLease_AtMostOneHolder(t *testing.T) {
 }
 
 func TestLease_ReleaseOutcomes(t *testing.T) {
-	g := redisgrant.New(newClient(t))
+	rdb := newClient(t)
+	g := redisgrant.New(rdb)
 	name := uniqueName(t)
 
 	l := mustAcquire(t, g, name, time.Minute)
-	if res, err := l.Release(ctx(t)); err != nil || res != redisgrant.Released {
+	if res, err := l.Release(ctx(t)); err != nil || res != fence.Released {
 		t.Fatalf("first Release=%v, %v; want released", res, err)
 	}
-	if res, err := l.Release(ctx(t)); err != nil || res != redisgrant.AlreadyReleased {
+	if res, err := l.Release(ctx(t)); err != nil || res != fence.AlreadyReleased {
 		t.Fatalf("second Release=%v, %v; want already released", res, err)
 	}
-	if cause := context.Cause(l.Context()); !errors.Is(cause, redisgrant.ErrNotHeld) {
+	if cause := context.Cause(l.Context()); !errors.Is(cause, fence.ErrReleased) {
 		t.Fatalf("Context cause=%v after Release, want ErrNotHeld", cause)
 	}
 
-	old := mustAcquire(t, g, name, fence.MinTTL)
-	<-old.Done() // the client stops trusting it before Redis ends it
+	old := mustAcquire(t, g, name, time.Minute)
+	// Redis loses the lease (as when its TTL runs out): another owner takes
+	// the lock, and the old holder learns it at its next renewal.
+	rdb.Del(ctx(t), "fenced:{"+name+"}:lease")
+	next := mustAcquire(t, g, name, time.Minute)
+	wantIs(t, "Renew of a lease taken by another owner", old.Renew(ctx(t)), fence.ErrLockLost)
 	if cause := context.Cause(old.Context()); !errors.Is(cause, fence.ErrLockLost) {
-		t.Fatalf("Context cause=%v at ValidUntil, want fence.ErrLockLost", cause)
+		t.Fatalf("Context cause=%v after a lost renewal, want fence.ErrLockLost", cause)
 	}
-	next := mustAcquire(t, g, name, time.Minute) // waits for Redis's expiry
-	if res, err := old.Release(ctx(t)); err != nil || res != redisgrant.NotOwned {
+	if res, err := old.Release(ctx(t)); err != nil || res != fence.NotOwned {
 		t.Fatalf("Release of an expired lease taken again=%v, %v; want not owned", res, err)
 	}
 	if ok, h, err := g.Verify(ctx(t), name, next.Token()); err != nil || !ok || h.Token != next.Token() {
@@ -131,33 +145,35 @@ func TestLease_RenewKeepsToken(t *testing.T) {
 	g := redisgrant.New(rdb)
 	name := uniqueName(t)
 	l := mustAcquire(t, g, name, 400*time.Millisecond)
-	if err := l.Renew(ctx(t), time.Minute); err != nil {
+	// The background renewals (every TTL/3) keep it for many TTLs.
+	select {
+	case <-l.Done():
+		t.Fatalf("lease ended while renewed: %v", l.Err())
+	case <-time.After(2 * time.Second):
+	}
+	if err := l.Renew(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	if l.Remaining() < 30*time.Second {
-		t.Fatalf("Remaining()=%v after a renewal for 1m", l.Remaining())
+	if _, err := g.Acquire(ctx(t), name); !errors.Is(err, fence.ErrNotGranted) {
+		t.Fatalf("Acquire of a renewed lease=%v, want fence.ErrNotGranted", err)
 	}
-	if _, err := g.TryAcquire(ctx(t), name, time.Minute); !errors.Is(err, fence.ErrNotGranted) {
-		t.Fatalf("TryAcquire of a renewed lease=%v, want fence.ErrNotGranted", err)
-	}
-	if ok, h, err := g.Verify(ctx(t), name, l.Token()); err != nil || !ok || h.TTL < 30*time.Second {
-		t.Fatalf("Verify=%v, %+v, %v; want the renewed lease in force with about 1m left", ok, h, err)
+	if ok, h, err := g.Verify(ctx(t), name, l.Token()); err != nil || !ok || h.Token != l.Token() {
+		t.Fatalf("Verify=%v, %+v, %v; want the renewed lease in force with token %d", ok, h, err, l.Token())
 	}
 
 	// A renewal that finds the lease gone in Redis loses it.
 	if err := rdb.Del(ctx(t), "fenced:{"+name+"}:lease").Err(); err != nil {
 		t.Fatal(err)
 	}
-	err := l.Renew(ctx(t), 0)
+	err := l.Renew(ctx(t))
 	wantIs(t, "Renew of a lease gone in Redis", err, fence.ErrLockLost)
-	if !errors.Is(context.Cause(l.Context()), fence.ErrLockLost) {
-		t.Fatalf("Context cause=%v, want fence.ErrLockLost", context.Cause(l.Context()))
+	if !errors.Is(context.Cause(l.Context()), fence.ErrLockLost) || !errors.Is(l.Err(), fence.ErrLockLost) {
+		t.Fatalf("Context cause=%v, Err=%v; want fence.ErrLockLost", context.Cause(l.Context()), l.Err())
 	}
-	if _, err := l.Release(ctx(t)); err != nil {
-		t.Fatal(err)
+	if res, err := l.Release(ctx(t)); err != nil || res != fence.AlreadyReleased {
+		t.Fatalf("Release of a lost lease=%v, %v; want already released", res, err)
 	}
-	wantIs(t, "Renew after Release", l.Renew(ctx(t), 0), redisgrant.ErrNotHeld)
-	wantIs(t, "Renew with a ttl out of range", l.Renew(ctx(t), time.Millisecond), fence.ErrInvalidArgument)
+	wantIs(t, "Renew after Release", l.Renew(ctx(t)), fence.ErrReleased)
 }
 
 func TestLease_TokensAbove2To53(t *testing.T) {
@@ -238,11 +254,13 @@ func TestAcquire_WokenByReleaseWithoutPolling(t *testing.T) {
 	waiter := redisgrant.New(wrdb, redisgrant.WithRecheck(time.Hour))
 	got := make(chan *redisgrant.Lease, 1)
 	go func() {
-		l, err := waiter.Acquire(ctx(t), name, time.Minute)
+		l, err := waiter.Acquire(ctx(t), name, fence.Wait(), fence.WithTTL(time.Minute))
 		if err != nil {
 			t.Error(err)
+			got <- nil
+			return
 		}
-		got <- l
+		got <- l.(*redisgrant.Lease)
 	}()
 	waitSubscribed(t, rdb, name)
 	time.Sleep(300 * time.Millisecond) // a poll loop would show in the count
@@ -273,20 +291,19 @@ func TestAcquire_WokenByReleaseWithoutPolling(t *testing.T) {
 }
 
 func TestAcquire_WokenByExpiry(t *testing.T) {
-	rdb := newClient(t)
 	name := uniqueName(t)
-	holder := mustAcquire(t, redisgrant.New(rdb), name, 500*time.Millisecond)
+	holder := abandoned(t, name, 500*time.Millisecond)
 	waiter := redisgrant.New(newClient(t), redisgrant.WithRecheck(time.Hour))
 	start := time.Now()
-	l, err := waiter.Acquire(ctx(t), name, time.Minute)
+	l, err := waiter.Acquire(ctx(t), name, fence.Wait(), fence.WithTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if d := time.Since(start); d > 10*time.Second {
 		t.Fatalf("waiter took %v for a holder whose TTL was 500ms; it must wake at the TTL Redis reported", d)
 	}
-	if l.Token() <= holder.Token() {
-		t.Fatalf("token %d not above the expired holder's %d", l.Token(), holder.Token())
+	if l.Grant().Token <= holder.Token() {
+		t.Fatalf("token %d not above the expired holder's %d", l.Grant().Token, holder.Token())
 	}
 }
 
@@ -297,7 +314,7 @@ func TestAcquire_CancelledWaitHoldsNothing(t *testing.T) {
 	holder := mustAcquire(t, g, name, time.Minute)
 	c, cancel := context.WithTimeout(ctx(t), 300*time.Millisecond)
 	defer cancel()
-	_, err := g.Acquire(c, name, time.Minute)
+	_, err := g.Acquire(c, name, fence.Wait())
 	wantIs(t, "Acquire with a context that ends", err, context.DeadlineExceeded)
 	holder.Release(ctx(t))
 	if n, _ := rdb.PubSubNumSub(ctx(t), "fenced:{"+name+"}:lease:released").Result(); n["fenced:{"+name+"}:lease:released"] != 0 {

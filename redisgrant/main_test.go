@@ -48,11 +48,12 @@ func holder() int {
 	g := redisgrant.New(rdb)
 	name := os.Getenv("REDISGRANT_NAME")
 	ttl, _ := time.ParseDuration(os.Getenv("REDISGRANT_TTL"))
-	l, err := g.Acquire(ctx, name, ttl)
+	h, err := g.Acquire(ctx, name, fence.Wait(), fence.WithTTL(ttl))
 	if err != nil {
 		fmt.Println("error", err)
 		return 1
 	}
+	l := h.(*redisgrant.Lease)
 	fmt.Println("token", l.Token())
 	guard := redisfence.New(rdb)
 	in := bufio.NewScanner(os.Stdin)
@@ -123,11 +124,10 @@ func wantIs(t testing.TB, what string, err, target error) {
 // mustAcquire acquires name or fails the test.
 func mustAcquire(t testing.TB, g *redisgrant.Grantor, name string, ttl time.Duration) *redisgrant.Lease {
 	t.Helper()
-	l, err := g.Acquire(ctx(t), name, ttl)
+	h, err := g.Acquire(ctx(t), name, fence.Wait(), fence.WithTTL(ttl))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return l
+	return h.(*redisgrant.Lease)
 }
 
-var _ = fence.MaxToken
