@@ -130,4 +130,3 @@ func mustAcquire(t testing.TB, g *redisgrant.Grantor, name string, ttl time.Dura
 	}
 	return h.(*redisgrant.Lease)
 }
-
