@@ -323,7 +323,6 @@ func (p *Permits) renew(ctx context.Context) error {
 	return nil
 }
 
-
 // Release releases every permit: the Context is cancelled first, with
 // fence.ErrReleased. It returns fence.Released, fence.AlreadyReleased
 // (they had ended: their TTL ran out) or fence.NotOwned (they had ended
