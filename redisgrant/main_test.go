@@ -130,3 +130,8 @@ func mustAcquire(t testing.TB, g *redisgrant.Grantor, name string, ttl time.Dura
 	}
 	return h.(*redisgrant.Lease)
 }
+
+// contextWithTimeout returns a context that ends after d or with t.
+func contextWithTimeout(t testing.TB, d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx(t), d)
+}
