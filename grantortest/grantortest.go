@@ -84,6 +84,7 @@ func Run(t *testing.T, st Store) {
 	t.Run("PausedHolderFenced", s.testPausedHolder)
 	t.Run("WaitersWokenWithoutPolling", s.testHandoff)
 	t.Run("RenewKeepsToken", s.testRenew)
+	t.Run("JeopardyBeforeLoss", s.testJeopardy)
 	t.Run("WaitEndsWithContext", s.testWaitCancelled)
 	t.Run("BadInput", s.testBadInput)
 }
@@ -116,8 +117,12 @@ func (s *suite) open(t *testing.T) grantor {
 	if err != nil {
 		t.Fatal(err)
 	}
+	g := s.Open(t, p.Addr())
+	// Cleanups run last-in first-out: the proxy closes (resetting its
+	// connections) before the grantor does, so a paused grantor's Close
+	// fails fast instead of waiting on a blackhole.
 	t.Cleanup(func() { p.Close() })
-	return grantor{Grantor: s.Open(t, p.Addr()), proxy: p}
+	return grantor{Grantor: g, proxy: p}
 }
 
 var nameSeq struct {
@@ -512,6 +517,38 @@ func (s *suite) testRenew(t *testing.T) {
 	release(t, ctx, h, fence.Released)
 	if err := h.Renew(ctx); err == nil {
 		t.Fatal("Renew after Release succeeded; want an error")
+	}
+}
+
+// testJeopardy: a holder whose renewals stop being confirmed is told so
+// (Jeopardy closes) while the grant is still valid, before it is lost.
+func (s *suite) testJeopardy(t *testing.T) {
+	ctx := testCtx(t, 60*time.Second)
+	g := s.open(t)
+	ttl := 3 * time.Second
+	h := acquire(t, ctx, g, name(t), fence.WithTTL(ttl))
+	select {
+	case <-h.Jeopardy():
+		t.Fatal("Jeopardy closed while renewals were confirmed")
+	default:
+	}
+	g.pause()
+	select {
+	case <-h.Jeopardy():
+	case <-time.After(ttl + 10*time.Second):
+		t.Fatalf("Jeopardy did not close within %v of the renewals stopping", ttl+10*time.Second)
+	}
+	select {
+	case <-h.Done():
+		t.Fatalf("the grant ended (%v) before or with its jeopardy; want a warning first", h.Err())
+	default:
+	}
+	if h.Remaining() <= 0 {
+		t.Fatal("Remaining is 0 in jeopardy; want the validity that is left")
+	}
+	waitDone(t, h, ttl+10*time.Second)
+	if h.Remaining() != 0 {
+		t.Fatalf("Remaining = %v after the grant was lost; want 0", h.Remaining())
 	}
 }
 

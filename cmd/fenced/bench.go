@@ -22,6 +22,7 @@ func newBenchCommand() *cobra.Command {
 		connections int
 		serverPIDs  []int
 		cpuProfile  string
+		backend     string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -58,6 +59,13 @@ serves other users only if a little extra load is acceptable.`,
 			if err := o.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
+			if sys, ok, err := benchBackend(cmd.Context(), backend, o.Workload); ok {
+				if err != nil {
+					return classify(err)
+				}
+				defer sys.Close()
+				return runBench(cmd, cf.json, sys, o)
+			}
 			eps := cf.endpointList()
 			if len(eps) == 0 {
 				return usageError("--endpoints is empty; want host:port[,host:port...]")
@@ -81,30 +89,12 @@ serves other users only if a little extra load is acceptable.`,
 				return classify(err)
 			}
 			defer sys.Close()
-			r, err := bench.Run(cmd.Context(), sys, o)
-			if err != nil {
-				return err
-			}
-			if cf.json {
-				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
-					return err
-				}
-			} else {
-				printBench(cmd.OutOrStdout(), r)
-			}
-			switch {
-			case r.CapacityViolations > 0:
-				return fmt.Errorf("%d permits were held by more clients at once than the capacity: a safety bug, please report it", r.CapacityViolations)
-			case r.TokenOrderViolations > 0:
-				return fmt.Errorf("%d grants came with a token not above the previous holder's: a safety bug, please report it", r.TokenOrderViolations)
-			case r.Errors > 0:
-				return fmt.Errorf("%d calls failed; the first: %s", r.Errors, r.FirstError)
-			}
-			return nil
+			return runBench(cmd, cf.json, sys, o)
 		},
 	}
 	cf.register(cmd)
 	f := cmd.Flags()
+	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB (lock and handoff workloads)")
 	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write or semaphore")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
@@ -117,6 +107,31 @@ serves other users only if a little extra load is acceptable.`,
 	f.IntSliceVar(&serverPIDs, "server-pid", nil, "server process ids to sample (default: found from local --endpoints)")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write this client's CPU profile to FILE (go tool pprof)")
 	return cmd
+}
+
+// runBench runs o against sys and prints the result (as JSON with
+// asJSON); a safety violation or a failed call makes it fail.
+func runBench(cmd *cobra.Command, asJSON bool, sys bench.System, o bench.Options) error {
+	r, err := bench.Run(cmd.Context(), sys, o)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
+			return err
+		}
+	} else {
+		printBench(cmd.OutOrStdout(), r)
+	}
+	switch {
+	case r.CapacityViolations > 0:
+		return fmt.Errorf("%d permits were held by more clients at once than the capacity: a safety bug, please report it", r.CapacityViolations)
+	case r.TokenOrderViolations > 0:
+		return fmt.Errorf("%d grants came with a token not above the previous holder's: a safety bug, please report it", r.TokenOrderViolations)
+	case r.Errors > 0:
+		return fmt.Errorf("%d calls failed; the first: %s", r.Errors, r.FirstError)
+	}
+	return nil
 }
 
 // startCPUProfile starts writing a CPU profile of this process to path

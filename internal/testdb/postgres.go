@@ -77,9 +77,8 @@ func StartPostgres() (*Postgres, error) {
 		if err != nil {
 			break
 		}
-		opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s -c fsync=off -c max_connections=200", p.Port, dir)
 		var out []byte
-		out, err = p.run(filepath.Join(bin, "pg_ctl"), "-D", data, "-l", p.logFile, "-o", opts, "-w", "-t", "60", "start")
+		out, err = p.start()
 		if err == nil {
 			p.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", p.Port)
 			return p, nil
@@ -89,6 +88,27 @@ func StartPostgres() (*Postgres, error) {
 	log, _ := os.ReadFile(p.logFile)
 	p.Stop()
 	return nil, fmt.Errorf("testdb: start PostgreSQL: %v\nserver log:\n%s", err, log)
+}
+
+// start starts the server of p.dir on p.Port.
+func (p *Postgres) start() ([]byte, error) {
+	opts := fmt.Sprintf("-c listen_addresses=127.0.0.1 -c port=%d -c unix_socket_directories=%s -c fsync=off -c max_connections=200", p.Port, p.dir)
+	return p.run(filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-l", p.logFile, "-o", opts, "-w", "-t", "60", "start")
+}
+
+// Restart stops the server abruptly (an immediate shutdown: no
+// checkpoint, crash recovery at the next start, like a kill -9 of the
+// postmaster) and starts it again on the same port with its data. Open
+// connections are broken.
+func (p *Postgres) Restart() error {
+	if out, err := p.run(filepath.Join(p.bin, "pg_ctl"), "-D", filepath.Join(p.dir, "data"), "-m", "immediate", "-w", "-t", "30", "stop"); err != nil {
+		return fmt.Errorf("testdb: stop PostgreSQL: %v\n%s", err, out)
+	}
+	if out, err := p.start(); err != nil {
+		log, _ := os.ReadFile(p.logFile)
+		return fmt.Errorf("testdb: restart PostgreSQL: %v\n%s\nserver log:\n%s", err, out, log)
+	}
+	return nil
 }
 
 func (p *Postgres) run(name string, args ...string) ([]byte, error) {
