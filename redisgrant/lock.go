@@ -15,26 +15,27 @@ import (
 
 // The lock of name is two keys in name's hash slot:
 //
-//   - the lease, a hash {owner, token, issued_s, issued_us} with a PEXPIRE
-//     of the TTL: Redis's clock decides when it ends, never the client's;
+//   - the lease, a string "owner|token|sec|usec" (the grant's time on
+//     Redis's clock) set with PX of the TTL: Redis's clock decides when it
+//     ends, never the client's;
 //   - the counter, a hash {token, issuer} without a TTL: every grant takes
 //     token+1 (HINCRBY, which fails rather than pass 2^63-1). Release and
 //     expiry never touch it. Its issuer is set by the first grant.
 //
 // Tokens go up to 2^63-1, beyond the 2^53 a Lua number holds exactly, so
-// the scripts never turn a token into a number: HINCRBY counts in Redis's
-// 64-bit integers, the new value is read back with HGET as a string, and
-// tokens are compared as strings. Every operation is one script, so Redis
+// the scripts never hold a token in a Lua number that cannot hold it
+// exactly: HINCRBY counts in Redis's 64-bit integers, its reply is used
+// only below 2^53 and the new value is read back with HGET as a string
+// above, and tokens are compared as strings. Every operation is one script, so Redis
 // runs it with no other command in between.
 
 // counterCheckLua stops a script whose counter holds anything but a token.
 const counterCheckLua = `
 local function fenced_counter(key)
-  local ty = redis.call('TYPE', key).ok
-  if ty ~= 'hash' and ty ~= 'none' then
+  local c = redis.pcall('HMGET', key, 'token', 'issuer')
+  if c.err then
     return nil, redis.error_reply('FENCED_CORRUPT ' .. key .. ' is not a hash')
   end
-  local c = redis.call('HMGET', key, 'token', 'issuer')
   if c[1] and (not string.match(c[1], '^[1-9][0-9]*$') or #c[1] > 19 or
       (#c[1] == 19 and c[1] > '9223372036854775807')) then
     return nil, redis.error_reply('FENCED_CORRUPT ' .. key .. ' holds token ' .. c[1])
@@ -43,9 +44,28 @@ local function fenced_counter(key)
 end
 local function fenced_next(key, c, issuer)
   if c[1] == '9223372036854775807' then return nil, redis.error_reply('FENCED_OVERFLOW the token counter is at 9223372036854775807') end
-  redis.call('HINCRBY', key, 'token', 1)
+  local n = redis.call('HINCRBY', key, 'token', 1)
   if not c[2] then redis.call('HSET', key, 'issuer', issuer); c[2] = issuer end
+  -- A Lua number holds the reply exactly below 2^53; above, read the
+  -- decimal string back.
+  if n < 9007199254740992 then return string.format('%.0f', n), nil end
   return redis.call('HGET', key, 'token'), nil
+end
+`
+
+// leaseLua parses a lease value "owner|token|sec|usec" (nil for none).
+const leaseLua = `
+local function fenced_lease(v)
+  if not v then return nil end
+  local o, tok, sec, usec = string.match(v, '^(%x+)|(%d+)|(%d+)|(%d+)$')
+  if not o then return nil, redis.error_reply('FENCED_CORRUPT lease holds ' .. v) end
+  return {o, tok, sec, usec}
+end
+local function fenced_get(key)
+  local v = redis.pcall('GET', key)
+  if type(v) == 'table' and v.err then return nil, redis.error_reply('FENCED_CORRUPT ' .. key .. ' is not a string') end
+  if not v then return nil end
+  return fenced_lease(v)
 end
 `
 
@@ -53,32 +73,34 @@ end
 // ttl in ms, ARGV[3] an issuer for a new counter. Replies {1, token,
 // issuer, sec, usec} when granted (or already granted to owner: a retried
 // call), {0, holder's token, pttl} when held by another.
-var acquireScript = redis.NewScript(counterCheckLua + `
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'token', 'issued_s', 'issued_us')
-if cur[1] then
+var acquireScript = redis.NewScript(counterCheckLua + leaseLua + `
+local cur, err = fenced_get(KEYS[1])
+if err then return err end
+if cur then
   if cur[1] == ARGV[1] then
     local c = redis.call('HGET', KEYS[2], 'issuer')
     return {1, cur[2], c, cur[3], cur[4]}
   end
-  return {0, cur[2] or '', redis.call('PTTL', KEYS[1])}
+  return {0, cur[2], redis.call('PTTL', KEYS[1])}
 end
-local c, err = fenced_counter(KEYS[2])
+local c
+c, err = fenced_counter(KEYS[2])
 if err then return err end
 local tok
 tok, err = fenced_next(KEYS[2], c, ARGV[3])
 if err then return err end
 local t = redis.call('TIME')
-redis.call('HSET', KEYS[1], 'owner', ARGV[1], 'token', tok, 'issued_s', t[1], 'issued_us', t[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. tok .. '|' .. t[1] .. '|' .. t[2], 'PX', ARGV[2])
 return {1, tok, c[2], t[1], t[2]}
 `)
 
 // releaseScript: KEYS[1] lease; ARGV[1] owner, ARGV[2] channel. Replies
 // 1 released, 0 not held (released or expired), 2 held by another owner.
 // A release publishes the freed token on the channel, for waiters.
-var releaseScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
-if not cur[1] then return 0 end
+var releaseScript = redis.NewScript(leaseLua + `
+local cur, err = fenced_get(KEYS[1])
+if err then return err end
+if not cur then return 0 end
 if cur[1] ~= ARGV[1] then return 2 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], cur[2])
@@ -87,19 +109,22 @@ return 1
 
 // renewScript: KEYS[1] lease; ARGV[1] owner, ARGV[2] token, ARGV[3] ttl in
 // ms. Replies 1 renewed (the TTL restarts at Redis's now), 0 not held.
-var renewScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'owner', 'token')
-if cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
+var renewScript = redis.NewScript(leaseLua + `
+local cur, err = fenced_get(KEYS[1])
+if err then return err end
+if not cur or cur[1] ~= ARGV[1] or cur[2] ~= ARGV[2] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 return 1
 `)
 
 // verifyScript: KEYS[1] lease, KEYS[2] counter. Replies {holder's token or
-// ”, pttl, issued_s, issued_us, issuer, counter}; it writes nothing.
-var verifyScript = redis.NewScript(`
-local cur = redis.call('HMGET', KEYS[1], 'token', 'issued_s', 'issued_us')
+// '', pttl, issued_s, issued_us, issuer, counter}; it writes nothing.
+var verifyScript = redis.NewScript(leaseLua + `
+local cur, err = fenced_get(KEYS[1])
+if err then return err end
 local c = redis.call('HMGET', KEYS[2], 'issuer', 'token')
-return {cur[1] or '', redis.call('PTTL', KEYS[1]), cur[2] or '', cur[3] or '', c[1] or '', c[2] or ''}
+if not cur then return {'', -2, '', '', c[1] or '', c[2] or ''} end
+return {cur[2], redis.call('PTTL', KEYS[1]), cur[3], cur[4], c[1] or '', c[2] or ''}
 `)
 
 // Lease is a fenced lock granted by Redis (a fence.Held): Redis holds it
