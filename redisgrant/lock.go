@@ -118,7 +118,7 @@ return 1
 `)
 
 // verifyScript: KEYS[1] lease, KEYS[2] counter. Replies {holder's token or
-// '', pttl, issued_s, issued_us, issuer, counter}; it writes nothing.
+// ”, pttl, issued_s, issued_us, issuer, counter}; it writes nothing.
 var verifyScript = redis.NewScript(leaseLua + `
 local cur, err = fenced_get(KEYS[1])
 if err then return err end
