@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/turns"
 )
 
 // Errors of the grantor besides those of package fence. Check them with
@@ -41,6 +42,7 @@ var (
 // usable; make one with New. A Grantor is safe for concurrent use.
 type Grantor struct {
 	rdb     redis.UniversalClient
+	turns   turns.Queue // the waiters of this Grantor, by channel
 	prefix  string
 	keyOf   func(name, part string) string
 	recheck time.Duration

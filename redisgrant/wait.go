@@ -16,7 +16,18 @@ import (
 // remaining TTL on Redis's clock, reported by try, plus 1ms) has passed,
 // or for the grantor's recheck interval, whichever comes first. The
 // recheck only covers a lost message: Redis pub/sub delivers at most once.
+//
+// The Grantor's own waiters for the object queue first come, first served
+// (internal/turns): only the head of the queue subscribes and asks Redis,
+// so a release wakes one script per process, not one per waiter.
 func waitFor[T any](ctx context.Context, g *Grantor, op, name, channel string, try func() (*T, time.Duration, error)) (*T, error) {
+	head, leave := g.turns.Join(channel)
+	defer leave()
+	select {
+	case <-head:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, ctx.Err())
+	}
 	sub := g.rdb.Subscribe(ctx, channel)
 	defer sub.Close()
 	if _, err := sub.Receive(ctx); err != nil {
