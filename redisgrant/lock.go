@@ -310,13 +310,19 @@ func (l *Lease) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	if err != nil {
 		return "", scriptError("release", l.grant.Name, err)
 	}
+	return releaseResult(n), nil
+}
+
+// releaseResult reads the reply of a release script: 1 released, 2 held
+// by another owner, anything else not held.
+func releaseResult(n int64) fence.ReleaseResult {
 	switch n {
 	case 1:
-		return fence.Released, nil
+		return fence.Released
 	case 2:
-		return fence.NotOwned, nil
+		return fence.NotOwned
 	}
-	return fence.AlreadyReleased, nil
+	return fence.AlreadyReleased
 }
 
 // renew is the lease's grantkeep.RenewFunc: one renewal script, which

@@ -1,16 +1,14 @@
 package redisgrant_test
 
 import (
-	"bufio"
 	"errors"
-	"os"
-	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/proctest"
 	"github.com/fenced-dev/fenced/redisfence"
 	"github.com/fenced-dev/fenced/redisgrant"
 )
@@ -21,40 +19,19 @@ import (
 func TestLease_PausedHolderFencedByGuard(t *testing.T) {
 	rdb := newClient(t)
 	name := uniqueName(t)
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), "REDISGRANT_HOLDER="+redisAddr, "REDISGRANT_NAME="+name, "REDISGRANT_TTL=1s")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	out := bufio.NewScanner(outPipe)
-	line := func() string {
-		t.Helper()
-		if !out.Scan() {
-			t.Fatalf("holder exited: %v", out.Err())
-		}
-		return out.Text()
-	}
+	p := proctest.StartSelf(t, "REDISGRANT_HOLDER="+redisAddr, "REDISGRANT_NAME="+name, "REDISGRANT_TTL=1s")
+	line := p.Line
 	first := line()
 	old, err := fence.ParseToken(strings.TrimPrefix(first, "token "))
 	if err != nil {
 		t.Fatalf("holder said %q", first)
 	}
-	in.Write([]byte("old-1\n"))
+	p.Send("old-1")
 	if s := line(); s != "ok" {
 		t.Fatalf("holder's write in time: %q", s)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	// The next holder gets the lock when Redis expires the paused one's
@@ -73,10 +50,10 @@ func TestLease_PausedHolderFencedByGuard(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
+	if err := p.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	in.Write([]byte("old-2\n"))
+	p.Send("old-2")
 	if s := line(); !strings.HasPrefix(s, "error") || !strings.Contains(s, "stale token") {
 		t.Fatalf("paused holder's late write: %q, want a stale token error", s)
 	}

@@ -337,11 +337,5 @@ func (p *Permits) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	if err != nil {
 		return "", scriptError("release semaphore", p.sem.name, err)
 	}
-	switch n {
-	case 1:
-		return fence.Released, nil
-	case 2:
-		return fence.NotOwned, nil
-	}
-	return fence.AlreadyReleased, nil
+	return releaseResult(n), nil
 }
