@@ -1,12 +1,16 @@
 package testdb
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Redis is a throwaway redis-server.
@@ -89,4 +93,53 @@ func (r *Redis) Restart() error {
 func (r *Redis) Stop() {
 	r.Kill()
 	os.RemoveAll(r.dir)
+}
+
+// StartRedisCluster starts redis-server in cluster mode as a one-node
+// Redis Cluster that owns all 16384 slots: it routes and checks hash slots
+// (CROSSSLOT) as a real cluster does. Call Stop when done.
+func StartRedisCluster() (*Redis, error) {
+	var lastErr error
+	for attempt := 0; attempt < 5; attempt++ {
+		// nodes.conf is relative to the server's --dir.
+		r, err := StartRedisArgs("--save", "", "--appendonly", "no", "--cluster-enabled", "yes",
+			"--cluster-config-file", "nodes.conf", "--cluster-announce-ip", "127.0.0.1")
+		if err != nil {
+			return nil, err
+		}
+		if lastErr = assignAllSlots(r.Addr); lastErr == nil {
+			return r, nil
+		}
+		r.Stop()
+	}
+	return nil, fmt.Errorf("testdb: redis-server in cluster mode did not start: %w", lastErr)
+}
+
+// assignAllSlots gives the node at addr every slot and waits for
+// cluster_state:ok.
+func assignAllSlots(addr string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rdb := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1})
+	defer rdb.Close()
+	for {
+		err := rdb.Do(ctx, "CLUSTER", "ADDSLOTSRANGE", 0, 16383).Err()
+		if err == nil || strings.Contains(err.Error(), "already busy") {
+			break
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("CLUSTER ADDSLOTSRANGE: %w", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for {
+		info, err := rdb.ClusterInfo(ctx).Result()
+		if err == nil && strings.Contains(info, "cluster_state:ok") {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("cluster_state not ok: %v %s", err, info)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
