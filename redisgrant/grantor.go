@@ -60,8 +60,9 @@ type Option func(*Grantor)
 func WithPrefix(p string) Option { return func(g *Grantor) { g.prefix = p } }
 
 // WithKeys replaces the grantor's key layout with keyOf(name, part), to
-// fit a layout you already have; part is "lease", "counter", "sem",
-// "sem-counter" or "limit". The keys of one name must share a hash slot
+// fit a layout you already have; part is "lease" or "counter" (a lock),
+// "sem" or "sem-counter" (a semaphore), "limit:fixed", "limit:sliding" or
+// "limit:bucket" (a limiter). The keys of one name must share a hash slot
 // (give them one hash tag): every operation checks this before it sends
 // anything, on a standalone Redis too (so that the same keys work on a
 // cluster later), and fails with an error wrapping ErrCrossSlot.
