@@ -140,6 +140,10 @@ func (e *ScopeMismatchError) Error() string {
 		return fmt.Sprintf("fence: token %d may not write %q: it belongs to no live grant (released, expired, revoked or never a grant's token); a write needs the token of a grant in force for scope %q",
 			e.Presented, e.Object, e.Required)
 	}
+	if e.Kind == KindRead && ScopeCovers(e.Scope, e.Required) {
+		return fmt.Sprintf("fence: token %d may not write %q: it belongs to a read grant of %q, which is authority for reading only; a write needs the token of a write or lock grant in force for scope %q",
+			e.Presented, e.Object, e.Scope, e.Required)
+	}
 	return fmt.Sprintf("fence: token %d may not write %q: it belongs to %s %q, which does not cover scope %q; a write needs the token of a grant in force for scope %q",
 		e.Presented, e.Object, e.Kind, e.Scope, e.Required, e.Required)
 }

@@ -21,6 +21,11 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
 		}
 	}
+	if o.Workload == WorkloadRWLock {
+		if _, ok := lockers[0].(RWLocker); !ok {
+			return Result{}, fmt.Errorf("bench: %s has no read/write lock; the rwlock workload needs one", sys.Name())
+		}
+	}
 	if o.Workload == WorkloadSemaphore {
 		if _, ok := lockers[0].(Semaphorer); !ok {
 			return Result{}, fmt.Errorf("bench: %s has no semaphore; the semaphore workload needs one", sys.Name())
@@ -47,11 +52,14 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		cycle     latencies
 		wg        sync.WaitGroup
 	)
+	if o.Workload == WorkloadRWLock {
+		ops = rwOps(&order)
+	}
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	for i, l := range lockers {
 		name := fmt.Sprintf("bench/%s/%s/%d", o.Workload, id, i)
-		if o.Workload == WorkloadHandoff || o.Workload == WorkloadSemaphore {
+		if o.Workload == WorkloadHandoff || o.Workload == WorkloadSemaphore || o.Workload == WorkloadRWLock {
 			name = fmt.Sprintf("bench/%s/%s", o.Workload, id)
 		}
 		wg.Add(1)
@@ -135,6 +143,26 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
 	}
 	return r, nil
+}
+
+// rwOps are the cycles of the rwlock workload: the write grant in every
+// 1/RWLockWriteShare-th cycle over all clients, a read grant otherwise.
+// Write tokens go through order: writers hold the lock alone, so they see
+// their grants one after the other.
+func rwOps(order *tokenOrder) cycleOps {
+	every := int64(1 / RWLockWriteShare)
+	var n atomic.Int64
+	return cycleOps{
+		acquire: func(ctx context.Context, l Locker, name string) (uint64, error) {
+			write := n.Add(1)%every == 0
+			tok, err := l.(RWLocker).RWLock(ctx, name, write)
+			if err == nil && write {
+				order.observe(tok)
+			}
+			return tok, err
+		},
+		release: func(ctx context.Context, l Locker, name string) error { return l.(RWLocker).RWUnlock(ctx, name) },
+	}
 }
 
 // cycleOps are the acquire and release of one cycle: a lock's, or a

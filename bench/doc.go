@@ -20,6 +20,8 @@
 //     semaphore of Capacity permits (systems implementing Semaphorer),
 //     checking that no more clients hold a permit at once than the
 //     capacity and that each slot's tokens increase.
+//   - rwlock: every client takes and releases the same read/write lock,
+//     a read grant in nine cycles of ten and the write grant in the tenth.
 //
 // Results are figures of one machine at one moment; compare systems only
 // within one run on the same machine.

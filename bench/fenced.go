@@ -48,7 +48,7 @@ func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Lock
 	if err != nil {
 		return nil, err
 	}
-	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, permits: map[string]*client.Permits{}}, nil
+	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, permits: map[string]*client.Permits{}, rw: map[string]*client.RWMutex{}}, nil
 }
 
 // Close implements System.
@@ -67,17 +67,49 @@ type fencedLocker struct {
 	mu      sync.Mutex
 	mutexes map[string]*client.Mutex
 	permits map[string]*client.Permits // held, by semaphore name
+	rw      map[string]*client.RWMutex
+}
+
+var _ RWLocker = (*fencedLocker)(nil)
+
+func (l *fencedLocker) rwmutex(name string) *client.RWMutex {
+	return cached(&l.mu, l.rw, name, func() *client.RWMutex { return client.NewRWMutex(l.s, name) })
+}
+
+// cached returns byName[name], made with newValue under mu the first time.
+func cached[T any](mu *sync.Mutex, byName map[string]T, name string, newValue func() T) T {
+	mu.Lock()
+	defer mu.Unlock()
+	v, ok := byName[name]
+	if !ok {
+		v = newValue()
+		byName[name] = v
+	}
+	return v
+}
+
+// RWLock implements RWLocker: it waits in the read/write lock's FIFO
+// queue.
+func (l *fencedLocker) RWLock(ctx context.Context, name string, write bool) (uint64, error) {
+	m := l.rwmutex(name)
+	lock := m.RLock
+	if write {
+		lock = m.Lock
+	}
+	g, err := lock(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return uint64(g.Token()), nil
+}
+
+// RWUnlock implements RWLocker.
+func (l *fencedLocker) RWUnlock(ctx context.Context, name string) error {
+	return l.rwmutex(name).Unlock(ctx)
 }
 
 func (l *fencedLocker) mutex(name string) *client.Mutex {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m, ok := l.mutexes[name]
-	if !ok {
-		m = client.NewMutex(l.s, name)
-		l.mutexes[name] = m
-	}
-	return m
+	return cached(&l.mu, l.mutexes, name, func() *client.Mutex { return client.NewMutex(l.s, name) })
 }
 
 // Lock implements Locker: it waits in the lock's FIFO queue.

@@ -21,10 +21,15 @@ const (
 	WorkloadSessions    Workload = "sessions"
 	WorkloadFencedWrite Workload = "fenced-write"
 	WorkloadSemaphore   Workload = "semaphore"
+	WorkloadRWLock      Workload = "rwlock"
 )
 
+// RWLockWriteShare is the share of the rwlock workload's cycles that take
+// the write grant; the others take a read grant.
+const RWLockWriteShare = 0.1
+
 // Workloads lists every workload, in the order they are documented.
-var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore}
+var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock}
 
 // Options configures one Run.
 type Options struct {
@@ -60,7 +65,7 @@ const DefaultTTL = 10 * time.Second
 // Validate reports what is wrong with o, if anything.
 func (o Options) Validate() error {
 	switch o.Workload {
-	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore:
+	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock:
 	default:
 		return fmt.Errorf("bench: unknown workload %q; want one of %v", o.Workload, Workloads)
 	}
@@ -117,8 +122,9 @@ type Result struct {
 	// Errors counts failed calls; FirstError is the first of them.
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
-	// TokenOrderViolations counts handoff grants whose token was not
-	// greater than the token of the grant seen before it. Any is a bug.
+	// TokenOrderViolations counts handoff grants (rwlock: write grants)
+	// whose token was not greater than the token of the grant seen before
+	// it. Any is a bug.
 	TokenOrderViolations int64 `json:"token_order_violations"`
 	// CapacityViolations counts, in the semaphore workload, permits that
 	// made more clients hold a permit at once than the capacity (counted

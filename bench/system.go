@@ -36,6 +36,18 @@ type Locker interface {
 	Close() error
 }
 
+// RWLocker is implemented by lockers of systems with a read/write lock;
+// the rwlock workload needs it. Its methods are called from one goroutine
+// at a time.
+type RWLocker interface {
+	// RWLock blocks until this holder holds the read/write lock name for
+	// reading (write false, shared) or writing (exclusive) and returns the
+	// grant's fencing token.
+	RWLock(ctx context.Context, name string, write bool) (uint64, error)
+	// RWUnlock releases the grant of name this holder holds.
+	RWUnlock(ctx context.Context, name string) error
+}
+
 // FencedWriter is implemented by lockers that can write to a resource
 // guarded by fencing tokens: the write succeeds only if no higher token
 // has been presented for key. The fenced-write workload needs it.

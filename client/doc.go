@@ -25,6 +25,10 @@
 // and the Lease it returns. For up to N holders at once, each with its
 // own token and slot, use NewSemaphore (docs/semaphore.md).
 //
+// For shared readers and one writer, use NewRWMutex: a fair read/write lock
+// whose one FIFO queue keeps a stream of readers from starving a writer
+// (docs/rwlock.md).
+//
 // # What the SDK promises, and what not
 //
 // A session's validity is measured here, on the local monotonic clock,

@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -117,5 +119,42 @@ func TestLockDelay_AfterRevoke(t *testing.T) {
 	}
 	if got := waitGrant(t, c, "revoked", start); got < delay || got > delay+bound {
 		t.Fatalf("waiter granted %v after the revoke, want at least the delay %v (and within %v more)", got, delay, bound)
+	}
+}
+
+// A release naming session 0 (no session, no request id) with any well
+// formed secret, which any caller can send, does not pass for the release of a lock in its delay:
+// the waiter stays queued and the lock ungranted until the delay ends.
+func TestLockDelay_ReleaseBySessionZero(t *testing.T) {
+	srv := testserver.Start(t)
+	c := newClient(t, []string{srv.Addr()})
+	if _, err := c.Acquire(testCtx(t), "x", 200*time.Millisecond, client.WithLockDelay(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	api := lockAPI(srv.Addr())
+	describe := func() *fencedv1.LockInfo {
+		resp, err := api.Describe(testCtx(t), connect.NewRequest(&fencedv1.DescribeRequest{Name: "x"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.Msg.GetLock()
+	}
+	eventually(t, "lock in its delay", func() bool { return describe().GetDelayed() })
+	m := client.NewMutex(newSession(t, c), "x")
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() { done <- m.Lock(ctx) }()
+	eventually(t, "waiter queued", func() bool { return describe().GetWaiterCount() == 1 })
+
+	resp, err := api.Release(testCtx(t), connect.NewRequest(&fencedv1.ReleaseRequest{Name: "x", Secret: strings.Repeat("0", 32)}))
+	if err != nil || resp.Msg.GetResult() != fencedv1.ReleaseResult_RELEASE_RESULT_ALREADY_RELEASED {
+		t.Fatalf("Release by session 0: %v %v, want already released", resp, err)
+	}
+	if l := describe(); l.GetHolder() != nil || !l.GetDelayed() || l.GetWaiterCount() != 1 {
+		t.Fatalf("after a release by session 0 Describe=%v, want still in its delay, no holder, the waiter queued", l)
+	}
+	cancel()
+	if err := <-done; err == nil {
+		t.Fatal("waiter granted the lock during its delay")
 	}
 }

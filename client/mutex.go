@@ -112,114 +112,44 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 	if err := errors.Join(fence.ValidateName(m.name), m.optsErr); err != nil {
 		return fmt.Errorf("client: %s: %w", op, err)
 	}
-	c, s := m.s.c, m.s
-	if err := c.closed(); err != nil {
-		return fmt.Errorf("client: %s %q: %w", op, m.name, err)
-	}
-	if err := s.Err(); err != nil {
-		return fmt.Errorf("client: %s %q: %w", op, m.name, err)
+	s := m.s
+	if err := s.usable(op, m.name); err != nil {
+		return err
 	}
 	if m.held() {
 		return nil
 	}
-	// cctx also ends when the session is lost or the Client closed.
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, func() { cancel() })
-	defer stop()
+	var resp *fencedv1.AcquireResponse
+	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (error, error) {
+		r, err := ep.acquire(ctx, &fencedv1.AcquireRequest{
+			Name:    m.name,
+			Session: s.id,
+			Secret:  s.secret,
+			Seq:     seq,
+			WaitMs:  waitFor.Milliseconds(),
 
-	for {
-		seq := s.nextSeq()
-		var waitFor time.Duration
-		if wait {
-			waitFor = maxWaitChunk
-			if dl, ok := ctx.Deadline(); ok {
-				// Leave time for the server's "not granted" to come back
-				// before ctx ends.
-				left := dl.Sub(time.Now())
-				waitFor = min(waitFor, left-min(left/10, 250*time.Millisecond))
-			}
-			waitFor = max(waitFor, 0)
-		}
-		var resp *fencedv1.AcquireResponse
-		sends := 0 // attempts the server may have seen
-		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			r, err := ep.acquire(actx, &fencedv1.AcquireRequest{
-				Name:    m.name,
-				Session: s.id,
-				Secret:  s.secret,
-				Seq:     seq,
-				WaitMs:  waitFor.Milliseconds(),
-
-				LockDelayMs: m.opts.lockDelayMs,
-			})
-			if !errors.Is(err, errNotSent) {
-				sends++
-			}
-			resp = r
-			return err
+			LockDelayMs: m.opts.lockDelayMs,
 		})
-		sent := sends > 0
-		// From here on, every return without a grant after the caller gave
-		// up (ctx ended, session lost) withdraws seq if it was sent: its
-		// outcome may be unknown, or a copy of it may still be on its way.
-		switch {
-		case err != nil && ctx.Err() == nil && s.Err() != nil:
-			m.withdraw(ctx, seq, sent)
-			return fmt.Errorf("client: %s %q: %w", op, m.name, s.Err())
-		case err != nil && ctx.Err() != nil:
-			m.withdraw(ctx, seq, sent)
-			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
-		case err != nil:
-			if errors.Is(err, fence.ErrSessionNotFound) {
-				s.lose(fmt.Errorf("%w: session %d: %w", fence.ErrLockLost, s.id, err), false)
-			}
-			if errors.Is(err, ErrClosed) {
-				return fmt.Errorf("client: %s %q: %w", op, m.name, ErrClosed)
-			}
-			return fmt.Errorf("client: %s %q: %w", op, m.name, err)
-		case resp.GetGranted():
-			if ctx.Err() != nil {
-				m.withdraw(ctx, seq, true)
-				return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
-			}
-			return m.take(ctx, seq, resp.GetGrant())
-		case !wait:
-			if sends > 1 {
-				// An earlier attempt may still be on its way, and the
-				// server would apply it as a new try: withdraw it.
-				m.withdraw(ctx, seq, true)
-			}
-			return fmt.Errorf("client: %s %q: %w: %w", op, m.name, fence.ErrNotGranted, notGrantedReason(resp))
-		case ctx.Err() != nil:
-			// The server answered "not granted" and dropped the wait; an
-			// earlier attempt of seq may still be on its way.
-			m.withdraw(ctx, seq, true)
-			return fmt.Errorf("client: %s %q: %w", op, m.name, ctx.Err())
+		resp = r
+		if err != nil || r.GetGranted() {
+			return nil, err
 		}
-		// The wait ran out with ctx alive: queue again. The outcome was
-		// certain, so a new seq is right, and it keeps the retried seq
-		// within the server's de-duplication window.
+		return notGrantedReason(r), nil
+	}, m.withdraw)
+	if err != nil {
+		return err
 	}
+	return m.take(ctx, seq, resp.GetGrant())
 }
 
 // take records the grant of the acquire seq, unless the session's
 // validity ran out before it arrived: then the acquire is withdrawn and
 // Lock fails.
 func (m *Mutex) take(ctx context.Context, seq uint64, g *fencedv1.Grant) error {
-	s := m.s
-	grant := grantOf(g, s.id, s.ttl)
-	if !s.valid() {
-		m.withdraw(ctx, seq, true)
-		return fmt.Errorf("client: lock %q: %w: granted with token %d after session %d's validity ran out; released",
-			m.name, fence.ErrLockLost, grant.Token, s.id)
-	}
-	gctx, cancel := context.WithCancelCause(s.ctx)
-	if gctx.Err() != nil {
-		// Lost between the check and now.
-		cancel(nil)
-		m.withdraw(ctx, seq, true)
-		return fmt.Errorf("client: lock %q: %w", m.name, context.Cause(gctx))
+	grant := grantOf(g, m.s.id, m.s.ttl)
+	gctx, cancel, err := m.s.hold(ctx, "lock", m.name, seq, grant, m.withdraw)
+	if err != nil {
+		return err
 	}
 	m.mu.Lock()
 	if m.cancel != nil {
@@ -235,21 +165,6 @@ func (m *Mutex) held() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.grant.Token != 0 && m.ctx.Err() == nil
-}
-
-// releaseAfter releases the lock of a lost session, best effort: the
-// caller's context may have ended, so it runs on its own for at most the
-// request timeout.
-func (m *Mutex) releaseAfter(ctx context.Context) {
-	c := m.s.c
-	if c.closed() != nil {
-		return
-	}
-	rctx, cancel := c.cleanup(ctx)
-	defer cancel()
-	if _, err := m.release(rctx); err != nil {
-		c.log.Info("fenced: could not release the lock of a lost session", "lock", m.name, "session", m.s.id, "err", err)
-	}
 }
 
 // release sends one Release, retried with one seq.
@@ -291,27 +206,7 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	m.grant, m.ctx, m.cancel = fence.Grant{}, notHeld, nil
 	m.mu.Unlock()
 
-	if err := fence.ValidateName(m.name); err != nil {
-		return fmt.Errorf("client: unlock: %w", err)
-	}
-	c := m.s.c
-	switch err := m.s.Err(); {
-	case errors.Is(err, ErrSessionClosed):
-		return nil
-	case err != nil:
-		m.releaseAfter(ctx)
-		return fmt.Errorf("client: unlock %q: %w", m.name, err)
-	}
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	res, err := m.release(cctx)
-	if err != nil {
-		return fmt.Errorf("client: unlock %q: %w", m.name, err)
-	}
-	if res == fencedv1.ReleaseResult_RELEASE_RESULT_NOT_OWNED {
-		return fmt.Errorf("client: unlock %q: %w", m.name, ErrNotOwned)
-	}
-	return nil
+	return m.s.unlock(ctx, m.name, m.release)
 }
 
 // Token returns the fencing token of the grant the last successful Lock

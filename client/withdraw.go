@@ -11,7 +11,8 @@ import (
 )
 
 // withdrawal is a release whose withdraw_seq names an acquire to undo:
-// the lock's ReleaseRequest or the semaphore's SemaphoreReleaseRequest.
+// the lock's ReleaseRequest, the semaphore's SemaphoreReleaseRequest or
+// the read/write lock's RWReleaseRequest.
 type withdrawal interface {
 	GetName() string
 	GetSession() uint64
@@ -69,6 +70,8 @@ func (c *Client) sendWithdraw(ctx context.Context, req withdrawal) error {
 			_, err = ep.release(ctx, r)
 		case *fencedv1.SemaphoreReleaseRequest:
 			_, err = ep.semaphores.Release(ctx, connect.NewRequest(r))
+		case *fencedv1.RWReleaseRequest:
+			_, err = ep.rwlocks.Release(ctx, connect.NewRequest(r))
 		}
 		return err
 	})

@@ -14,6 +14,9 @@ type kind int
 const (
 	kindLock kind = iota
 	kindSemaphore
+	kindElection
+	kindRWLock
+	kindQueue
 	numKinds
 )
 

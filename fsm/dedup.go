@@ -3,6 +3,7 @@ package fsm
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	fence "github.com/fenced-dev/fenced"
 )
@@ -24,6 +25,11 @@ const (
 	// withdraw): a copy of it applied later is refused and changes
 	// nothing. Appended last: kinds are stored in snapshots.
 	replyWithdrawn
+	// replyProclaimed is a proclaim applied by an election's leader, with
+	// its term token (election.go).
+	replyProclaimed
+	// replyLast is the last kind; a new kind goes before it.
+	replyLast = replyProclaimed
 )
 
 func releaseReply(r ReleaseResult) replyKind {
@@ -89,9 +95,21 @@ func (r *replies) get(seq uint64, name string) (reply, bool, error) {
 		return reply{}, false, nil
 	}
 	if r.list[i].name != name {
-		return reply{}, false, fmt.Errorf("%w: request seq %d was already used for %q; every request needs its own seq", fence.ErrInvalidArgument, seq, r.list[i].name)
+		return reply{}, false, fmt.Errorf("%w: request seq %d was already used for %s; every request needs its own seq", fence.ErrInvalidArgument, seq, replyObject(r.list[i].name))
 	}
 	return r.list[i], true, nil
+}
+
+// replyObject names the object a remembered reply is for: its name, with
+// the primitive when the primitive keeps its replies apart from the lock's
+// under "\x00primitive\x00name" (rwReplyName).
+func replyObject(rname string) string {
+	if rest, ok := strings.CutPrefix(rname, "\x00"); ok {
+		if prim, name, ok := strings.Cut(rest, "\x00"); ok {
+			return fmt.Sprintf("%s %q", prim, name)
+		}
+	}
+	return fmt.Sprintf("%q", rname)
 }
 
 // put records a reply, replacing an earlier one of the same seq. seq 0 is

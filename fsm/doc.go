@@ -1,7 +1,8 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks and counting semaphores (semaphore.go) with FIFO wait
-// queues, the fenced kv, the one token counter of the cluster and the
-// tables that de-duplicate retried requests.
+// exclusive locks, counting semaphores (semaphore.go), leader elections
+// (election.go), read/write locks (rwlock.go) with FIFO wait queues, work
+// queues with fenced claims (queue.go), the fenced kv, the one token counter
+// of the cluster and the tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no
 // clock, does no I/O and iterates in sorted order wherever the order
@@ -66,10 +67,28 @@
 //     as lockTable.startDelay and endDelay do.
 //   - request de-duplication (dedup.go): each session remembers the results
 //     of its newest requests by seq (replies.get, .put, .promote), so a
-//     retried request is answered with its original result.
+//     retried request is answered with its original result. A primitive
+//     other than the lock remembers its requests under a name of its own
+//     (rwReplyName: "\x00read/write lock\x00" + name), so a seq is never
+//     answered with the result of another primitive's object of the same
+//     name.
+//   - acquire and release (acquire.go, withdraw.go): Machine.startAcquire
+//     does what every acquire starts with (name, issuer, tokens left,
+//     session, secret, a retried seq), and Machine.release every release
+//     (the owner check, a retried seq, withdrawals of an acquire a caller
+//     gave up on, by seq or per-grant request id) on a primitive's
+//     releaser: releaseOwn, undoGrant, undoWait, heldByOther, replyName.
 //   - snapshot (snapshot.go, primitive.go): the Machine writes the counters
 //     and the sessions; each section writes and restores its own fields of
 //     State.
+//   - the format version (format.go): every entry and snapshot carries
+//     one; Decode and Restore refuse a version this build does not
+//     apply (ErrFormatVersion), so the node stops instead of skipping.
+//     A primitive adds nothing.
+//   - restore into a new issuer epoch (reissue.go): Restored keeps the kv
+//     and drops every session (so every primitive's grants and waiters);
+//     a primitive whose state outlives sessions must say what a restore
+//     keeps of it there.
 //   - per-owner quotas (quota.go): a session records the identity it is
 //     charged to, and its bindings count what that owner holds and waits
 //     for over every primitive; a request carries the limits (a Quota) and

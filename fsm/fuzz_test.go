@@ -33,7 +33,8 @@ func newFuzzObserver(t *testing.T) *fuzzObserver {
 }
 
 func (o *fuzzObserver) Granted(g fence.Grant) {
-	if h, ok := o.holder[g.Name]; ok && g.Kind != fence.KindPermit {
+	key := string(g.Kind) + "\x00" + g.Name // one holder per kind and name
+	if h, ok := o.holder[key]; ok && g.Kind != fence.KindPermit {
 		o.t.Fatalf("grant of %q to session %d while session %d holds it", g.Name, g.Session, h)
 	}
 	if g.Token <= o.last || !g.Token.Valid() {
@@ -50,7 +51,7 @@ func (o *fuzzObserver) Granted(g fence.Grant) {
 		o.permits[g.Token] = g.Session
 		return
 	}
-	o.holder[g.Name] = g.Session
+	o.holder[key] = g.Session
 }
 
 func (o *fuzzObserver) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ EndReason) {
@@ -61,10 +62,11 @@ func (o *fuzzObserver) Released(k fence.Kind, name string, session uint64, tok f
 		delete(o.permits, tok)
 		return
 	}
-	if h, ok := o.holder[name]; !ok || h != session {
-		o.t.Fatalf("release of %q by session %d, but the holder is %d (held: %v)", name, session, h, ok)
+	key := string(k) + "\x00" + name
+	if h, ok := o.holder[key]; !ok || h != session {
+		o.t.Fatalf("release of %s %q by session %d, but the holder is %d (held: %v)", k, name, session, h, ok)
 	}
-	delete(o.holder, name)
+	delete(o.holder, key)
 }
 
 func (o *fuzzObserver) WaitEnded(_ fence.Kind, name string, session uint64) {
@@ -131,7 +133,7 @@ func (s *byteSource) command(lastSession uint64) *statev1.Command {
 	name := fuzzNames[int(arg>>4)%len(fuzzNames)]
 	seq := uint64(s.byte() % 80)
 	c := &statev1.Command{NowUnixMs: int64(s.byte()) * 1000}
-	switch op % 12 {
+	switch op % 15 {
 	case 0:
 		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: s.ttl(), RequestId: string(rune('a' + arg%3))}}
 	case 1:
@@ -153,6 +155,12 @@ func (s *byteSource) command(lastSession uint64) *statev1.Command {
 	case 10:
 		c.Op = &statev1.Command_KvWrite{KvWrite: &statev1.KVWrite{Key: name, Token: uint64(s.byte() % 40), Value: []byte{arg},
 			Delete: arg&1 == 1, HasIfVersion: arg&2 == 2, IfVersion: uint64(arg % 3), RequestId: string(rune('k' + arg%3))}}
+	case 12:
+		c.Op = &statev1.Command_Campaign{Campaign: &statev1.Campaign{Session: session, Seq: seq, Name: name, Value: []byte{arg}}}
+	case 13:
+		c.Op = &statev1.Command_Resign{Resign: &statev1.Resign{Session: session, Seq: seq, Name: name, WithdrawSeq: uint64(arg>>6) * seq / 2, CancelWait: arg&1 == 1}}
+	case 14:
+		c.Op = &statev1.Command_Proclaim{Proclaim: &statev1.Proclaim{Session: session, Seq: seq, Name: name, Value: []byte{arg, arg}, Token: uint64(arg % 8)}}
 	default:
 		addrs := []string{"127.0.0.1:7700", "", "host", "h:0", "[::1]:1"}
 		c.Op = &statev1.Command_RegisterNode{RegisterNode: &statev1.RegisterNode{Id: fuzzNames[int(arg)%len(fuzzNames)], ApiAddr: addrs[int(arg>>3)%len(addrs)]}}
@@ -378,7 +386,12 @@ func FuzzRestore(f *testing.F) {
 		}
 		for name, l := range m.locks.byName {
 			if l.holder != 0 {
-				obs.holder[name] = l.holder
+				obs.holder[string(fence.KindLock)+"\x00"+name] = l.holder
+			}
+		}
+		for name, e := range m.elections.byName {
+			if e.leader != 0 {
+				obs.holder[string(fence.KindLeader)+"\x00"+name] = e.leader
 			}
 		}
 		m.obs = obs

@@ -40,8 +40,11 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 		{"sessions", len(st.GetSessions()), len(m.sessions)},
 		{"locks", len(st.GetLocks()), len(m.locks.byName)},
 		{"semaphores", len(st.GetSemaphores()), len(m.semaphores.byName)},
+		{"elections", len(st.GetElections()), len(m.elections.byName)},
+		{"read/write locks", len(st.GetRwlocks()), len(m.rwlocks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
+		{"queues", len(st.GetQueues()), len(m.queues.byName)},
 	} {
 		if c.sent != c.got {
 			return broken("the snapshot lists %d %s but only %d distinct ones", c.sent, c.what, c.got)
@@ -75,6 +78,15 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.semaphores.check(); err != nil {
+		return err
+	}
+	if err := m.elections.check(); err != nil {
+		return err
+	}
+	if err := m.rwlocks.check(); err != nil {
+		return err
+	}
+	if err := m.queues.check(); err != nil {
 		return err
 	}
 	if err := m.checkLive(); err != nil {
@@ -127,11 +139,11 @@ func (r *replies) check(last fence.Token) error {
 		switch {
 		case rep.seq <= prev:
 			return fmt.Errorf("reply seq %d is not above %d (the floor or the previous seq)", rep.seq, prev)
-		case rep.kind < replyGranted || rep.kind > replyWithdrawn:
+		case rep.kind < replyGranted || rep.kind > replyLast:
 			return fmt.Errorf("reply seq %d has unknown kind %d", rep.seq, rep.kind)
 		case rep.token > last:
 			return fmt.Errorf("reply seq %d has token %d, above the last token %d", rep.seq, rep.token, last)
-		case rep.kind == replyGranted && rep.token == 0:
+		case (rep.kind == replyGranted || rep.kind == replyProclaimed) && rep.token == 0:
 			return fmt.Errorf("reply seq %d is a grant without a token", rep.seq)
 		}
 		prev = rep.seq

@@ -145,14 +145,15 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 // force (the live-grant index) whose scope covers the write's scope: the
 // key, or mapped, the scope the leader's --kv-scope mapping gave it. A
 // released, expired or revoked holder's token writes nothing, nor does a
-// token of another scope, even one above the key's watermark.
+// token of another scope, even one above the key's watermark, nor a read
+// grant's (of a read/write lock): it is authority for reading only.
 func (kv *kvStore) checkScope(key, mapped string, tok fence.Token) error {
 	need := key
 	if mapped != "" {
 		need = mapped
 	}
 	g, ok := kv.m.live.get(tok)
-	if ok && fence.ScopeCovers(g.scope, need) {
+	if ok && g.kind != fence.KindRead && fence.ScopeCovers(g.scope, need) {
 		return nil
 	}
 	return &fence.ScopeMismatchError{Object: key, Required: need, Presented: tok, Kind: g.kind, Scope: g.scope}

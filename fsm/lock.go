@@ -50,6 +50,12 @@ type LockInfo struct {
 // Held reports whether the lock has a holder.
 func (i LockInfo) Held() bool { return i.Holder.Token != 0 }
 
+// heldBy reports whether session sid holds l. A free lock (holder 0, as
+// during its delay) is held by no session, session 0 included: a command
+// naming session 0 must never pass for the holder's and release it, which
+// would grant the first waiter during the delay.
+func (l *lock) heldBy(sid uint64) bool { return l.holder != 0 && l.holder == sid }
+
 func (t *lockTable) dropIfIdle(name string) {
 	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
 		delete(t.byName, name)
@@ -63,37 +69,16 @@ func (t *lockTable) grantOf(l *lock) fence.Grant {
 
 func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	m, name := t.m, a.GetName()
-	if err := fence.ValidateName(name); err != nil {
-		return Result{Err: err}
-	}
 	if err := validateLockDelay(a.GetLockDelayMs()); err != nil {
 		return Result{Err: err}
 	}
-	if m.issuer == "" {
-		return Result{Err: errNotInitialised()}
-	}
-	if m.tokens.exhausted() {
-		return Result{Err: m.tokens.overflow()}
-	}
-	s, seq, created, err := m.requestSession(a.GetSession(), a.GetSeq(), a.GetRequestId(), a.GetTtlMs(), a.GetQuota(), a.GetSecretHash())
+	s, seq, created, rep, err := m.startAcquire(a, name)
 	if err != nil {
 		return Result{Err: err}
 	}
 	sid := s.id
-	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
-		if err != nil {
-			return Result{Err: err}
-		}
-		if ok && rep.kind.isRelease() {
-			return Result{Err: fmt.Errorf("%w: request seq %d was already used for a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
-		}
-		if ok && rep.kind == replyGranted {
-			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLock, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
-		}
-		if ok && rep.kind == replyWithdrawn {
-			return Result{Err: fmt.Errorf("%w: request seq %d was withdrawn by a release; every request needs its own seq", fence.ErrInvalidArgument, seq)}
-		}
+	if rep != nil {
+		return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLock, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
 	}
 	l := t.byName[name]
 	if l == nil {
@@ -119,7 +104,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
-	case l.holder == sid:
+	case l.heldBy(sid):
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: l.token, issuedAt: l.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	case a.GetWait():
@@ -138,59 +123,54 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 }
 
 func (t *lockTable) release(r *statev1.Release, now int64) Result {
-	m, name, sid, seq := t.m, r.GetName(), r.GetSession(), r.GetSeq()
-	if err := fence.ValidateName(name); err != nil {
-		return Result{Err: err}
-	}
-	if err := validateSecretHash(r.GetSecretHash()); err != nil {
-		return Result{Err: err}
-	}
-	if sid == 0 && r.GetRequestId() != "" {
-		return t.withdrawPerGrant(r, now)
-	}
-	s := m.sessions[sid]
-	if s != nil {
-		// A release for a session that does not exist changes nothing.
-		if err := m.checkOwner(s, r.GetSecretHash()); err != nil {
-			return Result{Err: err}
-		}
-	}
-	if s != nil && seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
-		if err != nil {
-			return Result{Err: err}
-		}
-		if ok && !rep.kind.isRelease() {
-			return Result{Err: fmt.Errorf("%w: request seq %d was already used for an acquire; every request needs its own seq", fence.ErrInvalidArgument, seq)}
-		}
-		if ok {
-			return Result{Session: sid, Release: rep.kind.release()}
-		}
-	}
-	if w := r.GetWithdrawSeq(); w != 0 {
-		return t.withdraw(s, sid, seq, w, name, now)
-	}
+	return t.m.release(t, r, now)
+}
+
+// releaseOwn implements releaser.
+func (t *lockTable) releaseOwn(name string, s *session, sid uint64, now int64) ReleaseResult {
 	l := t.byName[name]
-	var out ReleaseResult
 	switch {
 	case l == nil:
-		out = AlreadyReleased
-	case l.holder == sid:
+		return AlreadyReleased
+	case l.heldBy(sid):
 		t.releaseHeld(l, Unlocked, now)
-		out = Released
-	default:
-		if m.leaveQueue(kindLock, name, &l.queue, s) {
-			t.dropIfIdle(name)
-		}
-		out = AlreadyReleased
-		if l.holder != 0 {
-			out = NotOwned
-		}
+		return Released
 	}
-	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
+	if t.m.leaveQueue(kindLock, name, &l.queue, s) {
+		t.dropIfIdle(name)
 	}
-	return Result{Session: sid, Release: out}
+	if l.holder != 0 {
+		return NotOwned
+	}
+	return AlreadyReleased
+}
+
+// undoGrant implements releaser.
+func (t *lockTable) undoGrant(name string, sid uint64, tok fence.Token, now int64) bool {
+	l := t.byName[name]
+	if l == nil || !l.heldBy(sid) || l.token != tok {
+		return false
+	}
+	t.releaseHeld(l, Unlocked, now)
+	return true
+}
+
+// undoWait implements releaser.
+func (t *lockTable) undoWait(name string, s *session, seq uint64, _ int64) {
+	if l := t.byName[name]; l != nil && l.queue.queuedBy(s.id, seq) {
+		t.m.leaveQueue(kindLock, name, &l.queue, s)
+		t.dropIfIdle(name)
+	}
+}
+
+// replyName implements releaser: a lock's requests are remembered under
+// its name.
+func (t *lockTable) replyName(name string) string { return name }
+
+// heldByOther implements releaser.
+func (t *lockTable) heldByOther(name string, sid uint64) bool {
+	l := t.byName[name]
+	return l != nil && l.holder != 0 && l.holder != sid
 }
 
 // releaseHeld frees l and grants it to the first waiter, if any, unless
@@ -227,7 +207,7 @@ func (t *lockTable) cancelWait(sid uint64, name string) Result {
 	if l == nil {
 		return Result{Session: sid}
 	}
-	if l.holder == sid {
+	if l.heldBy(sid) {
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 	}
 	t.m.leaveQueue(kindLock, name, &l.queue, t.m.sessions[sid])

@@ -128,6 +128,54 @@ func TestLockDelay_WaiterKeepsItsDelay(t *testing.T) {
 	}
 }
 
+// A lock in its delay has no holder, and that is not "held by session 0":
+// a release or a cancelled wait by session 0, or by a session that does
+// not exist, grants nothing to the waiter and changes nothing, while the
+// delay's own end still does (the committed rapid fail file of
+// TestLockDelay_Properties found the release).
+func TestLockDelay_NoGrantByNobodysRelease(t *testing.T) {
+	m := newMachine(t)
+	holder, waiter := createSession(t, m), createSession(t, m)
+	first := acquireDelayed(m, holder, 1, "x", false, 5000)
+	if res := acquire(m, waiter, 1, "x", true); !res.Queued {
+		t.Fatalf("waiter: %+v", res)
+	}
+	expire(m, holder, 0)
+	if info := m.Lock("x"); !info.Delay.Pending || info.Held() {
+		t.Fatalf("after expiry Lock()=%+v, want in its delay", info)
+	}
+	before := mustSnapshot(t, m)
+	gone := holder // expired: no longer exists
+	for _, c := range []struct {
+		what string
+		cmd  *statev1.Command
+	}{
+		{"release by session 0", &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Name: "x"}}}},
+		{"release by session 0 with a seq", &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Seq: 7, Name: "x"}}}},
+		{"release by a session that does not exist", &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: gone, Seq: 2, Name: "x"}}}},
+		{"withdrawal by session 0", &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Seq: 2, WithdrawSeq: 1, Name: "x"}}}},
+		{"cancelled wait of session 0", &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Name: "x"}}}},
+		{"cancelled wait of a session that does not exist", &statev1.Command{Op: &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: gone, Name: "x"}}}},
+	} {
+		res := m.Apply(c.cmd)
+		if res.Granted || res.Grant.Token != 0 || res.Release == fsm.Released {
+			t.Fatalf("%s during the delay=%+v, want nothing granted or released", c.what, res)
+		}
+		if info := m.Lock("x"); info.Held() || !info.Delay.Pending || len(info.Waiters) != 1 {
+			t.Fatalf("after a %s Lock()=%+v, want still in its delay with its waiter", c.what, info)
+		}
+		if !bytes.Equal(mustSnapshot(t, m), before) {
+			t.Fatalf("a %s during the delay changed the state", c.what)
+		}
+	}
+	if res := endDelay(m, "x", first.Grant.Token, 0); res.Ignored || res.Err != nil {
+		t.Fatalf("EndLockDelay=%+v", res)
+	}
+	if info := m.Lock("x"); info.Holder.Session != waiter || info.Holder.Token <= first.Grant.Token {
+		t.Fatalf("after the delay Lock()=%+v, want held by the waiter %d", info, waiter)
+	}
+}
+
 // An acquire with a delay out of range is refused and changes nothing.
 func TestLockDelay_BadInput(t *testing.T) {
 	m := newMachine(t)

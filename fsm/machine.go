@@ -20,9 +20,15 @@ type Machine struct {
 	owners      map[string]*usage // owner -> what its live sessions use (quota.go)
 	locks       *lockTable
 	semaphores  *semaphoreTable
+	elections   *electionTable
+	rwlocks     *rwTable
+	queues      *queueTable
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
+	// lineage is the issuers this state was restored from, oldest first
+	// (reissue.go).
+	lineage []*statev1.IssuerEpoch
 	// live is every grant in force by token (livegrants.go), rebuilt from
 	// the primitives on restore.
 	live liveGrants
@@ -54,13 +60,17 @@ func (m *Machine) reset() {
 	m.byRequest = make(map[string]uint64)
 	m.owners = make(map[string]*usage)
 	m.locks = newLockTable(m)
+	m.elections = newElectionTable(m)
+	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
+	m.queues = newQueueTable(m)
 	m.nodes = make(nodeTable)
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores}
-	m.sections = []section{m.locks, m.semaphores, m.kv, m.nodes, m.keys}
+	m.lineage = nil
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks, kindQueue: m.queues}
+	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.queues, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -98,6 +108,34 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.locks.endDelay(op.EndLockDelay, now)
 	case *statev1.Command_RenewGrant:
 		return m.locks.renew(op.RenewGrant)
+	case *statev1.Command_Campaign:
+		return m.elections.campaign(op.Campaign, now)
+	case *statev1.Command_Resign:
+		return m.elections.resign(op.Resign, now)
+	case *statev1.Command_Proclaim:
+		return m.elections.proclaim(op.Proclaim, now)
+	case *statev1.Command_RwAcquire:
+		return m.rwlocks.acquire(op.RwAcquire, now)
+	case *statev1.Command_RwRelease:
+		return m.rwlocks.release(op.RwRelease, now)
+	case *statev1.Command_RwCancelWait:
+		return m.rwlocks.cancelWait(op.RwCancelWait, now)
+	case *statev1.Command_QueuePush:
+		return m.queues.push(op.QueuePush, now)
+	case *statev1.Command_QueueClaim:
+		return m.queues.claim(op.QueueClaim, now)
+	case *statev1.Command_QueueAck:
+		return m.queues.ack(op.QueueAck, now)
+	case *statev1.Command_QueueNack:
+		return m.queues.nack(op.QueueNack, now)
+	case *statev1.Command_QueueExtend:
+		return m.queues.extend(op.QueueExtend, now)
+	case *statev1.Command_ExpireClaim:
+		return m.queues.expire(op.ExpireClaim, now)
+	case *statev1.Command_QueueCancelWait:
+		return m.queues.cancelWait(op.QueueCancelWait)
+	case *statev1.Command_QueueTick:
+		return m.queues.tick(now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -89,21 +89,28 @@ func (c *checker) queued(name string, session uint64) {
 
 var names = []string{"a", "b", "c"}
 
-// drawCommand draws a random command over a few sessions and names, with
-// sequence numbers that are sometimes fresh and sometimes retries.
-func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev1.Command {
-	now := rapid.Int64Range(1, 1<<40).Draw(t, "now")
-	session := rapid.Uint64Range(0, lastSession+1).Draw(t, "session")
-	name := rapid.SampledFrom(names).Draw(t, "name")
-	seq := seqs[session] + 1
+// drawTarget draws the time, session, name and seq of a random command
+// over a few sessions and names; the seq is sometimes fresh and sometimes
+// a retry of an earlier one (seqs holds each session's newest).
+func drawTarget(t *rapid.T, seqs map[uint64]uint64, lastSession uint64, names []string) (now int64, session uint64, name string, seq uint64) {
+	now = rapid.Int64Range(1, 1<<40).Draw(t, "now")
+	session = rapid.Uint64Range(0, lastSession+1).Draw(t, "session")
+	name = rapid.SampledFrom(names).Draw(t, "name")
+	seq = seqs[session] + 1
 	if rapid.IntRange(0, 4).Draw(t, "retry") == 0 && seqs[session] > 0 {
 		seq = rapid.Uint64Range(1, seqs[session]).Draw(t, "oldseq")
 	} else {
 		seqs[session] = seq
 	}
-	var c statev1.Command
-	c.NowUnixMs = now
-	switch rapid.IntRange(0, 10).Draw(t, "op") {
+	return now, session, name, seq
+}
+
+// drawLifecycle sets c to the command of op 0 to 4 that every
+// primitive's property test mixes in: sessions created (0, 1), closed (2)
+// and expired in old and new terms (3), token reservations and new
+// leaders (4). It reports false for another op.
+func drawLifecycle(t *rapid.T, c *statev1.Command, op int, session uint64) bool {
+	switch op {
 	case 0, 1:
 		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
 	case 2:
@@ -116,6 +123,35 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 		} else {
 			c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 		}
+	default:
+		return false
+	}
+	return true
+}
+
+// drawRelease draws the fields of a release by session with seq: a plain
+// one, or sometimes a withdrawal of an earlier (or a future) acquire, or
+// of a per-grant acquire (session 0 with a request id).
+func drawRelease(t *rapid.T, seqs map[uint64]uint64, now int64, session, seq uint64) (uint64, uint64, uint64, int64, string) {
+	switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
+	case 0:
+		return session, seq, rapid.Uint64Range(1, seqs[session]+2).Draw(t, "withdrawseq"), 0, ""
+	case 1:
+		return 0, 0, 1, 500, fmt.Sprint("r", now%4)
+	}
+	return session, seq, 0, 0, ""
+}
+
+// drawCommand draws a random command over a few sessions and names, with
+// sequence numbers that are sometimes fresh and sometimes retries.
+func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev1.Command {
+	now, session, name, seq := drawTarget(t, seqs, lastSession, names)
+	c := statev1.Command{NowUnixMs: now}
+	op := rapid.IntRange(0, 10).Draw(t, "op")
+	if drawLifecycle(t, &c, op, session) {
+		return &c
+	}
+	switch op {
 	case 5, 6, 7:
 		wait := rapid.Bool().Draw(t, "wait")
 		if session == 0 {
@@ -128,15 +164,8 @@ func drawCommand(t *rapid.T, seqs map[uint64]uint64, lastSession uint64) *statev
 			Value: []byte(fmt.Sprint(now)), Delete: rapid.Bool().Draw(t, "delete"), RequestId: rapid.SampledFrom([]string{"", "a", "b", "c"}).Draw(t, "kvreq"),
 			Scoped: rapid.Bool().Draw(t, "scoped")}}
 	case 8:
-		r := &statev1.Release{Session: session, Seq: seq, Name: name}
-		// Sometimes a withdrawal of an earlier (or a future) acquire, or of
-		// a per-grant acquire.
-		switch rapid.IntRange(0, 3).Draw(t, "withdraw") {
-		case 0:
-			r.WithdrawSeq = rapid.Uint64Range(1, seqs[session]+2).Draw(t, "withdrawseq")
-		case 1:
-			r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = 0, 0, 1, 500, fmt.Sprint("r", now%4)
-		}
+		r := &statev1.Release{Name: name}
+		r.Session, r.Seq, r.WithdrawSeq, r.TtlMs, r.RequestId = drawRelease(t, seqs, now, session, seq)
 		c.Op = &statev1.Command_Release{Release: r}
 	default:
 		c.Op = &statev1.Command_CancelWait{CancelWait: &statev1.CancelWait{Session: session, Name: name}}

@@ -37,7 +37,9 @@ var _ fence.Guard = (*SignedGuard)(nil)
 // rule, the signed grant presented with each token (ContextWithGrant): it
 // must verify with keys (the issuer's, a key it publishes, a signature
 // that holds), be for the token presented, and be for a scope that covers
-// the object written (fence.ScopeCovers); an issuer presented beside it
+// the object written (fence.ScopeCovers), and not be a read grant of a
+// read/write lock (kind read: authority for reading only, while a guard
+// admits writes); an issuer presented beside it
 // (X-Fencing-Issuer) must be the grant's. Otherwise Do returns an error
 // matching fence.ErrInvalidGrant that says which check failed, calls
 // neither inner nor apply, and so changes nothing. When the grant is good
@@ -82,6 +84,9 @@ func (g *SignedGuard) Check(ctx context.Context, object string, t fence.Token) (
 	}
 	if !fence.ScopeCovers(sg.Scope, object) {
 		return fence.SignedGrant{}, fmt.Errorf("%w: token %d was granted for %s %q, which does not cover object %q", fence.ErrInvalidGrant, t, sg.Kind, sg.Scope, object)
+	}
+	if sg.Kind == fence.KindRead {
+		return fence.SignedGrant{}, fmt.Errorf("%w: token %d was granted for read %q, which is authority for reading only; a guarded write needs a write or lock grant", fence.ErrInvalidGrant, t, sg.Scope)
 	}
 	if iss := IssuerFromContext(ctx); iss != "" && iss != sg.Issuer {
 		return fence.SignedGrant{}, fmt.Errorf("%w: %w: the request presents issuer %q, its signed grant issuer %q", fence.ErrInvalidGrant, fence.ErrIssuerMismatch, iss, sg.Issuer)

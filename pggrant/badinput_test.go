@@ -179,12 +179,25 @@ func pgxPool(t *testing.T) *pgxpool.Pool {
 // ErrTokenOverflow, and the row is unchanged.
 func TestAcquire_TokenOverflow(t *testing.T) {
 	ctx := testCtx(t)
-	pool := pgxPool(t)
+	// A database of its own: its MaxToken would be every other test's.
+	dsn := newDatabase(t)
+	pool, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if err := pggrant.Migrate(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
 	name := fmt.Sprintf("overflow-%d", time.Now().UnixNano())
 	if _, err := pool.Exec(ctx, `INSERT INTO fence_lock_grants VALUES ($1, NULL, $2, now(), now())`, name, int64(fence.MaxToken)); err != nil {
 		t.Fatal(err)
 	}
-	g := open(t, pgAddr())
+	g, err := pggrant.New(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
 	if _, err := g.Acquire(ctx, name); !errors.Is(err, fence.ErrTokenOverflow) {
 		t.Fatalf("Acquire at MaxToken = %v; want fence.ErrTokenOverflow", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 )
 
 // SchemaVersion is the schema version this package needs: the number of
@@ -147,4 +148,20 @@ func checkSchema(ctx context.Context, q querier) (string, error) {
 			ErrSchema, what, strings.Join(missing, ", "))
 	}
 	return issuer, nil
+}
+
+// MigrateDSN is Migrate on a connection of its own to the database at
+// dsn (a pool's DSN: its pool_ settings are ignored), for tools that have
+// no pool.
+func MigrateDSN(ctx context.Context, dsn string) error {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return fmt.Errorf("pggrant: migrate: parse the connection string: %w", err)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg.ConnConfig)
+	if err != nil {
+		return fmt.Errorf("pggrant: migrate: connect: %w", err)
+	}
+	defer conn.Close(context.Background())
+	return Migrate(ctx, conn)
 }

@@ -13,36 +13,61 @@ import (
 // session deadlines, counts metrics and logs grants, releases and expiries at debug
 // level. It runs inside Apply and never blocks.
 type events struct {
-	waits   *waits
-	expiry  *sessionExpiry
-	delays  *lockDelays
-	revokes *revokePush
-	metrics *metrics
-	log     *slog.Logger
-	history *eventLog // test knob; nil unless TestKnobs.EventLog is set
-	index   uint64    // Raft index of the entry being applied
+	waits     *waits
+	expiry    *sessionExpiry
+	delays    *lockDelays
+	revokes   *revokePush
+	metrics   *metrics
+	log       *slog.Logger
+	history   *eventLog // test knob; nil unless TestKnobs.EventLog is set
+	index     uint64    // Raft index of the entry being applied
+	elections *electionWatch
+	claims    *sessionExpiry // claim deadlines by token (queue.go)
+	queue     *queueMetrics
 }
 
-var _ fsm.Observer = (*events)(nil)
+var (
+	_ fsm.Observer         = (*events)(nil)
+	_ fsm.ElectionObserver = (*events)(nil)
+)
 
 func (e *events) Granted(g fence.Grant) {
 	e.metrics.grants.Inc()
-	if g.Kind == fence.KindPermit {
+	switch g.Kind {
+	case fence.KindPermit:
 		e.metrics.permits.Inc()
+	case fence.KindLeader:
+		e.metrics.electionTerms.Inc()
+	}
+	if g.Kind == fence.KindRead || g.Kind == fence.KindWrite {
+		e.metrics.rwGrants.WithLabelValues(string(g.Kind)).Inc()
 	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
-	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
+	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, GrantKind: string(g.Kind), Scope: g.Scope, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
 func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, reason fsm.EndReason) {
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
+	if k == fence.KindClaim {
+		e.claims.end(uint64(token))
+		if reason == fsm.Expired {
+			e.queue.expiries.Inc()
+		}
+	}
 	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
-	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
+	e.history.write(committedEvent{Kind: "server_release", Name: name, GrantKind: string(k), Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
 func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
 	e.waits.notify(waitKey{k, name, session}, waitOutcome{})
+}
+
+// ElectionChanged wakes the Observe streams of the election.
+func (e *events) ElectionChanged(c fsm.ElectionChange) {
+	e.metrics.electionChanges.Inc()
+	e.elections.notify(c.Name)
+	e.debug("election change", slog.String("name", c.Name), slog.Uint64("revision", c.Revision), slog.Uint64("leader", c.Leader.Session), slog.Uint64("token", uint64(c.Leader.Token)))
 }
 
 func (e *events) SessionStarted(session uint64, ttlMs int64) {

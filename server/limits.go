@@ -12,6 +12,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fenced-dev/fenced/fsm"
+
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
@@ -69,6 +71,12 @@ type Limits struct {
 	// would grow it past either is refused. Defaults 100000 and 256 MiB.
 	MaxKVKeys  uint64
 	MaxKVBytes uint64
+	// MaxElectionValueBytes caps the value of an election's candidate or
+	// leader (--max-election-value-bytes); a larger campaign or proclaim
+	// is refused. 0 means the state machine's own cap,
+	// fsm.MaxElectionValueBytes (64 KiB), which is also the most it may
+	// be. Default 4096.
+	MaxElectionValueBytes int
 }
 
 // DefaultLimits returns the default limits.
@@ -88,6 +96,8 @@ func DefaultLimits() Limits {
 		SessionBurst:         1000,
 		MaxKVKeys:            100000,
 		MaxKVBytes:           256 << 20,
+
+		MaxElectionValueBytes: 4096,
 	}
 }
 
@@ -110,6 +120,9 @@ func (l Limits) validate() []error {
 			errs = append(errs, fmt.Errorf("--%s %d is negative; want 0 (no limit) or more", n.flag, n.v))
 		}
 	}
+	if l.MaxElectionValueBytes < 0 || l.MaxElectionValueBytes > fsm.MaxElectionValueBytes {
+		errs = append(errs, fmt.Errorf("--max-election-value-bytes %d is out of range; want 0 (the most, %d) to %d", l.MaxElectionValueBytes, fsm.MaxElectionValueBytes, fsm.MaxElectionValueBytes))
+	}
 	if l.SessionRate < 0 {
 		errs = append(errs, fmt.Errorf("--session-rate %v is negative; want 0 (no limit) or more", l.SessionRate))
 	}
@@ -117,6 +130,14 @@ func (l Limits) validate() []error {
 		errs = append(errs, fmt.Errorf("--session-burst %d: a session rate needs a burst of at least 1", l.SessionBurst))
 	}
 	return errs
+}
+
+// electionValueLimit is the largest election value a request may carry.
+func (l Limits) electionValueLimit() int {
+	if l.MaxElectionValueBytes == 0 {
+		return fsm.MaxElectionValueBytes
+	}
+	return l.MaxElectionValueBytes
 }
 
 // configureHTTP sets the connection timeouts of hs. There is no
@@ -232,7 +253,7 @@ func newLimitMetrics(reg prometheus.Registerer) *limitMetrics {
 			Name: "fenced_api_connections_refused_total", Help: "API connections closed at once because a cap was reached, by cap: total (--max-conns) or per_source (--max-conns-per-source).",
 		}, []string{"cap"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a limit: sessions, grants, waiters (per source), session_rate, kv_keys, kv_bytes.",
+			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a limit: sessions, grants, waiters (per source), session_rate, kv_keys, kv_bytes, queue_items, queue_bytes.",
 		}, []string{"limit"}),
 		bodyTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_request_body_timeouts_total", Help: "Unary requests cut because their body did not arrive within --body-timeout.",

@@ -32,15 +32,37 @@ type lockService struct{ s *Server }
 var _ fencedv1connect.LockServiceHandler = (*lockService)(nil)
 
 func validateAcquire(m *fencedv1.AcquireRequest) error {
-	errs := []error{fence.ValidateName(m.Name), fence.ValidateWaitMillis(m.WaitMs), validateRequestID(m.RequestId), validateLockDelayMs(m.LockDelayMs)}
-	if m.Session == 0 {
-		if m.TtlMs == 0 {
+	return errors.Join(validateAcquireFields(m.Name, m.Session, m.WaitMs, m.TtlMs, m.RequestId), validateLockDelayMs(m.LockDelayMs))
+}
+
+// validateAcquireFields checks the fields every primitive's acquire
+// request shares.
+func validateAcquireFields(name string, session uint64, waitMs, ttlMs int64, requestID string) error {
+	errs := []error{fence.ValidateName(name), fence.ValidateWaitMillis(waitMs), validateRequestID(requestID)}
+	if session == 0 {
+		if ttlMs == 0 {
 			errs = append(errs, fmt.Errorf("%w: session is 0 and ttl_ms is 0; give a session, or a ttl_ms for a per-grant session", fence.ErrInvalidArgument))
 		} else {
-			errs = append(errs, fence.ValidateTTLMillis(m.TtlMs))
+			errs = append(errs, fence.ValidateTTLMillis(ttlMs))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// acquireSecret checks the secret of an acquire for session, or for
+// session 0 (a per-grant session) admits the new session and makes its
+// secret (secret, generated when empty). It returns the per-grant
+// session's secret, to send back with its grant, and the hash the command
+// carries.
+func (s *Server) acquireSecret(ctx context.Context, session uint64, secret string) (string, []byte, error) {
+	if session != 0 {
+		hash, err := s.checkOwner(session, secret, false)
+		return "", hash, err
+	}
+	if err := s.allowSession(ctx); err != nil {
+		return "", nil, err
+	}
+	return newSessionSecret(secret)
 }
 
 // Acquire implements LockServiceHandler. A call with wait_ms > 0 that finds
@@ -60,42 +82,48 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
-	var secret string
-	var hash []byte
-	var err error
-	if m.Session == 0 {
-		if err := h.s.allowSession(ctx); err != nil {
-			return nil, toConnect(err)
-		}
-		secret, hash, err = newSessionSecret(m.Secret)
-	} else {
-		hash, err = h.s.checkOwner(m.Session, m.Secret, false)
-	}
+	secret, hash, err := h.s.acquireSecret(ctx, m.Session, m.Secret)
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
+	res, grant, err := h.s.acquire(ctx, m.Name, &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{
 		Session: m.Session, Seq: m.Seq, Name: m.Name, Wait: m.WaitMs > 0, TtlMs: m.TtlMs, RequestId: m.RequestId, Quota: h.s.quota(ctx), SecretHash: hash,
 		LockDelayMs: h.s.lockDelayMs(m.LockDelayMs),
-	}}})
+	}}}, func(session uint64) (fsm.Result, error) {
+		return h.s.wait(ctx, m.Name, session, time.Duration(m.WaitMs)*time.Millisecond)
+	})
 	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
+		return nil, toConnect(err)
 	}
-	if res.Queued {
-		res, err = h.s.wait(ctx, m.Name, res.Session, time.Duration(m.WaitMs)*time.Millisecond)
-		if err != nil {
-			return nil, toConnect(err)
-		}
-	}
-	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Delayed: res.Delayed}
-	if visible := h.s.readable(ctx); visible != nil && !visible(m.Name) {
-		resp.Holder = 0 // a session id, shown only to readers of the name
-	}
+	resp := &fencedv1.AcquireResponse{Granted: res.Granted, Holder: res.Holder, Delayed: res.Delayed, Grant: grant}
 	if res.Granted {
-		resp.Grant = h.s.handOut(h.s.faults.reported(res.Grant))
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
 	return connect.NewResponse(resp), nil
+}
+
+// acquire proposes cmd, an acquire of any primitive on name, and when it
+// queued its session waits for the outcome with wait. It returns the
+// result, whose Holder (a session id) is shown only to a caller who may
+// read name, and, when granted, the grant as handed to its holder
+// (handOut: signed with Config.SignGrants).
+func (s *Server) acquire(ctx context.Context, name string, cmd *statev1.Command, wait func(session uint64) (fsm.Result, error)) (fsm.Result, *fencedv1.Grant, error) {
+	res, err := s.propose(ctx, cmd)
+	if err != nil {
+		return fsm.Result{}, nil, s.limitErr(err)
+	}
+	if res.Queued {
+		if res, err = wait(res.Session); err != nil {
+			return fsm.Result{}, nil, err
+		}
+	}
+	if visible := s.readable(ctx); visible != nil && !visible(name) {
+		res.Holder = 0 // a session id, shown only to readers of the name
+	}
+	if !res.Granted {
+		return res, nil, nil
+	}
+	return res, s.handOut(s.faults.reported(res.Grant)), nil
 }
 
 // wait blocks until the queued session is granted lock name, leaves the
@@ -119,19 +147,34 @@ func (s *Server) wait(ctx context.Context, name string, session uint64, wait tim
 // or after it.
 func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
 	m := req.Msg
-	if err := errors.Join(fence.ValidateName(m.Name), validateRequestID(m.RequestId)); err != nil {
-		return nil, toConnect(err)
-	}
-	hash, err := h.s.checkOwner(m.Session, m.Secret, true)
+	res, err := h.s.release(ctx, m.Name, m.Session, m.Secret, m.RequestId, func(hash []byte, q *statev1.Quota) *statev1.Command {
+		return &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
+			WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: q, SecretHash: hash}}}
+	})
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
-		WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: h.s.quota(ctx), SecretHash: hash}}})
-	if err != nil {
-		return nil, toConnect(h.s.limitErr(err))
+	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res)}), nil
+}
+
+// release validates and proposes a release of any primitive: name, and
+// session with its secret (a session that no longer exists is let through:
+// the release then changes nothing), with request_id for a per-grant
+// withdrawal; cmd builds the command from the secret's hash and the
+// caller's quota.
+func (s *Server) release(ctx context.Context, name string, session uint64, secret, requestID string, cmd func(hash []byte, q *statev1.Quota) *statev1.Command) (fsm.ReleaseResult, error) {
+	if err := errors.Join(fence.ValidateName(name), validateRequestID(requestID)); err != nil {
+		return 0, err
 	}
-	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res.Release)}), nil
+	hash, err := s.checkOwner(session, secret, true)
+	if err != nil {
+		return 0, err
+	}
+	res, err := s.propose(ctx, cmd(hash, s.quota(ctx)))
+	if err != nil {
+		return 0, s.limitErr(err)
+	}
+	return res.Release, nil
 }
 
 // Verify implements LockServiceHandler.
@@ -155,33 +198,55 @@ func (h *lockService) Verify(ctx context.Context, req *connect.Request[fencedv1.
 // waiters.
 func (h *lockService) Describe(ctx context.Context, req *connect.Request[fencedv1.DescribeRequest]) (*connect.Response[fencedv1.DescribeResponse], error) {
 	m := req.Msg
-	if err := fence.ValidateName(m.Name); err != nil {
-		return nil, toConnect(err)
-	}
-	size, err := pageSize("page_size", m.PageSize, defaultPageSize, maxPageSize)
+	page, err := parseWaiterPage(m.Name, m.PageSize, m.PageToken)
 	if err != nil {
 		return nil, toConnect(err)
-	}
-	_, pos, err := decodeCursor(m.PageToken, string(rune(cursorWaiter)))
-	if err != nil {
-		return nil, toConnect(err)
-	}
-	offset := 0
-	if pos != "" {
-		if offset, err = strconv.Atoi(pos); err != nil || offset < 0 {
-			return nil, toConnect(fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, m.PageToken))
-		}
 	}
 	var info fsm.LockInfo
 	h.s.sm.read(func(fm *fsm.Machine) { info = fm.Lock(m.Name) })
 	total := len(info.Waiters)
-	info.Waiters = info.Waiters[min(offset, total):min(offset+size, total)]
-	resp := &fencedv1.DescribeResponse{Lock: lockProto(info)}
+	var next string
+	info.Waiters, next = pageOf(page, info.Waiters)
+	resp := &fencedv1.DescribeResponse{Lock: lockProto(info), NextPageToken: next}
 	resp.Lock.WaiterCount = uint32(total)
-	if offset+size < total {
-		resp.NextPageToken = encodeCursor(cursorWaiter, strconv.Itoa(offset+size))
-	}
 	return connect.NewResponse(resp), nil
+}
+
+// waiterPage is a page of a Describe's waiters: size of them from offset.
+type waiterPage struct{ offset, size int }
+
+// parseWaiterPage checks a Describe's name and reads its page_size and
+// page_token.
+func parseWaiterPage(name string, pageSizeField int32, token string) (waiterPage, error) {
+	if err := fence.ValidateName(name); err != nil {
+		return waiterPage{}, err
+	}
+	size, err := pageSize("page_size", pageSizeField, defaultPageSize, maxPageSize)
+	if err != nil {
+		return waiterPage{}, err
+	}
+	_, pos, err := decodeCursor(token, string(rune(cursorWaiter)))
+	if err != nil {
+		return waiterPage{}, err
+	}
+	offset := 0
+	if pos != "" {
+		if offset, err = strconv.Atoi(pos); err != nil || offset < 0 {
+			return waiterPage{}, fmt.Errorf("%w: page_token %q is not a page token of this call", fence.ErrInvalidArgument, token)
+		}
+	}
+	return waiterPage{offset: offset, size: size}, nil
+}
+
+// pageOf cuts p out of all, with the token of the next page ("" at the
+// end).
+func pageOf[T any](p waiterPage, all []T) ([]T, string) {
+	total := len(all)
+	var next string
+	if p.offset+p.size < total {
+		next = encodeCursor(cursorWaiter, strconv.Itoa(p.offset+p.size))
+	}
+	return all[min(p.offset, total):min(p.offset+p.size, total)], next
 }
 
 // List implements LockServiceHandler: a page of the locks whose names

@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
 	"github.com/fenced-dev/fenced/raftstore"
 )
@@ -14,6 +15,7 @@ type metrics struct {
 	registry        *prometheus.Registry
 	grants          prometheus.Counter
 	permits         prometheus.Counter
+	rwGrants        *prometheus.CounterVec
 	releases        *prometheus.CounterVec
 	expiries        prometheus.Counter
 	staleSession    prometheus.Counter
@@ -24,6 +26,10 @@ type metrics struct {
 	applyDuration   prometheus.Histogram
 	lockDelays      prometheus.Counter // lockdelay.go
 	renewals        prometheus.Counter // renew.go
+	// Elections.
+	electionTerms     prometheus.Counter
+	electionChanges   prometheus.Counter
+	electionObservers prometheus.Gauge
 }
 
 func newMetrics(sm *stateMachine) *metrics {
@@ -42,6 +48,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		permits: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_semaphore_permits_granted_total", Help: "Semaphore permits granted, immediately or to a waiter (on this node's state machine); each permit is also a grant.",
 		}),
+		rwGrants: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "fenced_rwlock_grants_total", Help: "Read/write lock grants, immediately or to a waiter, by mode: read, write (also counted in fenced_grants_total).",
+		}, []string{"mode"}),
 		releases: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_releases_total", Help: "Grants ended, by reason: released, closed (session closed), expired.",
 		}, []string{"reason"}),
@@ -66,6 +75,15 @@ func newMetrics(sm *stateMachine) *metrics {
 		applyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "fenced_apply_duration_seconds", Help: "Time to apply one command to the state machine.", Buckets: buckets,
 		}),
+		electionTerms: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_terms_total", Help: "Leaders elected, each with a new term token (on this node's state machine).",
+		}),
+		electionChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_election_changes_total", Help: "Changes of an election's leader or value (new leader, no leader, proclaim), each a new revision.",
+		}),
+		electionObservers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "fenced_election_observers", Help: "Observe streams open on this node.",
+		}),
 	}
 	gauge := func(name, help string, f func(*fsm.Machine) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -75,7 +93,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.permits, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
+		m.grants, m.permits, m.rwGrants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),
@@ -83,6 +101,12 @@ func newMetrics(sm *stateMachine) *metrics {
 		gauge("fenced_semaphore_waiters", "Acquires waiting in semaphore queues.", func(fm *fsm.Machine) int { _, n := fm.SemaphoreCounts(); return n }),
 		m.lockDelays, m.renewals,
 		gauge("fenced_locks_delayed", "Locks in their lock delay.", func(fm *fsm.Machine) int { return len(fm.PendingDelays()) }),
+		m.electionTerms, m.electionChanges, m.electionObservers,
+		gauge("fenced_elections_led", "Elections with a leader.", (*fsm.Machine).LedElectionCount),
+		gauge("fenced_election_candidates", "Sessions waiting to lead an election.", (*fsm.Machine).CandidateCount),
+		gauge("fenced_rwlock_readers", "Read grants of read/write locks currently held.", func(fm *fsm.Machine) int { r, _, _ := fm.RWCounts(); return r }),
+		gauge("fenced_rwlock_writers", "Write grants of read/write locks currently held.", func(fm *fsm.Machine) int { _, w, _ := fm.RWCounts(); return w }),
+		gauge("fenced_rwlock_waiters", "Requests waiting in read/write lock queues.", func(fm *fsm.Machine) int { _, _, q := fm.RWCounts(); return q }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fenced_last_token", Help: "The last fencing token issued."}, func() float64 {
 			var v float64
 			sm.read(func(fm *fsm.Machine) { v = float64(fm.LastToken()) })
@@ -91,6 +115,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	for _, k := range []fence.Kind{fence.KindRead, fence.KindWrite} {
+		m.rwGrants.WithLabelValues(string(k))
+	}
 	for _, op := range []string{raftstore.DiskOpLogAppend, raftstore.DiskOpLogSegment, raftstore.DiskOpLogTruncate, raftstore.DiskOpStable, raftstore.DiskOpSnapshot} {
 		m.diskErrors.WithLabelValues(op)
 	}

@@ -14,7 +14,8 @@ import (
 type target struct {
 	// Name is how results name it: the kind, with "-N" for N > 1 nodes.
 	Name string
-	// Kind is fenced, etcd, zookeeper or redis.
+	// Kind is fenced, etcd, zookeeper, redis or pggrant (the PostgreSQL
+	// grantor on a PostgreSQL server).
 	Kind string
 	// Nodes is the cluster size.
 	Nodes int
@@ -26,6 +27,7 @@ var targets = []target{
 	{"etcd", "etcd", 1},
 	{"zookeeper", "zookeeper", 1},
 	{"redis", "redis", 1},
+	{"pggrant", "pggrant", 1},
 	{"fenced-3", "fenced", 3},
 	{"etcd-3", "etcd", 3},
 }
@@ -73,6 +75,8 @@ func launch(e env, t target) (*cluster, error) {
 		err = c.startZooKeeper()
 	case "redis":
 		err = c.startRedis()
+	case "pggrant":
+		err = c.startPostgres()
 	default:
 		err = fmt.Errorf("unknown kind %q", t.Kind)
 	}
@@ -114,6 +118,8 @@ func (c *cluster) system() (bench.System, error) {
 		return NewZooKeeper(c.endpoints)
 	case "redis":
 		return NewRedis(c.endpoints[0])
+	case "pggrant":
+		return pgGrantor(c.endpoints[0])
 	}
 	return nil, fmt.Errorf("unknown kind %q", c.target.Kind)
 }

@@ -138,6 +138,7 @@ func checkInstalled(cases []benchCase) error {
 		"etcd":      {etcdBin},
 		"zookeeper": {javaBin, zkJar},
 		"redis":     {redisBin},
+		"pggrant":   {filepath.Join(postgresBinDir, "postgres"), filepath.Join(postgresBinDir, "initdb")},
 	}
 	for _, c := range cases {
 		for _, name := range c.Targets {

@@ -43,6 +43,8 @@ Workloads:
                 semaphore of --capacity permits (waiting FIFO when all are
                 held); checks that no more clients hold a permit at once
                 than the capacity and that each slot's tokens increase
+  rwlock        every client takes and releases the same read/write lock:
+                a read grant in 90% of the cycles, the write grant in 10%
 
 Latencies are measured on this machine's monotonic clock after --warmup.
 When the endpoints are on this machine, the server processes are found
@@ -95,7 +97,7 @@ serves other users only if a little extra load is acceptable.`,
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB or redis://HOST:PORT/DB (lock and handoff workloads)")
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write or semaphore")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore or rwlock")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")

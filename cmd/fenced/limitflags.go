@@ -23,4 +23,5 @@ func addLimitFlags(f *pflag.FlagSet, l *server.Limits) {
 	f.IntVar(&l.SessionBurst, "session-burst", l.SessionBurst, "sessions one source may create at once, above --session-rate")
 	f.Uint64Var(&l.MaxKVKeys, "max-kv-keys", l.MaxKVKeys, "most keys in the fenced kv, deleted ones included (0: no limit)")
 	f.Uint64Var(&l.MaxKVBytes, "max-kv-bytes", l.MaxKVBytes, "most bytes of keys and values in the fenced kv (0: no limit)")
+	f.IntVar(&l.MaxElectionValueBytes, "max-election-value-bytes", l.MaxElectionValueBytes, "largest value of an election's candidate or leader (0: the most, 65536)")
 }

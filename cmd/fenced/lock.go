@@ -25,9 +25,9 @@ func newLockCommand() *cobra.Command {
 		Use:   "lock NAME [flags] -- CMD [ARGS...]",
 		Short: "Run CMD while holding a lock",
 		Long: `Take the lock (waiting up to --wait), keep it alive, and run CMD with
-FENCED_TOKEN, FENCED_LOCK and FENCED_ISSUER in its environment, and
-FENCED_SESSION and FENCED_SESSION_SECRET, the session holding the lock and
-its secret (with which CMD may release it early: "fenced release NAME").
+FENCED_TOKEN, FENCED_LOCK, FENCED_KIND ("lock") and FENCED_ISSUER in its
+environment, and FENCED_SESSION and FENCED_SESSION_SECRET, the session
+holding the lock and its secret (with which CMD may release it early: "fenced release NAME").
 When CMD exits the lock is released and fenced exits with CMD's status.
 
 When the lock can no longer be trusted (renewals unconfirmed until the
@@ -48,52 +48,93 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv := args[0], args[1:]
-			if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
-				return withExit(exitUsage, err)
-			}
-			if grace < 0 || grace > maxTimeout {
-				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
-			}
 			opts, err := delay.options()
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			actx, cancel := cf.context(cmd.Context(), wait)
-			defer cancel()
-			err = runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv, opts...)
-			var ec *exitCodeError
-			if errors.As(err, &ec) && ec.code == exitLockLost {
-				// Exit now: Close would wait for the SDK's last attempt to
-				// tell an unreachable server that the session is gone.
-				return err
-			}
-			c.Close()
-			return err
+			return runUnder(cmd, &cf, args[0], ttl, wait, grace, args[1:], takeMutex(args[0], opts...))
 		},
 	}
-	cf.register(cmd)
+	runFlags(cmd, &cf, &ttl, &wait, &grace, "lock")
 	delay.register(cmd)
-	cmd.Flags().DurationVar(&ttl, "ttl", 15*time.Second, "session TTL (100ms to 24h); renewed every TTL/3")
-	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the lock")
-	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	return cmd
 }
 
-// runLocked holds name while argv runs. acquireCtx bounds taking the lock,
-// ctx the whole run.
-func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, ttl, wait, grace time.Duration, argv []string, opts ...client.LockOption) error {
+// runUnder runs argv under the grant take takes of name, with the flags
+// of fenced lock: the exit codes are that command's.
+func runUnder(cmd *cobra.Command, cf *clientFlags, name string, ttl, wait, grace time.Duration, argv []string, take takeFunc) error {
+	if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
+		return withExit(exitUsage, err)
+	}
+	if grace < 0 || grace > maxTimeout {
+		return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
+	}
+	c, err := cf.client()
+	if err != nil {
+		return err
+	}
+	actx, cancel := cf.context(cmd.Context(), wait)
+	defer cancel()
+	err = runLocked(cmd.Context(), actx, c, name, ttl, wait, grace, argv, take)
+	var ec *exitCodeError
+	if errors.As(err, &ec) && ec.code == exitLockLost {
+		// Exit now: Close would wait for the SDK's last attempt to
+		// tell an unreachable server that the session is gone.
+		return err
+	}
+	c.Close()
+	return err
+}
+
+// runFlags registers the flags of a command that runs CMD under a grant.
+func runFlags(cmd *cobra.Command, cf *clientFlags, ttl, wait, grace *time.Duration, what string) {
+	cf.register(cmd)
+	cmd.Flags().DurationVar(ttl, "ttl", 15*time.Second, "session TTL (100ms to 24h); renewed every TTL/3")
+	cmd.Flags().DurationVar(wait, "wait", 30*time.Second, "how long to wait for the "+what)
+	cmd.Flags().DurationVar(grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the "+what+" is lost")
+}
+
+// held is the grant a command runs CMD under: its context is cancelled
+// when the grant is lost, and unlock releases it.
+type held struct {
+	grant  fence.Grant
+	ctx    context.Context
+	unlock func(ctx context.Context) error
+}
+
+// takeFunc takes a grant through session s, waiting until ctx ends.
+type takeFunc func(ctx context.Context, s *client.Session) (held, error)
+
+// takeMutex takes the exclusive lock name with opts.
+func takeMutex(name string, opts ...client.LockOption) takeFunc {
+	return func(ctx context.Context, s *client.Session) (held, error) {
+		m := client.NewMutex(s, name, opts...)
+		if err := m.Lock(ctx); err != nil {
+			return held{}, err
+		}
+		return held{grant: m.Grant(), ctx: m.Context(), unlock: m.Unlock}, nil
+	}
+}
+
+// grantWords names a grant of kind for messages: "lock", "read lock",
+// "write lock".
+func grantWords(k fence.Kind) string {
+	switch k {
+	case fence.KindRead, fence.KindWrite:
+		return string(k) + " lock"
+	}
+	return "lock"
+}
+
+// runLocked holds name, taken with take, while argv runs. acquireCtx
+// bounds taking the grant, ctx the whole run.
+func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, ttl, wait, grace time.Duration, argv []string, take takeFunc) error {
 	s, err := c.NewSession(acquireCtx, client.WithTTL(ttl))
 	if err != nil {
 		return classify(err)
 	}
-	m := client.NewMutex(s, name, opts...)
 	wctx, cancel := context.WithTimeout(acquireCtx, wait)
-	err = m.Lock(wctx)
+	m, err := take(wctx, s)
 	cancel()
 	if err != nil {
 		s.Close(context.Background())
@@ -110,19 +151,20 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		defer cancel()
 		s.Close(cctx)
 	}()
-	g := m.Grant()
+	g := m.grant
 	env := []string{
 		"FENCED_TOKEN=" + g.Token.String(),
 		"FENCED_LOCK=" + g.Name,
+		"FENCED_KIND=" + string(g.Kind),
 		"FENCED_ISSUER=" + g.Issuer,
 		"FENCED_SESSION=" + strconv.FormatUint(s.ID(), 10),
 		"FENCED_SESSION_SECRET=" + s.Secret(),
 	}
-	lost := func() string { return fmt.Sprintf("lock %q lost (token %d)", g.Name, g.Token) }
-	return runHeld(m.Context(), env, argv, grace, lost, func() {
+	lost := func() string { return fmt.Sprintf("%s %q lost (token %d)", grantWords(g.Kind), g.Name, g.Token) }
+	return runHeld(m.ctx, env, argv, grace, lost, func() {
 		uctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		m.Unlock(uctx)
+		m.unlock(uctx)
 	})
 }
 

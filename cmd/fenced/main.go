@@ -1,12 +1,18 @@
 // Command fenced is the fenced server, its command-line client, its fault
 // harness and its benchmark.
 //
-//	fenced serve                          run a server (single node, data in ./fenced-data)
+//	fenced serve                          run a server (single node, data in ./fenced-data; --config FILE, FENCED_SERVE_*)
 //	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
 //	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
 //	fenced revoke NAME --reason TEXT      force-revoke: end the session holding NAME
 //	fenced lock NAME -- CMD ARGS...       run CMD while holding the lock
+//	fenced elect NAME --value V -- CMD    run CMD only while leading the election NAME
+//	fenced observe NAME [--json]          print the election's leader and every change of it
+//	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
+//	fenced rwlock write NAME -- CMD ARGS...   run CMD under its exclusive write grant
+//	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
+//	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
 //	fenced semaphore release NAME --session ID --secret S      release a session's permits
@@ -15,6 +21,12 @@
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
 //	fenced kv del KEY --token T           delete a key under a token
+//	fenced queue push QUEUE [PAYLOAD]      enqueue an item (payload from stdin when omitted)
+//	fenced queue claim QUEUE              claim the oldest available item, print it and its claim token
+//	fenced queue ack QUEUE ITEM --token T   report a claimed item done
+//	fenced queue nack QUEUE ITEM --token T  give a claimed item back to the queue
+//	fenced queue stats QUEUE              a queue's counts (--items N lists items)
+//	fenced work QUEUE -- CMD ARGS...      run CMD per claimed item: ack on exit 0, nack otherwise
 //	fenced cluster status                 members, roles, leader, term, per-node lag
 //	fenced cluster add ID PEER-ADDR       add a voter
 //	fenced cluster remove ID              remove a member
@@ -27,11 +39,18 @@
 //	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
 //	fenced keys list                      the cluster's public grant-signing keys
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
+//	fenced snapshot save FILE             save a consistent, checksummed backup of the state (admin)
+//	fenced snapshot inspect FILE          check a backup and print its issuer, last token, lineage
+//	fenced snapshot restore FILE --data-dir DIR --token-floor N   build a new cluster from a backup (offline, new issuer epoch)
+//	fenced snapshot lineage               the issuer and the restores it descends from
+//	fenced version                        release, commit, Go version, replicated format versions
 //
-// Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
-// lost while CMD ran (fenced lock); fenced kv also 3 key not found, 5 stale
+// Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
+// time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
+// rwlock read|write, fenced elect); fenced kv also 3 key not found, 5 stale
 // token, 6 version mismatch, 7 scope mismatch (the token is not a live
-// grant's for the key: docs/scopes.md).
+// grant's for the key: docs/scopes.md); fenced queue claim 3 no item in
+// time, ack and nack 5 stale claim token (docs/queue.md).
 package main
 
 import (

@@ -23,6 +23,8 @@ func newRootCommand() *cobra.Command {
 		newRenewCommand(),
 		newRevokeCommand(),
 		newLockCommand(),
+		newElectCommand(),
+		newObserveCommand(),
 		newStatusCommand(),
 		newKVCommand(),
 		newClusterCommand(),
@@ -32,6 +34,11 @@ func newRootCommand() *cobra.Command {
 		newAuthCommand(),
 		newKeysCommand(),
 		newSemaphoreCommand(),
+		newRWLockCommand(),
+		newSnapshotCommand(),
+		newVersionCommand(),
+		newQueueCommand(),
+		newWorkCommand(),
 	)
 	usageArgs(root)
 	return root

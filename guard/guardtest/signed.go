@@ -45,7 +45,14 @@ func (is Issuer) Keys() *fence.KeySet {
 // by the issuer.
 func (is Issuer) Sign(t testing.TB, scope string, tok fence.Token) string {
 	t.Helper()
-	g, err := fence.SignedGrant{Issuer: is.ID, Kind: fence.KindLock, Scope: scope, Token: tok, IssuedAt: time.UnixMilli(1_764_590_400_000)}.Sign(is.KeyID, is.key)
+	return is.SignKind(t, fence.KindLock, scope, tok)
+}
+
+// SignKind returns the wire form of a grant of kind k and token t for
+// scope, signed by the issuer.
+func (is Issuer) SignKind(t testing.TB, k fence.Kind, scope string, tok fence.Token) string {
+	t.Helper()
+	g, err := fence.SignedGrant{Issuer: is.ID, Kind: k, Scope: scope, Token: tok, IssuedAt: time.UnixMilli(1_764_590_400_000)}.Sign(is.KeyID, is.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,7 +62,8 @@ func (is Issuer) Sign(t testing.TB, scope string, tok fence.Token) string {
 // RunSigned checks g behind guard.Signed against the attacks a signed
 // grant exists to stop, on g's real store: a genuine grant is applied
 // (and one of a scope covering the object too); a forged signature, a
-// grant of another scope, a token other than the one signed (presented
+// grant of another scope, a read grant of a read/write lock, a token other
+// than the one signed (presented
 // beside the grant, or altered inside it), a key the issuer does not
 // publish, a grant of another issuer, an issuer header contradicting the
 // grant and no grant at all are each refused with fence.ErrInvalidGrant,
@@ -114,6 +122,7 @@ func RunSigned(t *testing.T, g Guard) {
 		{"unknown key id", 9, stranger.Sign(t, obj, 9), "", "does not publish", nil},
 		{"grant from another issuer", 9, other.Sign(t, obj, 9), "", "issued by", fence.ErrIssuerMismatch},
 		{"issuer header contradicting the grant", 9, genuine, other.ID, "presents issuer", fence.ErrIssuerMismatch},
+		{"read grant of a read/write lock", 9, is.SignKind(t, fence.KindRead, obj, 9), "", "reading only", nil},
 		{"no grant", 9, "", "", "none was presented", nil},
 		{"not a grant", 9, "9", "", "starts with", nil},
 	} {

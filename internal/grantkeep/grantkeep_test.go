@@ -13,7 +13,7 @@ import (
 // Confirmed renewals keep the grant past several TTLs and move ValidUntil.
 func TestHold_RenewalsKeepIt(t *testing.T) {
 	var n atomic.Int64
-	ttl := 300 * time.Millisecond
+	ttl := 1500 * time.Millisecond // renewals every 500ms, lost only if none is confirmed for 1.35s
 	h := Start(time.Now(), ttl, "test", func(context.Context) error { n.Add(1); return nil })
 	defer h.End(errors.New("test over"))
 	first := h.ValidUntil()
@@ -30,7 +30,7 @@ func TestHold_RenewalsKeepIt(t *testing.T) {
 // A renewal stuck on the network does not keep the grant: Jeopardy
 // closes, then Done at ValidUntil, with ErrLockLost.
 func TestHold_StuckRenewalEndsAtValidUntil(t *testing.T) {
-	ttl := 600 * time.Millisecond
+	ttl := 3 * time.Second // jeopardy at 2s, the end at 2.7s: 700ms apart
 	sent := time.Now()
 	h := Start(sent, ttl, "test", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
 	until := h.ValidUntil()
