@@ -1,10 +1,6 @@
-package turns_test
+package turns
 
-import (
-	"testing"
-
-	"github.com/fenced-dev/fenced/internal/turns"
-)
+import "testing"
 
 func isClosed(c <-chan struct{}) bool {
 	select {
@@ -15,8 +11,10 @@ func isClosed(c <-chan struct{}) bool {
 	}
 }
 
+// Waiters of one name get their turn in arrival order; one that leaves
+// out of turn hands nothing on, and names are independent.
 func TestQueue_FirstComeFirstServed(t *testing.T) {
-	var q turns.Queue
+	var q Queue
 	a, leaveA := q.Join("x")
 	b, leaveB := q.Join("x")
 	c, leaveC := q.Join("x")
@@ -34,6 +32,9 @@ func TestQueue_FirstComeFirstServed(t *testing.T) {
 	}
 	leaveC()
 	leaveOther()
+	if len(q.q) != 0 {
+		t.Fatalf("queues left behind: %v", q.q)
+	}
 	d, leaveD := q.Join("x")
 	if !isClosed(d) {
 		t.Fatal("a new waiter on an empty queue is not head")
