@@ -275,12 +275,15 @@ if redis.call('ZCARD', KEYS[1]) > others then
 end
 local delay = at - now
 if delay > maxd then return {0, delay} end
-local members = {}
-for i = 1, n do
-  members[#members + 1] = at
-  members[#members + 1] = ARGV[5] .. ':' .. i
+-- ZADD in chunks, so that unpack stays within Lua's stack.
+for first = 1, n, 1000 do
+  local members = {}
+  for i = first, math.min(first + 999, n) do
+    members[#members + 1] = at
+    members[#members + 1] = ARGV[5] .. ':' .. i
+  end
+  redis.call('ZADD', KEYS[1], unpack(members))
 end
-redis.call('ZADD', KEYS[1], unpack(members))
 redis.call('PEXPIRE', KEYS[1], math.ceil((at + w - now) / 1000) + 1000)
 return {1, delay}
 `)

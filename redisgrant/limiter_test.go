@@ -101,6 +101,13 @@ func TestLimiter_SlidingWindow(t *testing.T) {
 		t.Fatalf("Reserve=%v (delay %v), %v; want OK, about 1s after the first event", r.OK(), r.Delay(), err)
 	}
 	wantIs(t, "WaitN above the limit", l.WaitN(ctx(t), 4), fence.ErrInvalidArgument)
+	big := g.NewSlidingWindow(name+"-big", 50000, time.Minute)
+	if ok, err := big.AllowN(ctx(t), 50000); err != nil || !ok {
+		t.Fatalf("AllowN(50000) of a window of 50000=%v, %v", ok, err)
+	}
+	if ok, err := big.Allow(ctx(t)); err != nil || ok {
+		t.Fatalf("Allow after the window filled=%v, %v; want false", ok, err)
+	}
 
 	// 20 events from 4 clients, 5 per 400ms: at least 3 windows pass
 	// between the first five and the last five.
