@@ -37,14 +37,15 @@
 //
 // # Waiting
 //
-// A waiting Acquire subscribes to the name's release channel before it
-// looks, then sleeps until a release is published there, until the
+// A waiting Acquire tries once; if the name is held, it subscribes to the
+// name's release channel and tries again (so no release in between is
+// missed), then sleeps until a release is published there, until the
 // holder's TTL (as Redis reported it with the refusal) has run out, or, at
 // the latest, until the fallback re-check interval (WithRecheck, default
 // DefaultRecheck) has passed; then it looks again. Nothing polls on a short
 // timer; the re-check only covers a message lost on the way (pub/sub
-// delivers at most once, and not across a reconnect). Waiters are not
-// queued: any of them may win a freed lock.
+// delivers at most once, and not across a reconnect). One Grantor's
+// waiters go first come, first served; waiters of different Grantors race.
 //
 // # What Redis cannot promise
 //

@@ -155,12 +155,14 @@ var (
 // Acquire implements fence.Grantor: it acquires the lock name for the TTL
 // of fence.WithTTL (fence.DefaultGrantTTL by default). Without fence.Wait
 // it fails with an error wrapping fence.ErrNotGranted when another owner
-// holds name. With fence.Wait it waits: a waiter subscribes to the lock's
-// release channel before it looks, and looks again when a release is
+// holds name. With fence.Wait it waits: a waiter that finds the lock held
+// subscribes to its release channel and looks again (so no release in
+// between is missed), and looks again whenever a release is
 // published, when the holder's TTL (as Redis reported it) runs out, or
 // after the recheck interval (WithRecheck) without either; it never polls
-// on a short timer. Waiters are not queued: when the lock is freed, any
-// of them may win it. If ctx ends first, Acquire returns an error
+// on a short timer. One Grantor's waiters for a name go first come, first
+// served; waiters of different Grantors are not ordered (any may win a
+// freed lock). If ctx ends first, Acquire returns an error
 // wrapping ctx's error and holds nothing.
 //
 // A TTL outside fence.MinTTL..fence.MaxTTL or an invalid name (errors

@@ -9,12 +9,13 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// waitFor runs try until it grants, fails, or ctx ends. Before the first
-// try it subscribes to channel, on which every release of the object is
-// published, so no release between a try and the wait is missed; after a
-// refused try it sleeps until a message arrives, until retry (the holder's
-// remaining TTL on Redis's clock, reported by try, plus 1ms) has passed,
-// or for the grantor's recheck interval, whichever comes first. The
+// waitFor runs try until it grants, fails, or ctx ends. After a first
+// refused try it subscribes to channel, on which every release of the
+// object is published, and tries again, so no release between a try and
+// the wait is missed. After a refused try it sleeps until a message
+// arrives, until retry (the holder's remaining TTL on Redis's clock,
+// reported by try, plus 1ms) has passed, or for the grantor's recheck
+// interval, whichever comes first. The
 // recheck only covers a lost message: Redis pub/sub delivers at most once.
 //
 // The Grantor's own waiters for the object queue first come, first served
@@ -27,6 +28,10 @@ func waitFor[T any](ctx context.Context, g *Grantor, op, name, channel string, t
 	case <-head:
 	case <-ctx.Done():
 		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, name, ctx.Err())
+	}
+	// A free object costs one script and no subscription.
+	if x, _, err := try(); err != nil || x != nil {
+		return x, err
 	}
 	sub := g.rdb.Subscribe(ctx, channel)
 	defer sub.Close()
