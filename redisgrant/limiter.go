@@ -14,7 +14,10 @@ import (
 // each one Lua script that reads Redis's clock (TIME, in microseconds) and
 // decides and books in one step, so every client of one Redis shares one
 // limit without trusting its own clock. The API follows
-// golang.org/x/time/rate: Allow, Reserve and Wait, each with an N form.
+// golang.org/x/time/rate and the server's client.Limiter: Allow, Reserve
+// and Wait, each with an N form (n a uint64, as client.Limiter's). Unlike
+// client.Limiter's ReserveN, which takes permits only when they are free
+// now, Reserve here books the event in the future, as x/time/rate does.
 //
 // A limiter is a rate limit, not a fence: it hands out no tokens, and a
 // jump of Redis's clock (an NTP step, a failover to a replica whose clock
@@ -142,7 +145,7 @@ func (l *Limiter) Allow(ctx context.Context) (bool, error) { return l.AllowN(ctx
 // AllowN reports whether n events may happen now, and books them if so.
 // It is false, booking nothing, when they would have to wait (or n is
 // above the limit).
-func (l *Limiter) AllowN(ctx context.Context, n int) (bool, error) {
+func (l *Limiter) AllowN(ctx context.Context, n uint64) (bool, error) {
 	r, err := l.reserve(ctx, "allow", n, 0)
 	if err != nil {
 		return false, err
@@ -156,7 +159,7 @@ func (l *Limiter) Reserve(ctx context.Context) (*Reservation, error) { return l.
 // ReserveN books n events at the earliest time the limit allows, at most
 // the limiter's max delay ahead; the Reservation says when. Reservations
 // are served in the order Redis runs them.
-func (l *Limiter) ReserveN(ctx context.Context, n int) (*Reservation, error) {
+func (l *Limiter) ReserveN(ctx context.Context, n uint64) (*Reservation, error) {
 	return l.reserve(ctx, "reserve", n, l.maxDelay)
 }
 
@@ -167,12 +170,12 @@ func (l *Limiter) Wait(ctx context.Context) error { return l.WaitN(ctx, 1) }
 // nothing, when n is above the limit (fence.ErrInvalidArgument) or the
 // wait would pass ctx's deadline or the max delay. If ctx ends while it
 // sleeps it returns ctx's error; the booking stays used.
-func (l *Limiter) WaitN(ctx context.Context, n int) error {
+func (l *Limiter) WaitN(ctx context.Context, n uint64) error {
 	maxd := l.maxDelay
 	if dl, ok := ctx.Deadline(); ok {
 		maxd = min(maxd, max(time.Until(dl), 0))
 	}
-	if n > l.limit {
+	if n > uint64(l.limit) {
 		return fmt.Errorf("redisgrant: wait %q: %w: %d events at once, above the limit of %d", l.name, fence.ErrInvalidArgument, n, l.limit)
 	}
 	r, err := l.reserve(ctx, "wait", n, maxd)
@@ -196,12 +199,15 @@ func (l *Limiter) WaitN(ctx context.Context, n int) error {
 // or the rate per second, ARGV[3] n, ARGV[4] max delay in µs, ARGV[5] a
 // random member prefix. Replies {1, delay µs} when booked, {0, needed
 // delay µs or -1} otherwise.
-func (l *Limiter) reserve(ctx context.Context, op string, n int, maxDelay time.Duration) (*Reservation, error) {
+func (l *Limiter) reserve(ctx context.Context, op string, n uint64, maxDelay time.Duration) (*Reservation, error) {
 	if l.err != nil {
 		return nil, fmt.Errorf("redisgrant: %s %q: %w", op, l.name, l.err)
 	}
 	if n < 1 {
 		return nil, fmt.Errorf("redisgrant: %s %q: %w: %d events; want at least 1", op, l.name, fence.ErrInvalidArgument, n)
+	}
+	if n > uint64(l.limit) {
+		return &Reservation{}, nil // never fits: not OK, nothing booked
 	}
 	ks, err := l.g.keys(l.name, l.part)
 	if err != nil {
