@@ -105,17 +105,8 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		}()
 	}
 
-	pause(ctx, o.Warmup)
-	usage := startUsage(o.ServerPIDs)
-	measuring.Store(true)
-	start := time.Now()
-	pause(ctx, o.Duration)
-	measuring.Store(false)
-	elapsed := time.Since(start)
-	server := usage.stop(elapsed)
-	stop()
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	elapsed, server, err := measure(ctx, o, &measuring, stop, &wg)
+	if err != nil {
 		return Result{}, err
 	}
 

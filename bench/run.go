@@ -22,6 +22,8 @@ const (
 	WorkloadFencedWrite Workload = "fenced-write"
 	WorkloadSemaphore   Workload = "semaphore"
 	WorkloadRWLock      Workload = "rwlock"
+	// WorkloadLimiter asks a rate limiter for permits (fenced only).
+	WorkloadLimiter Workload = "limiter"
 )
 
 // RWLockWriteShare is the share of the rwlock workload's cycles that take
@@ -29,7 +31,7 @@ const (
 const RWLockWriteShare = 0.1
 
 // Workloads lists every workload, in the order they are documented.
-var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock}
+var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter}
 
 // Options configures one Run.
 type Options struct {
@@ -54,6 +56,10 @@ type Options struct {
 	// Capacity is the semaphore's capacity in the semaphore workload.
 	// 0 means 8; at most 1000000.
 	Capacity int
+	// Batch is how many permits each client of the limiter workload takes
+	// per round trip (client.WithBatch); 0 or 1: one per decision.
+	// 0–10000.
+	Batch int
 	// ServerPIDs are the server processes whose CPU and RSS are sampled
 	// during the measurement, when they run on this machine. Empty: none.
 	ServerPIDs []int
@@ -65,7 +71,7 @@ const DefaultTTL = 10 * time.Second
 // Validate reports what is wrong with o, if anything.
 func (o Options) Validate() error {
 	switch o.Workload {
-	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock:
+	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter:
 	default:
 		return fmt.Errorf("bench: unknown workload %q; want one of %v", o.Workload, Workloads)
 	}
@@ -74,6 +80,9 @@ func (o Options) Validate() error {
 	}
 	if o.Workload == WorkloadSessions && (o.Sessions < 1 || o.Sessions > 1000000) {
 		return fmt.Errorf("bench: sessions %d out of range; want 1–1000000", o.Sessions)
+	}
+	if o.Batch < 0 || o.Batch > 10000 {
+		return fmt.Errorf("bench: batch %d out of range; want 0–10000", o.Batch)
 	}
 	if o.Duration <= 0 || o.Duration > 24*time.Hour {
 		return fmt.Errorf("bench: duration %v out of range; want more than 0 and at most 24h", o.Duration)
@@ -104,6 +113,8 @@ type Result struct {
 	Workload Workload `json:"workload"`
 	Clients  int      `json:"clients"`
 	Sessions int      `json:"sessions,omitempty"`
+	// Batch is the limiter workload's permits per round trip.
+	Batch int `json:"batch,omitempty"`
 	// DurationS is the measured time in seconds.
 	DurationS float64 `json:"duration_s"`
 	// Cycles completed in the measured time: acquire → (write →) release
@@ -155,6 +166,13 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 	if o.Workload == WorkloadSessions {
 		return runSessions(ctx, sys, o)
+	}
+	if o.Workload == WorkloadLimiter {
+		f, ok := sys.(*Fenced)
+		if !ok {
+			return Result{}, fmt.Errorf("bench: the limiter workload runs against fenced only, not %s", sys.Name())
+		}
+		return runLimiter(ctx, f, o)
 	}
 	return runCycles(ctx, sys, o)
 }

@@ -19,10 +19,11 @@ import (
 // workers' identity may read the kv but not change the membership, and
 // the harness's admin identity may.
 func TestStartCluster_Secure(t *testing.T) {
+	bin := proctest.FaultBinary(t) // built before the clock starts: a loaded machine builds slowly
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	c, err := startCluster(ctx, proctest.FaultBinary(t), dir, 1, nil, true)
+	c, err := startCluster(ctx, bin, dir, 1, nil, true)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -120,6 +120,7 @@ func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send 
 // wrapping fence.ErrLockLost.
 func (s *Session) hold(ctx context.Context, op, name string, seq uint64, g fence.Grant, withdraw func(ctx context.Context, seq uint64, sent bool)) (context.Context, context.CancelCauseFunc, error) {
 	if !s.valid() {
+		s.c.hooks.lateGrant(name, s.id, g.Token)
 		withdraw(ctx, seq, true)
 		return nil, nil, fmt.Errorf("client: %s %q: %w: granted with token %d after session %d's validity ran out; released",
 			op, name, fence.ErrLockLost, g.Token, s.id)

@@ -48,7 +48,9 @@ type Client struct {
 	// builds gets a copy of its own.
 	tls *tls.Config
 	// token is WithBearerToken's token; "" sends none.
-	token          string
+	token string
+	// hooks are WithHooks's functions.
+	hooks          Hooks
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -95,6 +97,7 @@ type options struct {
 	requestTimeout time.Duration
 	tls            *tls.Config // see WithTLS
 	token          string      // see WithBearerToken
+	hooks          Hooks       // see WithHooks
 }
 
 // WithHTTPClient makes the Client send its calls through hc instead of the
@@ -156,6 +159,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		requestTimeout: o.requestTimeout,
 		tls:            o.tls,
 		token:          o.token,
+		hooks:          o.hooks,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -310,6 +314,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 			return err
 		}
 		c.log.Debug("fenced: retrying", "op", op, "endpoint", ep.addr, "attempt", n, "err", err)
+		c.hooks.retry(op, ep.addr, n, err)
 		c.failover(i)
 		if n%len(c.endpoints) != 0 {
 			continue

@@ -425,6 +425,7 @@ func (s *Session) renewed(sent time.Time, ttl time.Duration) {
 	s.mu.Unlock()
 	if recovered {
 		s.c.log.Info("fenced: session recovered from jeopardy", "session", s.id)
+		s.c.hooks.recovered(s.id)
 	}
 }
 
@@ -464,6 +465,7 @@ func (s *Session) tick() {
 	if entered {
 		s.c.log.Warn("fenced: session in jeopardy: renewals are not being confirmed",
 			"session", s.id, "valid_for", validUntil.Sub(now))
+		s.c.hooks.jeopardy(s.id, validUntil.Sub(now))
 	}
 }
 
@@ -509,6 +511,7 @@ func (s *Session) lose(err error, closeRemote bool) {
 	s.c.keeper.remove(s)
 	if !errors.Is(err, ErrSessionClosed) && !errors.Is(err, ErrClosed) {
 		s.c.log.Warn("fenced: session lost", "session", s.id, "err", err)
+		s.c.hooks.lost(s.id, err)
 	}
 	if closeRemote {
 		s.c.goRun(func() {

@@ -298,7 +298,8 @@ func TestMutex_LateGrant(t *testing.T) {
 	}
 
 	clk := new(offsetClock)
-	c := newClient(t, []string{srv.Addr()}, client.WithClock(clk))
+	var h hookLog // the LateGrant hook reports it (hooks_test.go)
+	c := newClient(t, []string{srv.Addr()}, client.WithClock(clk), client.WithHooks(h.hooks()))
 	s := newSession(t, c, client.WithTTL(5*time.Second))
 	waiter := client.NewMutex(s, name)
 	done := make(chan error, 1)
@@ -307,6 +308,7 @@ func TestMutex_LateGrant(t *testing.T) {
 
 	// The waiter's clock jumps past its validity, then the grant comes.
 	clk.offset.Store(int64(time.Minute))
+	heldToken := holder.Token()
 	if err := holder.Unlock(testCtx(t)); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
@@ -321,6 +323,11 @@ func TestMutex_LateGrant(t *testing.T) {
 	if tok := waiter.Token(); tok != 0 {
 		t.Errorf("Token() after a late grant = %v, want 0", tok)
 	}
+	h.mu.Lock()
+	if late := h.late; len(late) != 1 || late[0] <= heldToken {
+		t.Errorf("LateGrant hook saw tokens %v, want one above the first holder's %v", late, heldToken)
+	}
+	h.mu.Unlock()
 	within(t, "Done", s.Done())
 	// The late grant was given back: another session gets the lock.
 	next := client.NewMutex(newSession(t, other), name)

@@ -85,10 +85,10 @@
 //     one; Decode and Restore refuse a version this build does not
 //     apply (ErrFormatVersion), so the node stops instead of skipping.
 //     A primitive adds nothing.
-//   - restore into a new issuer epoch (reissue.go): Restored keeps the kv
-//     and drops every session (so every primitive's grants and waiters);
-//     a primitive whose state outlives sessions must say what a restore
-//     keeps of it there.
+//   - restore into a new issuer epoch (reissue.go): Restored keeps the kv,
+//     the latches and the rate limiters, and drops every session (so
+//     every primitive's grants and waiters); a primitive whose state
+//     outlives sessions must say what a restore keeps of it there.
 //   - per-owner quotas (quota.go): a session records the identity it is
 //     charged to, and its bindings count what that owner holds and waits
 //     for over every primitive; a request carries the limits (a Quota) and

@@ -24,6 +24,8 @@ type Machine struct {
 	rwlocks     *rwTable
 	queues      *queueTable
 	kv          *kvStore
+	latches     *latchTable
+	limiters    *limiterTable
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
 	// lineage is the issuers this state was restored from, oldest first
@@ -64,13 +66,15 @@ func (m *Machine) reset() {
 	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
 	m.queues = newQueueTable(m)
+	m.latches = newLatchTable(m)
+	m.limiters = newLimiterTable()
 	m.nodes = make(nodeTable)
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
 	m.lineage = nil
 	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks, kindQueue: m.queues}
-	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.queues, m.kv, m.nodes, m.keys}
+	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.queues, m.kv, m.nodes, m.keys, m.latches, m.limiters}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -142,6 +146,14 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.nodes.register(op.RegisterNode)
 	case *statev1.Command_RotateKeys:
 		return m.keys.rotate(op.RotateKeys)
+	case *statev1.Command_LatchCreate:
+		return m.latches.create(op.LatchCreate, now)
+	case *statev1.Command_LatchCountDown:
+		return m.latches.countDown(op.LatchCountDown)
+	case *statev1.Command_LimiterConfig:
+		return m.limiters.config(op.LimiterConfig, now)
+	case *statev1.Command_LimiterTake:
+		return m.limiters.take(op.LimiterTake, now)
 	}
 	return Result{Err: fmt.Errorf("%w: unknown command %T", fence.ErrInvalidArgument, c.GetOp())}
 }

@@ -28,8 +28,12 @@ type Reissue struct {
 
 // Restored returns the state of a cluster restored from snapshot and the
 // issuer it starts: fence.NextIssuerEpoch of the snapshot's, with the old
-// issuer appended to the lineage. It keeps what outlives a session, the
-// fenced kv (values, versions and watermarks), and drops what belongs to
+// issuer appended to the lineage. It keeps what outlives a session: the
+// fenced kv (values, versions and watermarks), the countdown latches
+// (generations, counts and the count-downs' request ids) and the rate
+// limiters (configurations, the permits counted, their waiting takes and
+// their clock, so the restored cluster grants no permit the old one had
+// counted, and its limiters never decide at an earlier time); and drops what belongs to
 // the old issuer's clients and members: every session (so every grant,
 // waiter, permit and lock delay), the kv's de-duplication table, the
 // signing keys (the restored cluster's first leader creates a new one) and
@@ -71,6 +75,8 @@ func Restored(snapshot []byte, r Reissue) ([]byte, string, error) {
 	}
 	old.kv.snapshot(st)
 	st.KvReplies = nil
+	old.latches.snapshot(st)
+	old.limiters.snapshot(st)
 	out, err := proto.MarshalOptions{Deterministic: true}.Marshal(st)
 	if err != nil {
 		return nil, "", fmt.Errorf("encode the restored state: %w", err)

@@ -67,4 +67,8 @@ type Result struct {
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool
+	// Latch is the outcome of a latch command (latch.go).
+	Latch *LatchResult
+	// Limiter is the outcome of a limiter command (limiter.go).
+	Limiter *LimiterResult
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite. Installs what the tests need when it is missing
 # (PostgreSQL and Redis from Debian's packages; the tests start their own
-# throwaway servers on loopback), then runs every test with the race
-# detector.
+# throwaway servers on loopback; Chromium for the dashboard's browser
+# tests), then runs every test with the race detector.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export PATH="$PATH:/usr/local/go/bin"
@@ -10,6 +10,7 @@ export PATH="$PATH:/usr/local/go/bin"
 need=()
 compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || need+=(postgresql)
 command -v redis-server >/dev/null || need+=(redis-server)
+command -v chromium >/dev/null || need+=(chromium)
 if [ ${#need[@]} -gt 0 ]; then
   echo "== installing ${need[*]}"
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO=sudo

@@ -106,6 +106,21 @@ func needOf(msg any) need {
 		return need{perm: permRead, anywhere: true}
 	case *fencedv1.LineageRequest:
 		return need{perm: permRead, anywhere: true}
+	case *fencedv1.LatchCreateRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.LatchCountDownRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.LatchWaitRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.LatchJoinRequest:
+		return need{perm: permRead, name: m.Name}
+	case *fencedv1.LimiterConfigRequest:
+		// Configuring sets everyone's rate: admin, like Revoke.
+		return need{perm: permAdmin, name: m.Name}
+	case *fencedv1.LimiterTakeRequest:
+		return need{perm: permAcquire, name: m.Name}
+	case *fencedv1.LimiterDescribeRequest:
+		return need{perm: permRead, name: m.Name}
 	default:
 		// AddMember, RemoveMember, TransferLeader, RotateKeys, Save
 		// (a snapshot) and anything unknown.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/internal/namegroup"
 	"github.com/fenced-dev/fenced/raftstore"
 )
 
@@ -102,6 +103,18 @@ type Config struct {
 	// Queue bounds the work queue (QueueConfig); the zero value takes the
 	// defaults.
 	Queue QueueConfig
+	// Metrics groups the names of the per-prefix metrics
+	// (fenced_prefix_*, docs/observability.md); DefaultConfig groups by
+	// the first "/"-separated segment, at most 100 groups.
+	Metrics MetricsConfig
+	// UIMaxItems caps how many objects of each primitive, and sessions,
+	// one dashboard view shows (the rest: narrow the prefix). Default 500;
+	// 1 to 10000.
+	UIMaxItems int
+	// LogGrants logs every grant, release and expiry at info level as a
+	// structured event (msg "grant", "release", "expiry"; --log-grants).
+	// Default off: they are logged at debug level.
+	LogGrants bool
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its
@@ -124,7 +137,25 @@ func DefaultConfig() Config {
 
 		TokenReserveBlock: 1000,
 		SignGrants:        true,
+		UIMaxItems:        500,
+		Metrics:           MetricsConfig{PrefixDepth: namegroup.DefaultDepth, MaxGroups: namegroup.DefaultMaxGroups},
 	}
+}
+
+// MetricsConfig says how the per-prefix metrics group lock names: by
+// Groups when set (the longest that a name starts with, "_other" for the
+// rest), otherwise by the first PrefixDepth "/"-separated segments (0: one
+// group for every name). At most MaxGroups distinct groups are counted;
+// names beyond them are counted under "_overflow", so the series stay
+// bounded however many names clients use.
+type MetricsConfig struct {
+	PrefixDepth int
+	Groups      []string
+	MaxGroups   int
+}
+
+func (c MetricsConfig) grouping() namegroup.Config {
+	return namegroup.Config{Groups: c.Groups, Depth: c.PrefixDepth, MaxGroups: c.MaxGroups}
 }
 
 // maxTokenReserveBlock is the largest TokenReserveBlock (the state
@@ -178,6 +209,12 @@ func (c Config) Validate() error {
 	errs = append(errs, c.Limits.validate()...)
 	errs = append(errs, c.Queue.validate()...)
 	if err := validateKVScopes(c.KVScopes); err != nil {
+		errs = append(errs, err)
+	}
+	if c.UIMaxItems < 1 || c.UIMaxItems > 10000 {
+		errs = append(errs, fmt.Errorf("ui max items %d is out of range; want 1 to 10000", c.UIMaxItems))
+	}
+	if err := c.Metrics.grouping().Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ProposeTimeout <= 0 {

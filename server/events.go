@@ -10,8 +10,9 @@ import (
 )
 
 // events is the state machine's observer: it wakes waiting calls, tracks
-// session deadlines, counts metrics and logs grants, releases and expiries at debug
-// level. It runs inside Apply and never blocks.
+// session deadlines, counts metrics, feeds the dashboard and logs grants,
+// releases and expiries (at debug level, or info with Config.LogGrants). It
+// runs inside Apply and never blocks.
 type events struct {
 	waits     *waits
 	expiry    *sessionExpiry
@@ -24,6 +25,10 @@ type events struct {
 	elections *electionWatch
 	claims    *sessionExpiry // claim deadlines by token (queue.go)
 	queue     *queueMetrics
+	prefix    *prefixMetrics
+	ui        *uiFeed
+	// grantLevel is the level grants, releases and expiries are logged at.
+	grantLevel slog.Level
 }
 
 var (
@@ -43,7 +48,9 @@ func (e *events) Granted(g fence.Grant) {
 		e.metrics.rwGrants.WithLabelValues(string(g.Kind)).Inc()
 	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
-	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
+	e.prefix.granted(g, time.Now())
+	e.ui.record(timelineEvent{Event: "grant", Kind: string(g.Kind), Name: g.Name, Session: g.Session, Token: uint64(g.Token)})
+	e.grantLog("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)), slog.Uint64("index", e.index))
 	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, GrantKind: string(g.Kind), Scope: g.Scope, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
@@ -55,11 +62,14 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 			e.queue.expiries.Inc()
 		}
 	}
-	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
+	e.prefix.released(k, name, token, reason, time.Now())
+	e.ui.record(timelineEvent{Event: "release", Kind: string(k), Name: name, Session: session, Token: uint64(token), Reason: reason.String()})
+	e.grantLog("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()), slog.Uint64("index", e.index))
 	e.history.write(committedEvent{Kind: "server_release", Name: name, GrantKind: string(k), Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
 func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
+	e.ui.changed()
 	e.waits.notify(waitKey{k, name, session}, waitOutcome{})
 }
 
@@ -67,6 +77,7 @@ func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {
 func (e *events) ElectionChanged(c fsm.ElectionChange) {
 	e.metrics.electionChanges.Inc()
 	e.elections.notify(c.Name)
+	e.ui.changed()
 	e.debug("election change", slog.String("name", c.Name), slog.Uint64("revision", c.Revision), slog.Uint64("leader", c.Leader.Session), slog.Uint64("token", uint64(c.Leader.Token)))
 }
 
@@ -79,8 +90,16 @@ func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
 	e.revokes.ended(session, reason == fsm.Revoked)
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
-		e.debug("expiry", slog.Uint64("session", session))
+		e.ui.record(timelineEvent{Event: "expiry", Session: session})
+		e.grantLog("expiry", slog.Uint64("session", session), slog.Uint64("index", e.index))
 		e.history.write(committedEvent{Kind: "server_expire", Session: session, Seq: e.index})
+	}
+}
+
+// grantLog logs a grant, release or expiry at grantLevel.
+func (e *events) grantLog(msg string, attrs ...slog.Attr) {
+	if e.log.Enabled(context.Background(), e.grantLevel) {
+		e.log.LogAttrs(context.Background(), e.grantLevel, msg, attrs...)
 	}
 }
 

@@ -177,3 +177,16 @@ func (h *deadlineHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return e
 }
+
+// sinceRenewal returns how long ago the session's deadline was last set
+// (its creation or last renewal on this node), and false for a session it
+// does not track.
+func (l *sessionExpiry) sinceRenewal(id uint64) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls := l.table[id]
+	if ls == nil {
+		return 0, false
+	}
+	return l.clock.Now().Sub(ls.deadline.Add(-ls.ttl)), true
+}

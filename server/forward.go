@@ -49,6 +49,9 @@ var readPaths = map[string]bool{
 	fencedv1connect.RWLockServiceVerifyProcedure:    true,
 	fencedv1connect.RWLockServiceDescribeProcedure:  true,
 	fencedv1connect.QueueServiceStatsProcedure:      true,
+	fencedv1connect.LatchServiceJoinProcedure:       true,
+	fencedv1connect.LatchServiceWaitProcedure:       true,
+	fencedv1connect.LimiterServiceDescribeProcedure: true,
 }
 
 func isRead(r *http.Request) bool {
@@ -58,10 +61,10 @@ func isRead(r *http.Request) bool {
 	return readPaths[r.URL.Path]
 }
 
-// isAPI reports whether the path is served by the leader (everything but
-// the node's own endpoints).
+// isAPI reports whether the path is an API call, authenticated (everything
+// but the node's own endpoints and the dashboard's static assets).
 func isAPI(path string) bool {
-	return path != "/metrics" && path != "/healthz" && path != "/readyz" && path != WellKnownKeysPath
+	return path != "/metrics" && path != "/healthz" && path != "/readyz" && path != WellKnownKeysPath && !isUIAsset(path)
 }
 
 // forwarding routes API calls: the leader serves them (reads after
@@ -99,7 +102,7 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !isAPI(r.URL.Path) || r.Header.Get(HeaderLocal) != "" {
+		if !isAPI(r.URL.Path) || isUIAPI(r.URL.Path) || r.Header.Get(HeaderLocal) != "" {
 			local.ServeHTTP(w, r)
 			return
 		}

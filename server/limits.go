@@ -77,6 +77,15 @@ type Limits struct {
 	// fsm.MaxElectionValueBytes (64 KiB), which is also the most it may
 	// be. Default 4096.
 	MaxElectionValueBytes int
+	// MaxLatchCount caps the count a latch generation starts with
+	// (--max-latch-count); each count-down's request id is kept until the
+	// generation ends, so it bounds a latch's memory. Default 100000; 0
+	// leaves the state machine's own cap, 1000000.
+	MaxLatchCount uint64
+	// MaxLimiterQueue caps the queue a rate limiter may be configured with
+	// (--max-limiter-queue): how many takes wait for permits at once.
+	// Default 1000; 0 leaves the state machine's own cap, 10000.
+	MaxLimiterQueue uint32
 }
 
 // DefaultLimits returns the default limits.
@@ -98,6 +107,8 @@ func DefaultLimits() Limits {
 		MaxKVBytes:           256 << 20,
 
 		MaxElectionValueBytes: 4096,
+		MaxLatchCount:         100000,
+		MaxLimiterQueue:       1000,
 	}
 }
 

@@ -108,6 +108,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 // read name, and, when granted, the grant as handed to its holder
 // (handOut: signed with Config.SignGrants).
 func (s *Server) acquire(ctx context.Context, name string, cmd *statev1.Command, wait func(session uint64) (fsm.Result, error)) (fsm.Result, *fencedv1.Grant, error) {
+	start := time.Now()
 	res, err := s.propose(ctx, cmd)
 	if err != nil {
 		return fsm.Result{}, nil, s.limitErr(err)
@@ -123,6 +124,7 @@ func (s *Server) acquire(ctx context.Context, name string, cmd *statev1.Command,
 	if !res.Granted {
 		return res, nil, nil
 	}
+	s.metrics.prefix.waited(res.Grant, time.Since(start))
 	return res, s.handOut(s.faults.reported(res.Grant)), nil
 }
 

@@ -30,6 +30,10 @@ type metrics struct {
 	electionTerms     prometheus.Counter
 	electionChanges   prometheus.Counter
 	electionObservers prometheus.Gauge
+	latches           *latchMetrics
+	limiters          *limiterMetrics
+	// prefix are the per-prefix metrics (prefixmetrics.go).
+	prefix *prefixMetrics
 }
 
 func newMetrics(sm *stateMachine) *metrics {
@@ -118,6 +122,8 @@ func newMetrics(sm *stateMachine) *metrics {
 	for _, k := range []fence.Kind{fence.KindRead, fence.KindWrite} {
 		m.rwGrants.WithLabelValues(string(k))
 	}
+	m.latches = newLatchMetrics(m.registry, sm)
+	m.limiters = newLimiterMetrics(m.registry, sm)
 	for _, op := range []string{raftstore.DiskOpLogAppend, raftstore.DiskOpLogSegment, raftstore.DiskOpLogTruncate, raftstore.DiskOpStable, raftstore.DiskOpSnapshot} {
 		m.diskErrors.WithLabelValues(op)
 	}

@@ -42,6 +42,8 @@ type Server struct {
 	// elections wakes the Observe streams of elections.
 	elections *electionWatch
 	metrics   *metrics
+	// ui feeds the dashboard's event streams (ui.go).
+	ui *uiFeed
 	ln        net.Listener
 	http      *http.Server
 
@@ -111,17 +113,28 @@ func Start(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
+	s.ui = newUIFeed()
+	prefix := newPrefixMetrics(cfg.Metrics, s.metrics.registry)
+	s.metrics.prefix = prefix
 	s.sm.afterRestore = func(m *fsm.Machine) {
+		prefix.restored()
+		s.ui.changed()
 		s.expiry.reset(m.Sessions())
 		s.delays.reset(m.PendingDelays())
 		s.elections.notifyAll()
 		s.resetClaims(m)
 	}
-	obs = events{waits: s.waits, elections: s.elections, expiry: s.expiry, delays: s.delays, claims: s.claims, queue: s.queueMetrics, revokes: s.revokes, metrics: s.metrics, log: log}
+	obs = events{waits: s.waits, elections: s.elections, expiry: s.expiry, delays: s.delays, claims: s.claims, queue: s.queueMetrics, revokes: s.revokes, metrics: s.metrics, log: log, prefix: prefix, ui: s.ui, grantLevel: slog.LevelDebug}
+	if cfg.LogGrants {
+		obs.grantLevel = slog.LevelInfo
+	}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
-	s.sm.beforeApply = func(index uint64) { obs.index = index }
+	s.sm.beforeApply = func(index uint64) {
+		obs.index = index
+		s.ui.changed() // a queued waiter, say, which the observer does not see
+	}
 	cfg.Raft.OnDiskError = func(op string, err error) { s.metrics.diskErrors.WithLabelValues(op).Inc() }
 	cfg.Raft.OnApply = func(d time.Duration, err error) {
 		if err == nil {
@@ -214,9 +227,12 @@ func (s *Server) routes() http.Handler {
 	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
 	mux.Handle(fencedv1connect.NewSnapshotServiceHandler(&snapshotService{s}, opts...))
 	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
+	mux.Handle(fencedv1connect.NewLatchServiceHandler(&latchService{s}, opts...))
+	mux.Handle(fencedv1connect.NewLimiterServiceHandler(&limiterService{s}, opts...))
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
+	s.uiRoutes(mux)
 	return s.identify(s.bodyDeadline(s.authenticating(s.forwarding(kvCanonicalPath(mux)))))
 }
 

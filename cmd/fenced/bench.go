@@ -45,6 +45,8 @@ Workloads:
                 than the capacity and that each slot's tokens increase
   rwlock        every client takes and releases the same read/write lock:
                 a read grant in 90% of the cycles, the write grant in 10%
+  limiter       every client asks one rate limiter for a permit at a time
+                (Allow); with --batch N each takes N permits per round trip
 
 Latencies are measured on this machine's monotonic clock after --warmup.
 When the endpoints are on this machine, the server processes are found
@@ -97,8 +99,9 @@ serves other users only if a little extra load is acceptable.`,
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB or redis://HOST:PORT/DB (lock and handoff workloads)")
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore or rwlock")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock or limiter")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
+	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to measure")

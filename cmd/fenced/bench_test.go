@@ -61,6 +61,7 @@ func TestBench_BadInput(t *testing.T) {
 		{[]string{"--workload", "sessions", "--sessions", "0"}, "sessions 0 out of range"},
 		{[]string{"--connections", "0"}, "connections 0 out of range"},
 		{[]string{"--server-pid", "-3"}, "not a process id"},
+		{[]string{"--workload", "limiter", "--batch", "-1"}, "batch -1 out of range"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			// No server listens on this address: bad input must be refused

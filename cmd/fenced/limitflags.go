@@ -24,4 +24,6 @@ func addLimitFlags(f *pflag.FlagSet, l *server.Limits) {
 	f.Uint64Var(&l.MaxKVKeys, "max-kv-keys", l.MaxKVKeys, "most keys in the fenced kv, deleted ones included (0: no limit)")
 	f.Uint64Var(&l.MaxKVBytes, "max-kv-bytes", l.MaxKVBytes, "most bytes of keys and values in the fenced kv (0: no limit)")
 	f.IntVar(&l.MaxElectionValueBytes, "max-election-value-bytes", l.MaxElectionValueBytes, "largest value of an election's candidate or leader (0: the most, 65536)")
+	f.Uint64Var(&l.MaxLatchCount, "max-latch-count", l.MaxLatchCount, "largest count a latch generation may start with (0: the state machine's cap, 1000000)")
+	f.Uint32Var(&l.MaxLimiterQueue, "max-limiter-queue", l.MaxLimiterQueue, "largest queue of waiting takes a rate limiter may be configured with (0: the state machine's cap, 10000)")
 }

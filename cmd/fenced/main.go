@@ -31,6 +31,13 @@
 //	fenced cluster add ID PEER-ADDR       add a voter
 //	fenced cluster remove ID              remove a member
 //	fenced cluster transfer-leader [ID]   hand leadership to ID, or to any other member
+//	fenced latch create NAME --count N    start a latch generation (create or reset)
+//	fenced latch count-down NAME          count a latch generation down
+//	fenced latch wait NAME                wait until a latch generation reaches zero
+//	fenced latch join NAME                a latch's current generation and count
+//	fenced limiter config NAME --limit N  create or change a rate limiter
+//	fenced limiter take NAME              take permits (granted, or when to retry)
+//	fenced limiter describe NAME          a rate limiter's configuration and free permits
 //	fenced check                          run the fault harness against a real cluster
 //	fenced bench                          measure lock throughput and latency
 //	fenced certs init                     create a CA in ./fenced-certs
@@ -50,7 +57,8 @@
 // rwlock read|write, fenced elect); fenced kv also 3 key not found, 5 stale
 // token, 6 version mismatch, 7 scope mismatch (the token is not a live
 // grant's for the key: docs/scopes.md); fenced queue claim 3 no item in
-// time, ack and nack 5 stale claim token (docs/queue.md).
+// time, ack and nack 5 stale claim token (docs/queue.md); fenced latch
+// also 3 wait ran out, 5 generation replaced; a limiter take 3 not granted.
 package main
 
 import (

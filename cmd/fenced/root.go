@@ -39,6 +39,8 @@ func newRootCommand() *cobra.Command {
 		newVersionCommand(),
 		newQueueCommand(),
 		newWorkCommand(),
+		newLatchCommand(),
+		newLimiterCommand(),
 	)
 	usageArgs(root)
 	return root

@@ -139,6 +139,11 @@ the defaults in the file's form, and starts nothing.`,
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
 	f.DurationVar(&cfg.Raft.DiskStallTimeout, "disk-stall-timeout", cfg.Raft.DiskStallTimeout, "exit (status 1) when writes to the Raft log have failed this long without a success, so a supervisor restarts the node; 0 never exits")
+	f.IntVar(&cfg.Metrics.PrefixDepth, "metrics-prefix-depth", cfg.Metrics.PrefixDepth, "group the per-prefix metrics (fenced_prefix_*) by the first N \"/\"-separated segments of a name (0: one group for all names); ignored with --metrics-group")
+	f.StringArrayVar(&cfg.Metrics.Groups, "metrics-group", nil, "PREFIX: count the per-prefix metrics of names under PREFIX in a group of their own (repeatable; the longest matching prefix wins, other names are \"_other\"); replaces --metrics-prefix-depth")
+	f.IntVar(&cfg.Metrics.MaxGroups, "metrics-max-groups", cfg.Metrics.MaxGroups, "at most this many groups in the per-prefix metrics; names of further groups are counted as \"_overflow\"")
+	f.BoolVar(&cfg.LogGrants, "log-grants", false, "log every grant, release and expiry at info level as a structured event (otherwise at debug level)")
+	f.IntVar(&cfg.UIMaxItems, "ui-max-items", cfg.UIMaxItems, "at most this many objects of each primitive, and sessions, in one view of the dashboard at /ui/ (1 to 10000)")
 	f.IntVar(&cfg.Raft.WALSegmentSize, "wal-segment-size", 0, "bytes per Raft log segment; the log is compacted a whole segment at a time (default 64 MiB)")
 	// Hooks for the fault harness (fenced check); hidden. The faults exist
 	// only in a test build (serve_faults_on.go).

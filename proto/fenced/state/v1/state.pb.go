@@ -114,9 +114,14 @@ type Command struct {
 	//	*Command_Campaign
 	//	*Command_Resign
 	//	*Command_Proclaim
+	//	*Command_LatchCreate
+	//	*Command_LatchCountDown
+	//	*Command_LimiterConfig
+	//	*Command_LimiterTake
 	Op isCommand_Op `protobuf_oneof:"op"`
-	// now_unix_ms is the proposing leader's wall clock, used only for the
-	// issued_at of grants (display), never for decisions.
+	// now_unix_ms is the proposing leader's wall clock, used for the
+	// issued_at of grants (display) and, clamped never to go backwards, for
+	// the decisions of rate limiters (docs/limiter.md); for nothing else.
 	NowUnixMs int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
 	// format_version is the replicated format version the entry was written
 	// in (fsm.FormatVersion); 0, as in logs written before versions, is
@@ -462,6 +467,42 @@ func (x *Command) GetProclaim() *Proclaim {
 	return nil
 }
 
+func (x *Command) GetLatchCreate() *LatchCreate {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LatchCreate); ok {
+			return x.LatchCreate
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLatchCountDown() *LatchCountDown {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LatchCountDown); ok {
+			return x.LatchCountDown
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLimiterConfig() *LimiterConfig {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LimiterConfig); ok {
+			return x.LimiterConfig
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetLimiterTake() *LimiterTake {
+	if x != nil {
+		if x, ok := x.Op.(*Command_LimiterTake); ok {
+			return x.LimiterTake
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetNowUnixMs() int64 {
 	if x != nil {
 		return x.NowUnixMs
@@ -615,6 +656,23 @@ type Command_Proclaim struct {
 	Proclaim *Proclaim `protobuf:"bytes,32,opt,name=proclaim,proto3,oneof"`
 }
 
+type Command_LatchCreate struct {
+	// Countdown latches (latch.proto) and rate limiters (limiter.proto).
+	LatchCreate *LatchCreate `protobuf:"bytes,70,opt,name=latch_create,json=latchCreate,proto3,oneof"`
+}
+
+type Command_LatchCountDown struct {
+	LatchCountDown *LatchCountDown `protobuf:"bytes,71,opt,name=latch_count_down,json=latchCountDown,proto3,oneof"`
+}
+
+type Command_LimiterConfig struct {
+	LimiterConfig *LimiterConfig `protobuf:"bytes,72,opt,name=limiter_config,json=limiterConfig,proto3,oneof"`
+}
+
+type Command_LimiterTake struct {
+	LimiterTake *LimiterTake `protobuf:"bytes,73,opt,name=limiter_take,json=limiterTake,proto3,oneof"`
+}
+
 func (*Command_Init) isCommand_Op() {}
 
 func (*Command_NewLeader) isCommand_Op() {}
@@ -680,6 +738,14 @@ func (*Command_Campaign) isCommand_Op() {}
 func (*Command_Resign) isCommand_Op() {}
 
 func (*Command_Proclaim) isCommand_Op() {}
+
+func (*Command_LatchCreate) isCommand_Op() {}
+
+func (*Command_LatchCountDown) isCommand_Op() {}
+
+func (*Command_LimiterConfig) isCommand_Op() {}
+
+func (*Command_LimiterTake) isCommand_Op() {}
 
 // RotateKeys adds a new cluster signing key and makes it the one grants
 // are signed with; the oldest keys beyond keep are dropped. The proposer
@@ -2040,6 +2106,12 @@ type State struct {
 	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
 	// rwlocks are the read/write locks in use, by name.
 	Rwlocks []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	// latches are the countdown latches by name (latch.proto).
+	Latches []*Latch `protobuf:"bytes,45,rep,name=latches,proto3" json:"latches,omitempty"`
+	// limiters are the rate limiters by name and limiter_clock the newest
+	// time a limiter command applied (limiter.proto).
+	Limiters           []*Limiter `protobuf:"bytes,46,rep,name=limiters,proto3" json:"limiters,omitempty"`
+	LimiterClockUnixMs int64      `protobuf:"varint,47,opt,name=limiter_clock_unix_ms,json=limiterClockUnixMs,proto3" json:"limiter_clock_unix_ms,omitempty"`
 	// format_version is the replicated format version of the snapshot
 	// (fsm.FormatVersion); 0 in snapshots from before versions is version 1.
 	FormatVersion uint32 `protobuf:"varint,50,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
@@ -2203,6 +2275,27 @@ func (x *State) GetRwlocks() []*RWLock {
 		return x.Rwlocks
 	}
 	return nil
+}
+
+func (x *State) GetLatches() []*Latch {
+	if x != nil {
+		return x.Latches
+	}
+	return nil
+}
+
+func (x *State) GetLimiters() []*Limiter {
+	if x != nil {
+		return x.Limiters
+	}
+	return nil
+}
+
+func (x *State) GetLimiterClockUnixMs() int64 {
+	if x != nil {
+		return x.LimiterClockUnixMs
+	}
+	return 0
 }
 
 func (x *State) GetFormatVersion() uint32 {
@@ -5259,7 +5352,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x84\x11\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\x1a\x1bfenced/state/v1/latch.proto\x1a\x1dfenced/state/v1/limiter.proto\"\xa0\x13\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -5306,7 +5399,11 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"renewGrant\x127\n" +
 	"\bcampaign\x18\x1e \x01(\v2\x19.fenced.state.v1.CampaignH\x00R\bcampaign\x121\n" +
 	"\x06resign\x18\x1f \x01(\v2\x17.fenced.state.v1.ResignH\x00R\x06resign\x127\n" +
-	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12\x1e\n" +
+	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12A\n" +
+	"\flatch_create\x18F \x01(\v2\x1c.fenced.state.v1.LatchCreateH\x00R\vlatchCreate\x12K\n" +
+	"\x10latch_count_down\x18G \x01(\v2\x1f.fenced.state.v1.LatchCountDownH\x00R\x0elatchCountDown\x12G\n" +
+	"\x0elimiter_config\x18H \x01(\v2\x1e.fenced.state.v1.LimiterConfigH\x00R\rlimiterConfig\x12A\n" +
+	"\flimiter_take\x18I \x01(\v2\x1c.fenced.state.v1.LimiterTakeH\x00R\vlimiterTake\x12\x1e\n" +
 	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMs\x12%\n" +
 	"\x0eformat_version\x18P \x01(\rR\rformatVersionB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
@@ -5414,7 +5511,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xbd\a\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xd8\b\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -5438,7 +5535,10 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
 	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
 	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\x121\n" +
-	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\x12%\n" +
+	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\x120\n" +
+	"\alatches\x18- \x03(\v2\x16.fenced.state.v1.LatchR\alatches\x124\n" +
+	"\blimiters\x18. \x03(\v2\x18.fenced.state.v1.LimiterR\blimiters\x121\n" +
+	"\x15limiter_clock_unix_ms\x18/ \x01(\x03R\x12limiterClockUnixMs\x12%\n" +
 	"\x0eformat_version\x182 \x01(\rR\rformatVersion\x126\n" +
 	"\alineage\x183 \x03(\v2\x1c.fenced.state.v1.IssuerEpochR\alineage\x12.\n" +
 	"\x06queues\x18( \x03(\v2\x16.fenced.state.v1.QueueR\x06queues\x12\x1f\n" +
@@ -5787,6 +5887,12 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*QueueWaiter)(nil),     // 57: fenced.state.v1.QueueWaiter
 	(*QueueItem)(nil),       // 58: fenced.state.v1.QueueItem
 	(*QueueDedupe)(nil),     // 59: fenced.state.v1.QueueDedupe
+	(*LatchCreate)(nil),     // 60: fenced.state.v1.LatchCreate
+	(*LatchCountDown)(nil),  // 61: fenced.state.v1.LatchCountDown
+	(*LimiterConfig)(nil),   // 62: fenced.state.v1.LimiterConfig
+	(*LimiterTake)(nil),     // 63: fenced.state.v1.LimiterTake
+	(*Latch)(nil),           // 64: fenced.state.v1.Latch
+	(*Limiter)(nil),         // 65: fenced.state.v1.Limiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -5822,48 +5928,54 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	36, // 30: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
 	37, // 31: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
 	38, // 32: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
-	1,  // 33: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	9,  // 34: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	9,  // 35: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 36: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	19, // 37: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	25, // 38: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	27, // 39: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	24, // 40: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	20, // 41: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	23, // 42: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	3,  // 43: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	33, // 44: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	39, // 45: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
-	45, // 46: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
-	22, // 47: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
-	56, // 48: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
-	26, // 49: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	29, // 50: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	28, // 51: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	9,  // 52: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 53: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	34, // 54: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	35, // 55: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	9,  // 56: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
-	40, // 57: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
-	41, // 58: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
-	0,  // 59: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 60: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 61: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
-	46, // 62: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
-	47, // 63: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
-	0,  // 64: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
-	0,  // 65: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 66: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
-	58, // 67: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
-	59, // 68: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
-	57, // 69: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
-	70, // [70:70] is the sub-list for method output_type
-	70, // [70:70] is the sub-list for method input_type
-	70, // [70:70] is the sub-list for extension type_name
-	70, // [70:70] is the sub-list for extension extendee
-	0,  // [0:70] is the sub-list for field type_name
+	60, // 33: fenced.state.v1.Command.latch_create:type_name -> fenced.state.v1.LatchCreate
+	61, // 34: fenced.state.v1.Command.latch_count_down:type_name -> fenced.state.v1.LatchCountDown
+	62, // 35: fenced.state.v1.Command.limiter_config:type_name -> fenced.state.v1.LimiterConfig
+	63, // 36: fenced.state.v1.Command.limiter_take:type_name -> fenced.state.v1.LimiterTake
+	1,  // 37: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	9,  // 38: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	9,  // 39: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 40: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	19, // 41: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	25, // 42: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	27, // 43: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	24, // 44: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	20, // 45: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	23, // 46: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	3,  // 47: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	33, // 48: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	39, // 49: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	45, // 50: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	64, // 51: fenced.state.v1.State.latches:type_name -> fenced.state.v1.Latch
+	65, // 52: fenced.state.v1.State.limiters:type_name -> fenced.state.v1.Limiter
+	22, // 53: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
+	56, // 54: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
+	26, // 55: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	29, // 56: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	28, // 57: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 58: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 59: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	34, // 60: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	35, // 61: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	9,  // 62: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	40, // 63: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	41, // 64: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	0,  // 65: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 66: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 67: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	46, // 68: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	47, // 69: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 70: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 71: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 72: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
+	58, // 73: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
+	59, // 74: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
+	57, // 75: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
+	76, // [76:76] is the sub-list for method output_type
+	76, // [76:76] is the sub-list for method input_type
+	76, // [76:76] is the sub-list for extension type_name
+	76, // [76:76] is the sub-list for extension extendee
+	0,  // [0:76] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -5871,6 +5983,8 @@ func file_fenced_state_v1_state_proto_init() {
 	if File_fenced_state_v1_state_proto != nil {
 		return
 	}
+	file_fenced_state_v1_latch_proto_init()
+	file_fenced_state_v1_limiter_proto_init()
 	file_fenced_state_v1_state_proto_msgTypes[0].OneofWrappers = []any{
 		(*Command_Init)(nil),
 		(*Command_NewLeader)(nil),
@@ -5905,6 +6019,10 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Campaign)(nil),
 		(*Command_Resign)(nil),
 		(*Command_Proclaim)(nil),
+		(*Command_LatchCreate)(nil),
+		(*Command_LatchCountDown)(nil),
+		(*Command_LimiterConfig)(nil),
+		(*Command_LimiterTake)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
