@@ -104,8 +104,12 @@ func Queues(h history.History) []Violation {
 		if !complete[p.Name] || mayBeAcked[k] || found[k] {
 			continue
 		}
+		cs := claims[k]
+		if len(cs) > 3 {
+			cs = cs[len(cs)-3:] // the push and its last three claims
+		}
 		v.add("lost item", fmt.Sprintf("item %d of queue %q (payload %q) was pushed, never acked, and is neither in the queue nor in %s.dead after healing", p.Item, p.Name, p.Value, p.Name),
-			append([]history.Op{p}, claims[k]...)...)
+			append([]history.Op{p}, cs...)...)
 	}
 	return v.list()
 }
