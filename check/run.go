@@ -73,6 +73,14 @@ type Config struct {
 	// leader while another leads (the election checker's negative
 	// control; needs the election workload).
 	SecondLeader bool
+	// AckAnyToken makes every node's queues accept an ack of a claimed
+	// item with any token (the queue checker's negative control; needs
+	// the queue workload).
+	AckAnyToken bool
+	// LatchEarly makes every node's latches release a generation's
+	// waiters one count early (the latch checker's negative control;
+	// needs the latch workload).
+	LatchEarly bool
 	// OutDir receives the history, the summary and the report.
 	OutDir string
 	// LivenessBound is how soon after healing every live client must get a
@@ -115,6 +123,8 @@ func (c Config) Validate() error {
 		{c.OverCapacity, "--over-capacity", WorkloadSemaphore},
 		{c.ReaderWithWriter, "--reader-with-writer", WorkloadRWLock},
 		{c.SecondLeader, "--second-leader", WorkloadElection},
+		{c.AckAnyToken, "--ack-any-token", WorkloadQueue},
+		{c.LatchEarly, "--latch-early", WorkloadLatch},
 	} {
 		if nc.on && !c.hasWorkload(nc.workload) {
 			errs = append(errs, fmt.Errorf("%s breaks the %s workload's rule, but --workload has no %s: the control would prove nothing", nc.flag, nc.workload, nc.workload))
@@ -234,6 +244,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.SecondLeader {
 		knobs = append(knobs, "--test-second-leader")
 	}
+	if cfg.AckAnyToken {
+		knobs = append(knobs, "--test-ack-any-token")
+	}
+	if cfg.LatchEarly {
+		knobs = append(knobs, "--test-latch-early")
+	}
 	say("starting %d node(s) in %s", cfg.Nodes, work)
 	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs, cfg.Secure)
 	if err != nil {
@@ -298,6 +314,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	say("reading every key back")
 	h = append(h, finalReads(ctx, c, finalKeys(cfg, names, h))...)
+	h = append(h, finalQueues(ctx, c, names)...)
 	h = append(h, nemesisOps...)
 	for _, nd := range c.nodes {
 		nh, err := history.ReadFile(nd.eventLog)
@@ -326,6 +343,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck, checker.ScopeCheck}
 	for _, p := range []struct{ workload, check string }{
 		{WorkloadSemaphore, checker.SemaphoreCheck}, {WorkloadRWLock, checker.RWExclusionCheck}, {WorkloadElection, checker.ElectionCheck},
+		{WorkloadQueue, checker.QueueCheck}, {WorkloadLatch, checker.LatchCheck},
 	} {
 		if cfg.hasWorkload(p.workload) {
 			sum.ChecksRun = append(sum.ChecksRun, p.check)
@@ -362,6 +380,9 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 func finalKeys(cfg Config, names []string, h history.History) []string {
 	set := map[string]bool{}
 	for _, name := range names {
+		if w := workloadOf(name); w == WorkloadQueue || w == WorkloadLatch {
+			continue // no kv key of the name (a claim's key is in a write)
+		}
 		if workloadOf(name) != WorkloadSemaphore {
 			set[name] = true
 			continue

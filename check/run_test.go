@@ -250,7 +250,7 @@ func TestConfig_ControlNeedsItsWorkload(t *testing.T) {
 	if _, err := check.ParseWorkloads("lock,mutex"); err == nil || !strings.Contains(err.Error(), `"mutex"`) {
 		t.Errorf("ParseWorkloads(lock,mutex): %v, want an error naming mutex", err)
 	}
-	if ws, err := check.ParseWorkloads("all"); err != nil || len(ws) != 4 {
+	if ws, err := check.ParseWorkloads("all"); err != nil || len(ws) != len(check.AllWorkloads) {
 		t.Errorf("ParseWorkloads(all) = %v, %v", ws, err)
 	}
 }
@@ -277,4 +277,60 @@ func hasViolation(res *check.Result, name string) bool {
 		}
 	}
 	return false
+}
+
+// Negative controls of the queue and latch checkers: servers that accept
+// an ack with any token (the workers' probes, acks with a token one below
+// their claim's, get through) and latches that release their waiters one
+// count early, under their workload, a few seconds on one node: the
+// checker of the rule must report it, and no other checker.
+func TestRun_BrokenQueueAndLatchFailTheirChecks(t *testing.T) {
+	for _, tt := range []struct {
+		name, check string
+		cfg         check.Config
+	}{
+		{"ack-any-token", "queue", check.Config{Workloads: []string{check.WorkloadQueue}, AckAnyToken: true}},
+		{"latch-early", "latch", check.Config{Workloads: []string{check.WorkloadLatch}, LatchEarly: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tt.cfg
+			cfg.Nodes, cfg.Clients, cfg.Locks, cfg.Duration, cfg.Seed, cfg.LivenessBound = 1, 3, 2, 3*time.Second, 13, 3*time.Second
+			res := run(t, cfg)
+			if !hasViolation(res, tt.check) {
+				t.Fatalf("the %s checker did not catch --%s: %s", tt.check, tt.name, res.Summary.Line())
+			}
+			for _, v := range res.Violations {
+				if v.Check != tt.check {
+					t.Errorf("--%s also failed %s: %s", tt.name, v.Check, v.Message)
+				}
+			}
+		})
+	}
+}
+
+// The queue and latch workloads on 3 nodes under every fault kind: items
+// were pushed, claimed and acked, latches completed, the workers' probes
+// with wrong tokens were all refused, and neither checker (nor any other)
+// found a violation.
+func TestRun_QueueAndLatchNoViolations(t *testing.T) {
+	res := run(t, check.Config{Nodes: 3, Duration: 10 * time.Second, Seed: 22, Faults: history.AllFaults, Workloads: []string{check.WorkloadQueue, check.WorkloadLatch}})
+	for _, v := range res.Violations {
+		t.Errorf("violation: %s: %s", v.Check, v.Message)
+	}
+	n := map[string]int{}
+	for _, op := range res.History {
+		if op.Outcome == history.OK {
+			n[string(op.Kind)+op.Result]++
+		}
+	}
+	for _, k := range []string{"push", "claim", "ack", "count_downcompleted", "latch_waitcompleted"} {
+		if n[k] == 0 {
+			t.Errorf("no %s answered OK (%v): the workload proves nothing about it", k, n)
+		}
+	}
+	for _, c := range []string{"queue", "latch"} {
+		if !slices.Contains(res.Summary.ChecksRun, c) {
+			t.Errorf("checks run %v: no %s", res.Summary.ChecksRun, c)
+		}
+	}
 }

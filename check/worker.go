@@ -141,6 +141,12 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		case WorkloadElection:
 			electionRound(ctx, c, xs, rec, rng, cfg, name, n)
 			continue
+		case WorkloadQueue:
+			queueRound(ctx, c, rec, rng, cfg, name, n)
+			continue
+		case WorkloadLatch:
+			latchRound(ctx, c, rec, rng, name)
+			continue
 		}
 		if rng.IntN(10) < 7 {
 			sessionRound(ctx, c, hj, xs, rec, rng, cfg, name, n)

@@ -22,14 +22,23 @@ const (
 	// WorkloadElection: elections "elect-N"; the leader writes the kv key
 	// of its name under its term token.
 	WorkloadElection = "election"
+	// WorkloadQueue: work queues "queue-N"; a worker pushes an item,
+	// claims one, writes the kv key of the claim's scope ("queue-N/ITEM")
+	// under the claim token, and acks it.
+	WorkloadQueue = "queue"
+	// WorkloadLatch: countdown latches "latch-N"; workers create
+	// generations, count them down and wait on them. A latch issues no
+	// token and guards no key.
+	WorkloadLatch = "latch"
 )
 
 // AllWorkloads lists every workload.
-var AllWorkloads = []string{WorkloadLock, WorkloadSemaphore, WorkloadRWLock, WorkloadElection}
+var AllWorkloads = []string{WorkloadLock, WorkloadSemaphore, WorkloadRWLock, WorkloadElection, WorkloadQueue, WorkloadLatch}
 
 // namePrefix is the prefix of each workload's object names.
 var namePrefix = map[string]string{
 	WorkloadLock: "lock-", WorkloadSemaphore: "sem-", WorkloadRWLock: "rw-", WorkloadElection: "elect-",
+	WorkloadQueue: "queue-", WorkloadLatch: "latch-",
 }
 
 // ParseWorkloads parses "lock,semaphore,...". "all" means every workload.

@@ -12,3 +12,5 @@ func (faults) anyOwner() bool           { return false }
 func (faults) overCapacity() bool       { return false }
 func (faults) readerBesideWriter() bool { return false }
 func (faults) twoLeaders() bool         { return false }
+func (faults) anyAckToken() bool        { return false }
+func (faults) earlyLatch() bool         { return false }

@@ -13,6 +13,8 @@ type faults struct {
 	extraPermit      bool
 	readerWithWriter bool
 	secondLeader     bool
+	ackAnyToken      bool
+	latchEarly       bool
 }
 
 // SetUnfencedKV makes this Machine's kv accept every write, stale or not:
@@ -69,3 +71,21 @@ func (f faults) readerBesideWriter() bool { return f.readerWithWriter }
 func (m *Machine) SetSecondLeader(on bool) { m.faults.secondLeader = on }
 
 func (f faults) twoLeaders() bool { return f.secondLeader }
+
+// SetAckAnyToken makes this Machine's queues accept an ack of a claimed
+// item with any token, not only its current claim token: the negative
+// control of the fault harness's queue checker. It exists only in test
+// builds (build tag fencedfaults); every replica of a test cluster must
+// be given the same setting, or they diverge.
+func (m *Machine) SetAckAnyToken(on bool) { m.faults.ackAnyToken = on }
+
+func (f faults) anyAckToken() bool { return f.ackAnyToken }
+
+// SetLatchEarly makes this Machine's latches release the waiters of a
+// generation one count early, when its count reaches one: the negative
+// control of the fault harness's latch checker. It exists only in test
+// builds (build tag fencedfaults); every replica of a test cluster must
+// be given the same setting, or they diverge.
+func (m *Machine) SetLatchEarly(on bool) { m.faults.latchEarly = on }
+
+func (f faults) earlyLatch() bool { return f.latchEarly }

@@ -200,6 +200,9 @@ func (t *latchTable) countDown(c *statev1.LatchCountDown) Result {
 		}
 		res.Latch = l.info()
 		res.CountDown = Counted
+		if l.count == 1 && t.m.faults.earlyLatch() {
+			t.ended(name, gen, true) // the latch-early test fault (faults_on.go)
+		}
 		if l.count == 0 {
 			res.CountDown = Completed
 			t.ended(name, gen, true)

@@ -24,3 +24,4 @@ func (*faultState) clock() fence.Clock                 { return fence.SystemCloc
 func (*faultState) machine(*fsm.Machine)               {}
 func (*faultState) tookOver(uint64)                    {}
 func (*faultState) reported(g fence.Grant) fence.Grant { return g }
+func (*faultState) latchDone(count uint64) bool        { return count == 0 }

@@ -47,6 +47,13 @@ type Faults struct {
 	// at once while another leads (the negative control of the election
 	// checker).
 	SecondLeader bool
+	// AckAnyToken makes this node's queues accept an ack of a claimed
+	// item with any token (the negative control of the queue checker).
+	AckAnyToken bool
+	// LatchEarly makes this node's latches release a generation's waiters
+	// when its count reaches one (the negative control of the latch
+	// checker).
+	LatchEarly bool
 }
 
 // faultState is a node's running faults.
@@ -85,6 +92,12 @@ func (f *faultState) warn(log *slog.Logger) {
 	if k.SecondLeader {
 		log.Warn(msg, "fault", "second-leader")
 	}
+	if k.AckAnyToken {
+		log.Warn(msg, "fault", "ack-any-token")
+	}
+	if k.LatchEarly {
+		log.Warn(msg, "fault", "latch-early")
+	}
 	if f.cfg.Raft.Test.Dial != nil {
 		log.Warn(msg, "fault", "dial-hook")
 	}
@@ -107,6 +120,8 @@ func (f *faultState) machine(m *fsm.Machine) {
 	m.SetOverCapacity(f.cfg.Test.OverCapacity)
 	m.SetReaderWithWriter(f.cfg.Test.ReaderWithWriter)
 	m.SetSecondLeader(f.cfg.Test.SecondLeader)
+	m.SetAckAnyToken(f.cfg.Test.AckAnyToken)
+	m.SetLatchEarly(f.cfg.Test.LatchEarly)
 }
 
 // tookOver records the last token issued when this node became leader.
@@ -132,4 +147,10 @@ type scaledClock struct {
 
 func (c scaledClock) Now() time.Time {
 	return c.start.Add(time.Duration(float64(time.Since(c.start)) * c.rate))
+}
+
+// latchDone reports whether a latch generation with count left releases
+// its waiters: at zero, or at one under LatchEarly.
+func (f *faultState) latchDone(count uint64) bool {
+	return count == 0 || (f.cfg.Test.LatchEarly && count == 1)
 }

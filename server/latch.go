@@ -115,7 +115,7 @@ func (h *latchService) Wait(ctx context.Context, req *connect.Request[fencedv1.L
 			return nil, fmt.Errorf("%w: latch %q has no generation %d (its current generation is %d)", fence.ErrInvalidArgument, m.Name, m.Generation, info.Generation)
 		case m.Generation < info.Generation:
 			resp.Replaced = true
-		case info.Count == 0:
+		case h.s.faults.latchDone(info.Count):
 			resp.Completed = true
 		}
 		return resp, nil

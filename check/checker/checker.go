@@ -21,6 +21,8 @@ const (
 	SemaphoreCheck       = "semaphore"
 	RWExclusionCheck     = "rw-exclusion"
 	ElectionCheck        = "election"
+	QueueCheck           = "queue"
+	LatchCheck           = "latch"
 )
 
 // DefaultLinearizableTimeout is how long porcupine may search for a
@@ -60,7 +62,7 @@ type Options struct {
 // All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
 // linearizability, lost-ack, liveness, ownership, scope, semaphore,
-// rw-exclusion, election; within a checker in the
+// rw-exclusion, election, queue, latch; within a checker in the
 // order of keys, names and time. An empty result means the history passed.
 func All(h history.History, o Options) []Violation {
 	var out []Violation
@@ -75,6 +77,8 @@ func All(h history.History, o Options) []Violation {
 	out = append(out, Semaphores(h)...)
 	out = append(out, RWExclusion(h)...)
 	out = append(out, Elections(h)...)
+	out = append(out, Queues(h)...)
+	out = append(out, Latches(h)...)
 	return out
 }
 

@@ -11,7 +11,8 @@ import (
 
 // Liveness checks that the cluster recovers once the faults are
 // healed: when o.HealedAt is set, every process in o.LiveProcesses must
-// complete an acquire that was granted (Outcome OK) at or after HealedAt
+// complete an acquire that was granted, a queue claim or a latch
+// create or count-down (Outcome OK; see progressed) at or after HealedAt
 // and no later than HealedAt + o.LivenessBound (any time before the
 // history ends when the bound is zero). The acquire may have been invoked
 // before HealedAt and been in flight across it.
@@ -38,7 +39,7 @@ func Liveness(h history.History, o Options) []Violation {
 			continue
 		}
 		ops[op.Process] = append(ops[op.Process], op)
-		if op.Kind == history.OpAcquire && op.Outcome == history.OK && op.Complete >= o.HealedAt && (deadline == 0 || op.Complete <= deadline) {
+		if progressed(op) && op.Complete >= o.HealedAt && (deadline == 0 || op.Complete <= deadline) {
 			granted[op.Process] = true
 		}
 	}
@@ -90,4 +91,15 @@ func Liveness(h history.History, o Options) []Violation {
 			p, within, acq, strings.Join(lastDesc, "; ")), last...)
 	}
 	return v.list()
+}
+
+// progressed reports whether op shows its process served: an acquire that
+// was granted, a queue claim, or a latch operation answered (a latch
+// issues no grant).
+func progressed(op history.Op) bool {
+	switch op.Kind {
+	case history.OpAcquire, history.OpClaim, history.OpLatchCreate, history.OpCountDown:
+		return op.Outcome == history.OK
+	}
+	return false
 }

@@ -132,6 +132,10 @@ type Op struct {
 	Fault     string `json:"fault,omitempty"`      // fault kind
 	Target    string `json:"target,omitempty"`     // fault target (node, process, link), hijack call, write attack
 	Seq       uint64 `json:"seq,omitempty"`        // apply order of server events
+	Item      uint64 `json:"item,omitempty"`       // queue item (push, claim, ack, nack, final)
+	Gen       uint64 `json:"generation,omitempty"` // latch generation
+	Count     uint64 `json:"count,omitempty"`      // latch count left after a count-down
+	Initial   uint64 `json:"initial,omitempty"`    // latch generation's initial count
 	Error     string `json:"error,omitempty"`      // error text of failed or unknown ops
 }
 

@@ -24,7 +24,10 @@ func addFaultFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.BoolVar(&cfg.Test.OverCapacity, "test-over-capacity", false, "test only: semaphores grant one permit over their capacity (negative control)")
 	f.BoolVar(&cfg.Test.ReaderWithWriter, "test-reader-with-writer", false, "test only: read/write locks admit a reader beside a writer (negative control)")
 	f.BoolVar(&cfg.Test.SecondLeader, "test-second-leader", false, "test only: elections make a new candidate leader while another leads (negative control)")
-	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-unscoped-kv", "test-reset-tokens", "test-any-owner", "test-over-capacity", "test-reader-with-writer", "test-second-leader"} {
+	f.BoolVar(&cfg.Test.AckAnyToken, "test-ack-any-token", false, "test only: queues accept an ack of a claimed item with any token (negative control)")
+	f.BoolVar(&cfg.Test.LatchEarly, "test-latch-early", false, "test only: latches release waiters one count early (negative control)")
+	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-unscoped-kv", "test-reset-tokens", "test-any-owner", "test-over-capacity", "test-reader-with-writer", "test-second-leader",
+		"test-ack-any-token", "test-latch-early"} {
 		f.MarkHidden(name)
 	}
 }

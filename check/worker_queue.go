@@ -1,0 +1,73 @@
+package check
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	fence "github.com/fenced-dev/fenced"
+	"github.com/fenced-dev/fenced/check/history"
+	"github.com/fenced-dev/fenced/client"
+)
+
+// probeEvery is how often (one round in probeEvery) a queue worker first
+// acks its item with a token that is not its claim's: the fsm must refuse
+// it (the stale-ack rule's attack, which --ack-any-token lets through).
+const probeEvery = 4
+
+// queueRound pushes one item to queue name, claims one item with a session
+// (waiting for it), writes the kv key of the claim's scope ("queue/item")
+// under the claim token, and acks the item (nacks it one round in eight,
+// so that items are delivered again). A paused worker's claim expires and
+// the item goes to another worker: the kv rejects the late write and the
+// fsm the late ack.
+func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+	q := client.NewQueue(c, name)
+	push := history.Op{Kind: history.OpPush, Name: name, Value: fmt.Sprintf("%s-%d", rec.id, n), Invoke: time.Now().UnixNano()}
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	item, _, err := q.Push(pctx, []byte(push.Value))
+	pcancel()
+	push.Outcome, push.Error, push.Item = outcomeOf(err), errText(err), item
+	rec.record(push)
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
+	if err != nil {
+		return
+	}
+	defer closeSession()
+	op := history.Op{Kind: history.OpClaim, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
+	cctx, ccancel := context.WithTimeout(sctx, 3*time.Second)
+	cl, err := q.Claim(cctx, s, cfg.TTL)
+	ccancel()
+	op.Outcome, op.Error = waitOutcome(err), errText(err)
+	if err == nil {
+		op.Item, op.Token, op.Scope = cl.Item, uint64(cl.Token), cl.Scope
+	}
+	rec.record(op)
+	if err != nil {
+		return
+	}
+	work(ctx, c, rec, rng, cl.Scope, cl.Token, n)
+	if rng.IntN(probeEvery) == 0 && cl.Token > 1 {
+		queueEnd(ctx, rec, history.OpAck, name, cl.Item, cl.Token-1, "probe", func(ctx context.Context) error { return q.AckToken(ctx, cl.Item, cl.Token-1) })
+	}
+	if rng.IntN(8) == 0 {
+		queueEnd(ctx, rec, history.OpNack, name, cl.Item, cl.Token, "", func(ctx context.Context) error { return cl.Nack(ctx, 0) })
+		return
+	}
+	queueEnd(ctx, rec, history.OpAck, name, cl.Item, cl.Token, "", cl.Ack)
+}
+
+// queueEnd runs end, the ack or nack (kind) of item with token, and
+// records it; result marks a probe.
+func queueEnd(ctx context.Context, rec *recorder, kind history.Kind, name string, item uint64, token fence.Token, result string, end func(context.Context) error) {
+	op := history.Op{Kind: kind, Name: name, Item: item, Token: uint64(token), Result: result, Invoke: time.Now().UnixNano()}
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	err := end(actx)
+	cancel()
+	op.Outcome, op.Error = outcomeOf(err), errText(err)
+	rec.record(op)
+}
