@@ -47,7 +47,7 @@ type step struct {
 
 // marks are the settings of a readme-test comment.
 type marks struct {
-	skip     string        // reason the block is not run
+	skip     string // reason the block is not run
 	vary     map[string]bool
 	noServer bool          // the section starts no server
 	cont     bool          // the block continues the section before it
