@@ -34,7 +34,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			if err := errors.Join(fence.ValidateName(name), fence.ValidateTTL(ttl), fence.ValidateWait(wait)); err != nil {
 				return withExit(exitUsage, err)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -102,11 +102,17 @@ func (f *clientFlags) endpointList() []string {
 // maxTimeout is the longest --timeout.
 const maxTimeout = 24 * time.Hour
 
-// client connects to the endpoints.
-func (f *clientFlags) client() (*client.Client, error) {
+// client checks the endpoints, waits (up to --timeout) until one accepts
+// a connection, and connects to them.
+func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 	eps := f.endpointList()
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
+	}
+	for _, ep := range eps {
+		if err := validateEndpoint(ep); err != nil {
+			return nil, err
+		}
 	}
 	if f.timeout <= 0 || f.timeout > maxTimeout {
 		// Bounded so that --timeout plus a --wait (at most fence.MaxWait)
@@ -115,6 +121,11 @@ func (f *clientFlags) client() (*client.Client, error) {
 	}
 	opts, err := f.options()
 	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if err := reach(rctx, eps, f.timeout, noticeTo(os.Stderr)); err != nil {
 		return nil, err
 	}
 	c, err := client.New(eps, opts...)
@@ -127,7 +138,7 @@ func (f *clientFlags) client() (*client.Client, error) {
 // withClient connects, runs fn with a context bounded by --timeout, and
 // closes the client. fn's error is returned as it is.
 func (f *clientFlags) withClient(ctx context.Context, fn func(ctx context.Context, c *client.Client) error) error {
-	c, err := f.client()
+	c, err := f.client(ctx)
 	if err != nil {
 		return err
 	}

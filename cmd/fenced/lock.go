@@ -54,7 +54,7 @@ Exit status: CMD's status; 3 not granted within --wait; 4 lock lost;
 			if grace < 0 || grace > maxTimeout {
 				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
