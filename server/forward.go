@@ -6,8 +6,8 @@ import (
 
 	"encoding/json"
 	"io"
-	"net/http"
 	"log/slog"
+	"net/http"
 	"net/http/httputil"
 	"net/url"
 	"strings"
