@@ -19,6 +19,10 @@
 //	fenced certs init                     create a CA in ./fenced-certs
 //	fenced certs issue --node ID          issue a node (or --client NAME) certificate
 //	fenced auth token --name N --role P=PERMS --token-out F   create a bearer token for --auth-file
+//	fenced man --dir DIR                  write a man page for every command into DIR
+//
+// "fenced completion bash|zsh|fish|powershell" prints a shell completion
+// script.
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted in time, 4 lock
 // lost while CMD ran (fenced lock).

@@ -16,7 +16,8 @@ func newRootCommand() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		return usageError("%v (see %s --help)", err, c.CommandPath())
 	})
-	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newRevokeCommand(), newLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand(), newCertsCommand(), newAuthCommand())
+	root.AddCommand(newServeCommand(), newAcquireCommand(), newReleaseCommand(), newRevokeCommand(), newLockCommand(), newStatusCommand(), newKVCommand(), newClusterCommand(), newCheckCommand(), newBenchCommand(), newCertsCommand(), newAuthCommand(), newManCommand())
+	root.InitDefaultCompletionCmd() // now, so that usageArgs covers it
 	usageArgs(root)
 	return root
 }
