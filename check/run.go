@@ -58,6 +58,10 @@ type Config struct {
 	Secure bool
 	// Log receives progress; nil means stderr.
 	Log io.Writer
+	// KeepData keeps the nodes' data dirs, logs and the workers' files
+	// (OutDir/run) after a run without violations; a failed run always
+	// keeps them.
+	KeepData bool
 }
 
 // Validate says what is wrong with c.
@@ -132,11 +136,69 @@ type Result struct {
 
 // Run starts the cluster and the workers, injects faults for
 // cfg.Duration, heals, lets every client show it can still get a grant,
-// reads every key back, checks the history and writes the report.
+// reads every key back, checks the history and writes the report. The
+// nodes' data dirs and logs (OutDir/run) are removed after a run without
+// violations unless cfg.KeepData is set; it says on cfg.Log what it wrote
+// and kept.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	res, err := run(ctx, cfg)
+	logw := cfg.Log
+	if logw == nil {
+		logw = os.Stderr
+	}
+	work := filepath.Join(cfg.OutDir, "run")
+	if _, serr := os.Stat(work); serr != nil {
+		return res, err
+	}
+	size := dirSize(work)
+	switch {
+	case err == nil && len(res.Violations) == 0 && !cfg.KeepData:
+		if rerr := os.RemoveAll(work); rerr != nil {
+			return res, fmt.Errorf("remove the nodes' data: %w", rerr)
+		}
+		fmt.Fprintf(logw, "check: removed the nodes' data dirs and logs (%s in %s; --keep-data keeps them)\n", mib(size), work)
+	default:
+		fmt.Fprintf(logw, "check: kept the nodes' data dirs and logs: %s in %s\n", mib(size), work)
+	}
+	if err == nil {
+		var files []string
+		for _, name := range []string{"history.jsonl", "summary.json", "violations.json", "report.html"} {
+			if st, serr := os.Stat(filepath.Join(cfg.OutDir, name)); serr == nil {
+				files = append(files, fmt.Sprintf("%s (%s)", name, mib(st.Size())))
+			}
+		}
+		fmt.Fprintf(logw, "check: wrote %s to %s\n", strings.Join(files, ", "), cfg.OutDir)
+	}
+	return res, err
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, ierr := d.Info(); ierr == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// mib formats a size for a person.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// run is Run without the clean-up of OutDir/run.
+func run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := requireFaultsBuild(cfg.Binary); err != nil {
 		return nil, err
 	}
@@ -247,7 +309,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, w := range workers {
 		live = append(live, w.id)
 	}
-	say("checking %d operations", len(h))
+	pre := report.Summarize(h, nil)
+	say("checking ops=%d client operations and %d fault and server events (faults=%d injected)", pre.Ops, len(h)-pre.Ops, pre.FaultsInjected)
 	violations := checker.All(h, checker.Options{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
 	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource

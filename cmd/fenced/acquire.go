@@ -47,7 +47,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			}
 			if err != nil {
 				c.Close()
-				return classify(err)
+				return classify(cf.explain(err))
 			}
 			// No Close: closing the client would close a waiting session and
 			// release the grant. The grant lives on until its TTL.

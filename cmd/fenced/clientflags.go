@@ -145,7 +145,15 @@ func (f *clientFlags) withClient(ctx context.Context, fn func(ctx context.Contex
 	defer c.Close()
 	ctx, cancel := f.context(ctx, 0)
 	defer cancel()
-	return fn(ctx, c)
+	return f.explain(fn(ctx, c))
+}
+
+// explain adds to an error that ended with --timeout which limit ran out.
+func (f *clientFlags) explain(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("--timeout %v ran out: %w", f.timeout, err)
+	}
+	return err
 }
 
 // classify gives an error from the SDK its exit code: invalid arguments
