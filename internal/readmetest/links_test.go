@@ -67,12 +67,19 @@ func hasHeading(t *testing.T, file, frag string) bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fence := false
+	fence := ""
 	for _, line := range strings.Split(string(text), "\n") {
-		if strings.HasPrefix(line, "```") {
-			fence = !fence
+		switch {
+		case fence != "":
+			if closes(line, fence) {
+				fence = ""
+			}
+			continue
+		case isFence(line):
+			fence = line[:len(line)-len(strings.TrimLeft(line, "`"))]
+			continue
 		}
-		if !fence && strings.HasPrefix(line, "#") && slug(strings.TrimSpace(strings.TrimLeft(line, "#"))) == frag {
+		if strings.HasPrefix(line, "#") && slug(strings.TrimSpace(strings.TrimLeft(line, "#"))) == frag {
 			return true
 		}
 	}

@@ -97,7 +97,7 @@ func parseFile(path, name string) ([]block, error) {
 				continue
 			}
 			cur.addLine(n, line)
-		case strings.HasPrefix(line, "```"):
+		case isFence(line):
 			info := strings.TrimSpace(strings.TrimPrefix(line, "```"))
 			if info == "sh" {
 				m, err := parseMarks(pending)
@@ -125,6 +125,15 @@ func parseFile(path, name string) ([]block, error) {
 		return nil, fmt.Errorf("%s:%d: ```sh block is never closed", name, cur.line)
 	}
 	return blocks, nil
+}
+
+// isFence reports whether line opens a fenced code block: three or more
+// backticks and an info string without backticks (CommonMark).
+func isFence(line string) bool {
+	if !strings.HasPrefix(line, "```") {
+		return false
+	}
+	return !strings.Contains(strings.TrimLeft(line, "`"), "`")
 }
 
 // closes reports whether line closes a block opened by fence: a line of
