@@ -15,7 +15,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer closeLockers(lockers)
+	defer func() { closeLockersAfter(ctx, lockers) }()
 	if o.Workload == WorkloadFencedWrite {
 		if _, ok := lockers[0].(FencedWriter); !ok {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
@@ -87,6 +87,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 
 	pause(ctx, o.Warmup)
+	warmedUp := ctx.Err() == nil
 	usage := startUsage(o.ServerPIDs)
 	measuring.Store(true)
 	start := time.Now()
@@ -96,8 +97,9 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	server := usage.stop(elapsed)
 	stop()
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
+	interrupted := ctx.Err()
+	if interrupted != nil && !warmedUp {
+		return Result{}, interrupted
 	}
 
 	acquire.sort()
@@ -117,8 +119,16 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		CycleP99Ms:           cycle.percentile(0.99),
 		TokenOrderViolations: order.violations.Load(),
 		Server:               server,
+		Partial:              interrupted != nil,
 	}
 	errs.fill(&r)
+	if interrupted != nil {
+		if r.Cycles == 0 {
+			return Result{}, interrupted
+		}
+		// What was measured until the interruption, marked partial.
+		return r, interrupted
+	}
 	if r.Cycles == 0 {
 		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
 	}

@@ -116,6 +116,10 @@ type Result struct {
 	// Server is the servers' resource use during the measurement, when
 	// Options.ServerPIDs named them.
 	Server *ServerUsage `json:"server,omitempty"`
+	// Partial marks the result of a run interrupted during its
+	// measurement (Run also returns the context's error): it covers the
+	// DurationS measured until then.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Run runs one workload against sys and measures it. It returns an error
@@ -187,6 +191,26 @@ func openLockers(ctx context.Context, sys System, n, parallel int, ttl time.Dura
 		return nil, firstErr
 	}
 	return lockers, nil
+}
+
+// interruptedClose is how long the lockers of an interrupted run get to
+// close: a server that went away would hold each close for its timeout,
+// and the servers end the sessions by their TTL anyway.
+const interruptedClose = 300 * time.Millisecond
+
+// closeLockersAfter closes the lockers; when ctx has ended (the run was
+// interrupted) it waits for them at most interruptedClose.
+func closeLockersAfter(ctx context.Context, lockers []Locker) {
+	if ctx.Err() == nil {
+		closeLockers(lockers)
+		return
+	}
+	done := make(chan struct{})
+	go func() { closeLockers(lockers); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(interruptedClose):
+	}
 }
 
 // closeLockers closes every non-nil locker, in parallel.

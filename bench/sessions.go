@@ -15,7 +15,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	before := rssOf(o.ServerPIDs)
 	id := runID()
 	lockers := make([]Locker, o.Sessions)
-	defer closeLockers(lockers)
+	defer func() { closeLockersAfter(ctx, lockers) }()
 	var (
 		errs  errorCount
 		next  atomic.Int64
@@ -80,9 +80,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 		r.Server.RSSBeforeMiB = float64(before) / (1 << 20)
 		r.Server.BytesPerSession = float64(int64(r.Server.rssBytes)-before) / float64(o.Sessions)
 	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
+	interrupted := ctx.Err()
 
 	lat.sort()
 	r.DurationS = elapsed.Seconds()
@@ -92,5 +90,11 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	r.P90Ms = lat.percentile(0.90)
 	r.P99Ms = lat.percentile(0.99)
 	r.MaxMs = lat.percentile(1)
+	if interrupted != nil {
+		// Interrupted while the holders were kept alive: what was
+		// measured until then, marked partial.
+		r.Partial = true
+		return r, interrupted
+	}
 	return r, nil
 }

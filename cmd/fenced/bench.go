@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -54,9 +56,9 @@ serves other users only if a little extra load is acceptable.`,
 			if err := o.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
-			eps := cf.endpointList()
-			if len(eps) == 0 {
-				return usageError("--endpoints is empty; want host:port[,host:port...]")
+			eps, err := cf.reachable(cmd.Context())
+			if err != nil {
+				return err
 			}
 			if len(o.ServerPIDs) == 0 {
 				o.ServerPIDs = localServerPIDs(eps)
@@ -76,10 +78,15 @@ serves other users only if a little extra load is acceptable.`,
 			if err != nil {
 				return classify(err)
 			}
-			defer sys.Close()
+			// An interrupted run does not wait for a server that went away
+			// to answer the sessions' closes: their TTLs end them.
+			defer closeWithin(cmd.Context(), sys.Close)
 			r, err := bench.Run(cmd.Context(), sys, o)
-			if err != nil {
+			if err != nil && !r.Partial {
 				return err
+			}
+			if r.Partial && !cf.json {
+				fmt.Fprintf(cmd.OutOrStdout(), "interrupted: partial results, %.1fs of %v measured\n", r.DurationS, o.Duration)
 			}
 			if cf.json {
 				if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
@@ -89,6 +96,8 @@ serves other users only if a little extra load is acceptable.`,
 				printBench(cmd.OutOrStdout(), r)
 			}
 			switch {
+			case r.Partial:
+				return withExit(exitInterrupted, errors.New("interrupted"))
 			case r.TokenOrderViolations > 0:
 				return fmt.Errorf("%d grants came with a token not above the previous holder's: a safety bug, please report it", r.TokenOrderViolations)
 			case r.Errors > 0:
@@ -163,5 +172,20 @@ func printBench(w io.Writer, r bench.Result) {
 			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// closeWithin runs closeFn; when ctx has ended (the command was
+// interrupted) it waits for it at most 300ms.
+func closeWithin(ctx context.Context, closeFn func() error) {
+	if ctx.Err() == nil {
+		closeFn()
+		return
+	}
+	done := make(chan struct{})
+	go func() { closeFn(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -102,9 +102,9 @@ func (f *clientFlags) endpointList() []string {
 // maxTimeout is the longest --timeout.
 const maxTimeout = 24 * time.Hour
 
-// client checks the endpoints, waits (up to --timeout) until one accepts
-// a connection, and connects to them.
-func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
+// reachable checks the endpoints and --timeout, and waits (up to
+// --timeout) until one endpoint accepts a connection.
+func (f *clientFlags) reachable(ctx context.Context) ([]string, error) {
 	eps := f.endpointList()
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
@@ -119,13 +119,23 @@ func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 		// cannot overflow.
 		return nil, usageError("--timeout must be between 1ns and %v, got %v", maxTimeout, f.timeout)
 	}
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	if err := reach(rctx, eps, f.timeout, noticeTo(os.Stderr)); err != nil {
+		return nil, err
+	}
+	return eps, nil
+}
+
+// client checks the endpoints, waits (up to --timeout) until one accepts
+// a connection, and connects to them.
+func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 	opts, err := f.options()
 	if err != nil {
 		return nil, err
 	}
-	rctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	if err := reach(rctx, eps, f.timeout, noticeTo(os.Stderr)); err != nil {
+	eps, err := f.reachable(ctx)
+	if err != nil {
 		return nil, err
 	}
 	c, err := client.New(eps, opts...)

@@ -44,6 +44,8 @@ const (
 	exitUsage      = 2
 	exitNotGranted = 3
 	exitLockLost   = 4
+	// exitInterrupted is the shell's code for a command ended by SIGINT.
+	exitInterrupted = 130
 )
 
 // exitCodeError carries an exit code out of a command.
@@ -88,6 +90,11 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintln(os.Stderr, "fenced:", ec.err)
 		}
 		return ec.code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C or SIGTERM: the cancellation is ours, not an error.
+		fmt.Fprintln(os.Stderr, "fenced: interrupted")
+		return exitInterrupted
 	}
 	fmt.Fprintln(os.Stderr, "fenced:", err)
 	if isUsage(at, err) {
