@@ -29,6 +29,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 	var (
 		measuring atomic.Bool
+		completed atomic.Int64 // cycles completed, for Progress
 		errs      errorCount
 		order     tokenOrder
 		mu        sync.Mutex
@@ -74,6 +75,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 					pause(runCtx, 10*time.Millisecond)
 					continue
 				}
+				completed.Add(1)
 				if counted && measuring.Load() {
 					myAcquire = append(myAcquire, acquired)
 					myCycle = append(myCycle, time.Since(start))
@@ -86,13 +88,34 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		}()
 	}
 
+	var (
+		phase     atomic.Value // string
+		phaseAt   atomic.Int64 // UnixNano
+		phaseBase atomic.Int64 // completed at the phase's start
+	)
+	setPhase := func(p string) {
+		phaseBase.Store(completed.Load())
+		phaseAt.Store(time.Now().UnixNano())
+		phase.Store(p)
+	}
+	setPhase("warmup")
+	stopProgress := reportProgress(o, func() Progress {
+		p := phase.Load().(string)
+		total := o.Warmup
+		if p == "measuring" {
+			total = o.Duration
+		}
+		return Progress{Phase: p, Elapsed: time.Duration(time.Now().UnixNano() - phaseAt.Load()), Total: total, Done: completed.Load() - phaseBase.Load()}
+	})
 	pause(ctx, o.Warmup)
 	warmedUp := ctx.Err() == nil
 	usage := startUsage(o.ServerPIDs)
+	setPhase("measuring")
 	measuring.Store(true)
 	start := time.Now()
 	pause(ctx, o.Duration)
 	measuring.Store(false)
+	stopProgress()
 	elapsed := time.Since(start)
 	server := usage.stop(elapsed)
 	stop()

@@ -48,6 +48,48 @@ type Options struct {
 	// ServerPIDs are the server processes whose CPU and RSS are sampled
 	// during the measurement, when they run on this machine. Empty: none.
 	ServerPIDs []int
+	// Progress, when set, is called about once a second while the
+	// workload runs, from a goroutine of its own.
+	Progress func(Progress)
+}
+
+// Progress is how far a run has got.
+type Progress struct {
+	// Phase is "warmup", "opening" (the sessions workload's holders) or
+	// "measuring".
+	Phase string
+	// Elapsed and Total are the time spent in the phase and its length
+	// (0 when it has none, as "opening").
+	Elapsed, Total time.Duration
+	// Done counts cycles completed, or holders opened, in the phase.
+	Done int64
+}
+
+// progressEvery is how often Options.Progress is called.
+const progressEvery = time.Second
+
+// reportProgress calls o.Progress every progressEvery with what now
+// returns, until the returned stop is called.
+func reportProgress(o Options, now func() Progress) (stop func()) {
+	if o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				o.Progress(now())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // DefaultTTL is the session TTL lockers get when Options.TTL is 0.

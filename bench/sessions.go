@@ -23,7 +23,16 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 		lat   latencies
 		wg    sync.WaitGroup
 		start = time.Now()
+		opened atomic.Int64
 	)
+	measuredAt := atomic.Int64{} // UnixNano; 0 while opening
+	stopProgress := reportProgress(o, func() Progress {
+		if at := measuredAt.Load(); at != 0 {
+			return Progress{Phase: "measuring", Elapsed: time.Duration(time.Now().UnixNano() - at), Total: o.Duration, Done: opened.Load()}
+		}
+		return Progress{Phase: "opening", Elapsed: time.Since(start), Done: opened.Load()}
+	})
+	defer stopProgress()
 	for range min(o.Clients, o.Sessions) {
 		wg.Add(1)
 		go func() {
@@ -51,6 +60,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 					return
 				}
 				mine = append(mine, time.Since(t0))
+				opened.Add(1)
 			}
 		}()
 	}
@@ -73,6 +83,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	// Every holder is open and holds its lock: measure the steady state.
 	usage := startUsage(o.ServerPIDs)
 	measured := time.Now()
+	measuredAt.Store(measured.UnixNano())
 	pause(ctx, o.Duration)
 	elapsed := time.Since(measured)
 	r.Server = usage.stop(elapsed)

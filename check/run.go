@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -58,10 +59,24 @@ type Config struct {
 	Secure bool
 	// Log receives progress; nil means stderr.
 	Log io.Writer
+	// Progress, when set, is called about once a second while faults are
+	// injected, from a goroutine of its own.
+	Progress func(Progress)
 	// KeepData keeps the nodes' data dirs, logs and the workers' files
 	// (OutDir/run) after a run without violations; a failed run always
 	// keeps them.
 	KeepData bool
+}
+
+// Progress is how far the fault phase of a run has got.
+type Progress struct {
+	// Elapsed and Total are the time faults have been injected for and
+	// Config.Duration.
+	Elapsed, Total time.Duration
+	// Ops counts the client operations the workers have recorded so far.
+	Ops int
+	// Faults counts the faults injected so far.
+	Faults int
 }
 
 // Validate says what is wrong with c.
@@ -267,8 +282,20 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	defer nem.admin.Close()
 	say("workload: %d clients on %d locks for %v, faults %s, seed %d", cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	stopProgress := reportProgress(fctx, cfg, workers, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, op := range nemesisOps {
+			if op.Kind == history.OpFault && op.Outcome == "start" {
+				n++
+			}
+		}
+		return n
+	})
 	nem.run(fctx)
 	cancel()
+	stopProgress()
 
 	say("healing every fault")
 	if err := nem.healAll(ctx); err != nil {
@@ -367,4 +394,61 @@ func finalReads(ctx context.Context, c *cluster, keys []string) history.History 
 		h = append(h, op)
 	}
 	return h
+}
+
+// reportProgress calls cfg.Progress every second until ctx ends or the
+// returned stop is called, counting the lines the workers have appended
+// to their history files (one operation each).
+func reportProgress(ctx context.Context, cfg Config, workers []*workerProc, faults func() int) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	start := time.Now()
+	counts := make([]lineCounter, len(workers))
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ops := 0
+			for i, w := range workers {
+				ops += counts[i].count(w.out)
+			}
+			cfg.Progress(Progress{Elapsed: time.Since(start), Total: cfg.Duration, Ops: ops, Faults: faults()})
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// lineCounter counts the lines of a file that only grows, reading only
+// what was appended since the last count.
+type lineCounter struct {
+	offset int64
+	lines  int
+}
+
+func (c *lineCounter) count(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return c.lines
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.ReadAt(buf, c.offset)
+		c.offset += int64(n)
+		c.lines += bytes.Count(buf[:n], []byte{'\n'})
+		if err != nil || n == 0 {
+			return c.lines
+		}
+	}
 }

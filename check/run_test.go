@@ -111,7 +111,15 @@ func TestRun_SecureCluster(t *testing.T) {
 // late writes get through and the stale-write checker must say so.
 func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
 	out := t.TempDir()
-	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{history.FaultPauseClient}, Resource: "unfenced", OutDir: out})
+	var mu sync.Mutex
+	var progress []check.Progress
+	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{history.FaultPauseClient}, Resource: "unfenced", OutDir: out,
+		Progress: func(p check.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }})
+	mu.Lock()
+	if n := len(progress); n < 5 || progress[n-1].Ops <= progress[0].Ops || progress[n-1].Ops > res.Summary.Ops || progress[n-1].Total != 20*time.Second {
+		t.Errorf("progress %+v: want one a second, ops growing up to at most the run's %d", progress, res.Summary.Ops)
+	}
+	mu.Unlock()
 	if !hasViolation(res, "stale-write") {
 		t.Fatalf("the stale-write checker did not catch the unfenced resource: %s", res.Summary.Line())
 	}

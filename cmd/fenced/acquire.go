@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,7 +41,9 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			}
 			ctx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
+			stopWaiting := showWait(newProgress(os.Stderr, cf.json), name, wait)
 			g, secret, err := acquire(ctx, c, name, ttl, wait)
+			stopWaiting()
 			if errors.Is(err, fence.ErrNotGranted) {
 				c.Close()
 				return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
@@ -96,4 +99,29 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// showWait shows, on a terminal, how long an acquire has waited, from a
+// second after it started until the returned stop is called.
+func showWait(line *progressLine, name string, wait time.Duration) (stop func()) {
+	if wait <= time.Second {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				line.update("fenced: waiting for %s: %v of %v", shown(name), time.Since(start).Round(time.Second), wait)
+			}
+		}
+	}()
+	return func() { close(done); <-finished; line.clear() }
 }

@@ -81,7 +81,16 @@ serves other users only if a little extra load is acceptable.`,
 			// An interrupted run does not wait for a server that went away
 			// to answer the sessions' closes: their TTLs end them.
 			defer closeWithin(cmd.Context(), sys.Close)
+			line := newProgress(os.Stderr, cf.json)
+			o.Progress = func(p bench.Progress) {
+				if p.Total > 0 {
+					line.update("fenced bench: %s %v/%v, %d done", p.Phase, p.Elapsed.Round(time.Second), p.Total, p.Done)
+				} else {
+					line.update("fenced bench: %s, %d done", p.Phase, p.Done)
+				}
+			}
 			r, err := bench.Run(cmd.Context(), sys, o)
+			line.clear()
 			if err != nil && !r.Partial {
 				return err
 			}

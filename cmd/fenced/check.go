@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -59,7 +60,13 @@ membership (or all).`,
 			if err := cfg.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
+			line := newProgress(os.Stderr, false)
+			cfg.Progress = func(p check.Progress) {
+				line.update("check: %v/%v ops=%d faults=%d", p.Elapsed.Round(time.Second), p.Total, p.Ops, p.Faults)
+			}
+			cfg.Log = &clearingWriter{line: line, w: os.Stderr}
 			res, err := check.Run(cmd.Context(), cfg)
+			line.clear()
 			if err != nil {
 				return err
 			}
@@ -114,4 +121,16 @@ func runCheckWorker(cfg check.WorkerConfig, out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return check.RunWorker(ctx, cfg)
+}
+
+// clearingWriter clears the progress line before each write, so that
+// log lines do not land in the middle of it.
+type clearingWriter struct {
+	line *progressLine
+	w    io.Writer
+}
+
+func (c *clearingWriter) Write(p []byte) (int, error) {
+	c.line.clear()
+	return c.w.Write(p)
 }

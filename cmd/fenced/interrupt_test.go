@@ -68,6 +68,9 @@ func TestInterrupt_WaitingAcquire(t *testing.T) {
 	if code != 130 || took > 5*time.Second {
 		t.Fatalf("exit %d after %v, want 130 within 5s; stderr %q", code, took, w.stderr.String())
 	}
+	if strings.Contains(w.stderr.String(), "\r") {
+		t.Errorf("stderr %q: a progress line off a terminal", w.stderr.String())
+	}
 	out, errOut, code := runFenced(t, "acquire", "q", "--ttl", "2s", "--wait", "20s", "--endpoints", srv.Addr)
 	if code != 0 || !strings.Contains(out, "token 2") {
 		t.Fatalf("the next acquire: exit %d %q %q; want token 2 (the interrupted waiter never got one)", code, out, errOut)
