@@ -17,12 +17,12 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	lockers := make([]Locker, o.Sessions)
 	defer func() { closeLockersAfter(ctx, lockers) }()
 	var (
-		errs  errorCount
-		next  atomic.Int64
-		mu    sync.Mutex
-		lat   latencies
-		wg    sync.WaitGroup
-		start = time.Now()
+		errs   errorCount
+		next   atomic.Int64
+		mu     sync.Mutex
+		lat    latencies
+		wg     sync.WaitGroup
+		start  = time.Now()
 		opened atomic.Int64
 	)
 	measuredAt := atomic.Int64{} // UnixNano; 0 while opening
