@@ -38,6 +38,17 @@ type section struct {
 	blocks      []block
 }
 
+// startsOwnServers reports whether the section is marked no-server: its
+// page starts servers itself, on fixed ports.
+func (s section) startsOwnServers() bool {
+	for _, b := range s.blocks {
+		if b.marks.noServer {
+			return true
+		}
+	}
+	return false
+}
+
 // sections parses every page into its sections with runnable blocks.
 func sections(t *testing.T) (secs []section, skipped []string) {
 	t.Helper()
@@ -74,7 +85,11 @@ func TestDocs_CommandsRunAsShown(t *testing.T) {
 	bin := proctest.Binary(t)
 	for _, sec := range secs {
 		t.Run(sec.file+"#"+slug(sec.title), func(t *testing.T) {
-			t.Parallel()
+			if !sec.startsOwnServers() {
+				// Sections on free ports run side by side; those that start
+				// servers on the ports their page names run one at a time.
+				t.Parallel()
+			}
 			if err := runSection(t, bin, sec); err != nil {
 				t.Fatal(err)
 			}
