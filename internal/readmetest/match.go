@@ -152,10 +152,15 @@ func matchLines(ms []lineMatcher, got []string) bool {
 }
 
 // splitOutput splits a command's output into lines; a final newline ends
-// the last line rather than starting an empty one.
+// the last line rather than starting an empty one, and a carriage return
+// before a newline (HTTP headers) is dropped, as a terminal shows it.
 func splitOutput(s string) []string {
 	if s == "" {
 		return nil
 	}
-	return strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	lines := strings.Split(strings.TrimSuffix(s, "\n"), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimSuffix(l, "\r")
+	}
+	return lines
 }

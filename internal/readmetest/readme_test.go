@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,9 +208,14 @@ func varyHint(b block) string {
 	return "\n(if only ids, issuers, secrets or times differ, mark the block <!-- readme-test: vary=hex,time,... --> as docs/contributing.md says)"
 }
 
+// indent shows lines for a failure message, quoted when they hold
+// characters a terminal would not show.
 func indent(lines []string) string {
 	var sb strings.Builder
 	for _, l := range lines {
+		if strings.ContainsFunc(l, func(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }) {
+			l = strconv.Quote(l)
+		}
 		sb.WriteString("    " + l + "\n")
 	}
 	return sb.String()

@@ -115,6 +115,10 @@ func TestMatch_Forms(t *testing.T) {
 			t.Errorf("want %q got %q vary=%s: matched %v, want %v", tc.want, tc.got, tc.vary, got, tc.ok)
 		}
 	}
+	// A carriage return before a newline is not part of the line.
+	if got := splitOutput("HTTP/1.1 200 OK\r\nX: 1\r\n"); len(got) != 2 || got[0] != "HTTP/1.1 200 OK" || got[1] != "X: 1" {
+		t.Errorf("splitOutput of CRLF lines: %q", got)
+	}
 	// "..." alone on a line stands for any number of lines.
 	ms := compile([]string{"first", "...", "last"}, map[string]bool{"...": true})
 	for _, got := range [][]string{{"first", "last"}, {"first", "x", "y", "last"}} {
