@@ -1,7 +1,10 @@
 package main_test
 
 import (
+	"bufio"
 	"encoding/json"
+	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -103,6 +106,13 @@ func TestEdge_LogIsJSONUnderForwarding(t *testing.T) {
 		out, _, _ := runFenced(t, "status", "held", "--endpoints", followers[1].Addr)
 		return strings.Contains(out, "token")
 	})
+	// The holder's keep-alive stream is forwarded too: wait until the
+	// follower has forwarded renewals (TTL/3 apart), so streams are open
+	// when the leader dies under them.
+	base := forwarded(t, followers[0].Addr)
+	eventually(t, "the follower forwards the holder's renewals", 20*time.Second, func() bool {
+		return forwarded(t, followers[0].Addr) >= base+2
+	})
 	leader.Kill()
 	eventually(t, "the lock is lost or kept with a new leader", 30*time.Second, func() bool {
 		out, _, code := runFenced(t, "cluster", "status", "--json", "--endpoints", proctest.Endpoints(followers))
@@ -119,4 +129,22 @@ func TestEdge_LogIsJSONUnderForwarding(t *testing.T) {
 			}
 		}
 	}
+}
+
+// forwarded reads fenced_forwarded_requests_total from a member's metrics.
+func forwarded(t *testing.T, addr string) float64 {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "fenced_forwarded_requests_total "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
+		}
+	}
+	return 0
 }
