@@ -56,7 +56,7 @@ serves other users only if a little extra load is acceptable.`,
 			if err := o.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
-			eps, err := cf.reachable(cmd.Context())
+			eps, err := cf.validEndpoints()
 			if err != nil {
 				return err
 			}
@@ -81,6 +81,9 @@ serves other users only if a little extra load is acceptable.`,
 			// An interrupted run does not wait for a server that went away
 			// to answer the sessions' closes: their TTLs end them.
 			defer closeWithin(cmd.Context(), sys.Close)
+			if err := cf.reach(cmd.Context(), eps); err != nil {
+				return err
+			}
 			line := newProgress(os.Stderr, cf.json)
 			o.Progress = func(p bench.Progress) {
 				if p.Total > 0 {

@@ -105,6 +105,22 @@ const maxTimeout = 24 * time.Hour
 // reachable checks the endpoints and --timeout, and waits (up to
 // --timeout) until one endpoint accepts a connection.
 func (f *clientFlags) reachable(ctx context.Context) ([]string, error) {
+	eps, err := f.validEndpoints()
+	if err != nil {
+		return nil, err
+	}
+	return eps, f.reach(ctx, eps)
+}
+
+// reach waits (up to --timeout) until one of eps accepts a connection.
+func (f *clientFlags) reach(ctx context.Context, eps []string) error {
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return reach(rctx, eps, f.timeout, noticeTo(os.Stderr))
+}
+
+// validEndpoints checks --endpoints and --timeout without dialing.
+func (f *clientFlags) validEndpoints() ([]string, error) {
 	eps := f.endpointList()
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
@@ -118,11 +134,6 @@ func (f *clientFlags) reachable(ctx context.Context) ([]string, error) {
 		// Bounded so that --timeout plus a --wait (at most fence.MaxWait)
 		// cannot overflow.
 		return nil, usageError("--timeout must be between 1ns and %v, got %v", maxTimeout, f.timeout)
-	}
-	rctx, cancel := context.WithTimeout(ctx, f.timeout)
-	defer cancel()
-	if err := reach(rctx, eps, f.timeout, noticeTo(os.Stderr)); err != nil {
-		return nil, err
 	}
 	return eps, nil
 }
