@@ -82,7 +82,9 @@ func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.
 	defer cancel()
 	m := client.NewMutex(s, name)
 	if err := m.Lock(wctx); err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if wctx.Err() != nil && ctx.Err() == nil {
 			return fence.Grant{}, "", fmt.Errorf("%w: %v", fence.ErrNotGranted, err)
 		}

@@ -209,3 +209,22 @@ func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)
 	return err
 }
+
+// Bounds of the clean-up a command does after its own work (closing a
+// session, releasing a lock), which must never wait forever for a server
+// that went away.
+const (
+	cleanupWait        = 2 * time.Second
+	interruptedCleanup = 300 * time.Millisecond
+)
+
+// cleanupContext bounds a clean-up call made after the command's context
+// cmdCtx may have ended: cleanupWait, or interruptedCleanup once the
+// command was interrupted.
+func cleanupContext(cmdCtx context.Context) (context.Context, context.CancelFunc) {
+	d := cleanupWait
+	if cmdCtx.Err() != nil {
+		d = interruptedCleanup
+	}
+	return context.WithTimeout(context.WithoutCancel(cmdCtx), d)
+}

@@ -76,3 +76,33 @@ func TestInterrupt_WaitingAcquire(t *testing.T) {
 		t.Fatalf("the next acquire: exit %d %q %q; want token 2 (the interrupted waiter never got one)", code, out, errOut)
 	}
 }
+
+// A waiting acquire whose server went away ends within about a second of
+// SIGTERM all the same (it used to retry closing its session forever),
+// and one that is not interrupted ends soon after its --wait.
+func TestInterrupt_WaitingAcquireServerGone(t *testing.T) {
+	srv := proctest.StartServer(t)
+	if _, errOut, code := runFenced(t, "acquire", "q", "--ttl", "1m", "--endpoints", srv.Addr); code != 0 {
+		t.Fatalf("first acquire: exit %d %s", code, errOut)
+	}
+	w := startFenced(t, nil, "acquire", "q", "--wait", "1m", "--endpoints", srv.Addr)
+	w2 := startFenced(t, nil, "acquire", "q", "--wait", "2s", "--endpoints", srv.Addr)
+	eventually(t, "both acquires wait", 20*time.Second, func() bool {
+		out, _, _ := runFenced(t, "status", "q", "--endpoints", srv.Addr)
+		return strings.Contains(out, "waiting: 2")
+	})
+	srv.Kill()
+	start := time.Now()
+	if err := w.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := w.wait(t, time.Minute); code != 130 {
+		t.Fatalf("exit %d, want 130; stderr %q", code, w.stderr.String())
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Errorf("took %v to exit after SIGTERM", took)
+	}
+	if code := w2.wait(t, time.Minute); code != 3 {
+		t.Fatalf("the uninterrupted acquire: exit %d, want 3 (not granted); stderr %q", code, w2.stderr.String())
+	}
+}

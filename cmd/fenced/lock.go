@@ -90,7 +90,9 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	err = m.Lock(wctx)
 	cancel()
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
 		}
@@ -117,7 +119,9 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	)
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
-		m.Unlock(context.Background())
+		uctx, cancel := cleanupContext(ctx)
+		m.Unlock(uctx)
+		cancel()
 		return fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)

@@ -35,6 +35,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Exit codes scripts can rely on.
@@ -73,7 +74,43 @@ func usageError(format string, args ...any) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !cleansUpItself(os.Args[1:]) {
+		go exitAfterInterrupt(ctx)
+	}
 	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// interruptGrace is how long a command has, after SIGINT or SIGTERM, to
+// end on its own before the process exits anyway.
+const interruptGrace = 750 * time.Millisecond
+
+// exitAfterInterrupt ends the process interruptGrace after ctx ends (a
+// signal), for a command still waiting on a server that went away: what
+// it leaves on a server (a session, a queued acquire) ends by its TTL.
+func exitAfterInterrupt(ctx context.Context) {
+	<-ctx.Done()
+	time.Sleep(interruptGrace)
+	fmt.Fprintln(os.Stderr, "fenced: interrupted")
+	os.Exit(exitInterrupted)
+}
+
+// cleansUpItself reports whether the command line runs a command that
+// handles SIGINT and SIGTERM itself and must be left to finish: the
+// server's graceful shutdown, fenced lock (its command gets the signal),
+// the harness (it stops its cluster) and bench (it prints what it
+// measured, with bounded clean-up).
+func cleansUpItself(args []string) bool {
+	c, _, err := newRootCommand().Find(args)
+	if err != nil || c == nil {
+		return false
+	}
+	for ; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "serve", "lock", "check", "bench":
+			return true
+		}
+	}
+	return false
 }
 
 // run executes the command line and returns the process exit code.
