@@ -15,7 +15,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer closeLockers(lockers)
+	defer func() { closeLockersAfter(ctx, lockers) }()
 	if o.Workload == WorkloadFencedWrite {
 		if _, ok := lockers[0].(FencedWriter); !ok {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
@@ -45,6 +45,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 	var (
 		measuring atomic.Bool
+		completed atomic.Int64 // cycles completed, for Progress
 		errs      errorCount
 		order     tokenOrder
 		mu        sync.Mutex
@@ -93,6 +94,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 					pause(runCtx, 10*time.Millisecond)
 					continue
 				}
+				completed.Add(1)
 				if counted && measuring.Load() {
 					myAcquire = append(myAcquire, acquired)
 					myCycle = append(myCycle, time.Since(start))
@@ -105,18 +107,41 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		}()
 	}
 
+	var (
+		phase     atomic.Value // string
+		phaseAt   atomic.Int64 // UnixNano
+		phaseBase atomic.Int64 // completed at the phase's start
+	)
+	setPhase := func(p string) {
+		phaseBase.Store(completed.Load())
+		phaseAt.Store(time.Now().UnixNano())
+		phase.Store(p)
+	}
+	setPhase("warmup")
+	stopProgress := reportProgress(o, func() Progress {
+		p := phase.Load().(string)
+		total := o.Warmup
+		if p == "measuring" {
+			total = o.Duration
+		}
+		return Progress{Phase: p, Elapsed: time.Duration(time.Now().UnixNano() - phaseAt.Load()), Total: total, Done: completed.Load() - phaseBase.Load()}
+	})
 	pause(ctx, o.Warmup)
+	warmedUp := ctx.Err() == nil
 	usage := startUsage(o.ServerPIDs)
+	setPhase("measuring")
 	measuring.Store(true)
 	start := time.Now()
 	pause(ctx, o.Duration)
 	measuring.Store(false)
+	stopProgress()
 	elapsed := time.Since(start)
 	server := usage.stop(elapsed)
 	stop()
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
+	interrupted := ctx.Err()
+	if interrupted != nil && !warmedUp {
+		return Result{}, interrupted
 	}
 
 	acquire.sort()
@@ -137,8 +162,16 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		TokenOrderViolations: order.violations.Load() + sem.tokenViolations(),
 		CapacityViolations:   sem.capacityViolations(),
 		Server:               server,
+		Partial:              interrupted != nil,
 	}
 	errs.fill(&r)
+	if interrupted != nil {
+		if r.Cycles == 0 {
+			return Result{}, interrupted
+		}
+		// What was measured until the interruption, marked partial.
+		return r, interrupted
+	}
 	if r.Cycles == 0 {
 		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
 	}

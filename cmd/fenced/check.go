@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -60,7 +61,13 @@ membership (or all).`,
 			if err := cfg.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
+			line := newProgress(os.Stderr, false)
+			cfg.Progress = func(p check.Progress) {
+				line.update("check: %v/%v ops=%d faults=%d", p.Elapsed.Round(time.Second), p.Total, p.Ops, p.Faults)
+			}
+			cfg.Log = &clearingWriter{line: line, w: os.Stderr}
 			res, err := check.Run(cmd.Context(), cfg)
+			line.clear()
 			if err != nil {
 				return err
 			}
@@ -87,6 +94,7 @@ membership (or all).`,
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
 	f.BoolVar(&cfg.AnyOwner, "any-owner", false, "negative control: the servers let any request act for any session, whatever its secret (the ownership check must fail)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
+	f.BoolVar(&cfg.KeepData, "keep-data", false, "keep the nodes' data dirs and logs (--out/run) after a run without violations; a failed run always keeps them")
 	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")
 	// Worker mode: the harness runs this binary as its client processes.
@@ -115,4 +123,16 @@ func runCheckWorker(cfg check.WorkerConfig, out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return check.RunWorker(ctx, cfg)
+}
+
+// clearingWriter clears the progress line before each write, so that
+// log lines do not land in the middle of it.
+type clearingWriter struct {
+	line *progressLine
+	w    io.Writer
+}
+
+func (c *clearingWriter) Write(p []byte) (int, error) {
+	c.line.clear()
+	return c.w.Write(p)
 }

@@ -33,6 +33,10 @@
 //	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
 //	fenced keys list                      the cluster's public grant-signing keys
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
+//	fenced man --dir DIR                  write a man page for every command into DIR
+//
+// "fenced completion bash|zsh|fish|powershell" prints a shell completion
+// script.
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
@@ -48,6 +52,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 )
 
 // Exit codes scripts can rely on.
@@ -57,6 +62,8 @@ const (
 	exitUsage      = 2
 	exitNotGranted = 3
 	exitLockLost   = 4
+	// exitInterrupted is the shell's code for a command ended by SIGINT.
+	exitInterrupted = 130
 )
 
 // exitCodeError carries an exit code out of a command.
@@ -84,7 +91,43 @@ func usageError(format string, args ...any) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !cleansUpItself(os.Args[1:]) {
+		go exitAfterInterrupt(ctx)
+	}
 	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// interruptGrace is how long a command has, after SIGINT or SIGTERM, to
+// end on its own before the process exits anyway.
+const interruptGrace = 750 * time.Millisecond
+
+// exitAfterInterrupt ends the process interruptGrace after ctx ends (a
+// signal), for a command still waiting on a server that went away: what
+// it leaves on a server (a session, a queued acquire) ends by its TTL.
+func exitAfterInterrupt(ctx context.Context) {
+	<-ctx.Done()
+	time.Sleep(interruptGrace)
+	fmt.Fprintln(os.Stderr, "fenced: interrupted")
+	os.Exit(exitInterrupted)
+}
+
+// cleansUpItself reports whether the command line runs a command that
+// handles SIGINT and SIGTERM itself and must be left to finish: the
+// server's graceful shutdown, fenced lock (its command gets the signal),
+// the harness (it stops its cluster) and bench (it prints what it
+// measured, with bounded clean-up).
+func cleansUpItself(args []string) bool {
+	c, _, err := newRootCommand().Find(args)
+	if err != nil || c == nil {
+		return false
+	}
+	for ; c != nil; c = c.Parent() {
+		switch c.Name() {
+		case "serve", "lock", "check", "bench":
+			return true
+		}
+	}
+	return false
 }
 
 // run executes the command line and returns the process exit code.
@@ -101,6 +144,11 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintln(os.Stderr, "fenced:", ec.err)
 		}
 		return ec.code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C or SIGTERM: the cancellation is ours, not an error.
+		fmt.Fprintln(os.Stderr, "fenced: interrupted")
+		return exitInterrupted
 	}
 	fmt.Fprintln(os.Stderr, "fenced:", err)
 	if isUsage(at, err) {
