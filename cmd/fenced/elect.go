@@ -96,7 +96,9 @@ func runElected(ctx context.Context, cf *clientFlags, c *client.Client, name, va
 	_, err = e.Campaign(wctx, value)
 	cancel()
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return withExit(exitNotGranted, fmt.Errorf("%s: not elected within %v", name, wait))
 		}

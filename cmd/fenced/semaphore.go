@@ -118,7 +118,9 @@ func acquirePermits(ctx context.Context, c *client.Client, name string, sf semap
 		cancel()
 	}
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		switch {
 		case errors.Is(err, fence.ErrNotGranted) && sf.wait == 0:
 			return nil, nil, withExit(exitNotGranted, err)
