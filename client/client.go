@@ -68,19 +68,21 @@ type Client struct {
 
 // endpoint is one server address with its generated API clients.
 type endpoint struct {
-	addr     string
-	url      string
-	sessions fencedv1connect.SessionServiceClient
-	locks    fencedv1connect.LockServiceClient
-	rwlocks  fencedv1connect.RWLockServiceClient
-	kv       fencedv1connect.KVServiceClient
-	cluster  fencedv1connect.ClusterServiceClient
-	keys     fencedv1connect.KeyServiceClient
-	pipe     *pipeline // Acquire, Release and KV Put go through it
+	addr      string
+	url       string
+	sessions  fencedv1connect.SessionServiceClient
+	locks     fencedv1connect.LockServiceClient
+	rwlocks   fencedv1connect.RWLockServiceClient
+	kv        fencedv1connect.KVServiceClient
+	cluster   fencedv1connect.ClusterServiceClient
+	keys      fencedv1connect.KeyServiceClient
+	pipe      *pipeline // Acquire, Release and KV Put go through it
+	snapshots fencedv1connect.SnapshotServiceClient
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
 	semaphores fencedv1connect.SemaphoreServiceClient
 	// elections serves Election and the observers.
 	elections fencedv1connect.ElectionServiceClient
+	queues    fencedv1connect.QueueServiceClient
 }
 
 // An Option configures a Client.
@@ -176,9 +178,11 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 			kv:         fencedv1connect.NewKVServiceClient(c.httpClient, base),
 			cluster:    fencedv1connect.NewClusterServiceClient(c.httpClient, base),
 			keys:       fencedv1connect.NewKeyServiceClient(c.httpClient, base),
+			snapshots:  fencedv1connect.NewSnapshotServiceClient(c.httpClient, base),
 			semaphores: fencedv1connect.NewSemaphoreServiceClient(c.httpClient, base),
 			elections:  fencedv1connect.NewElectionServiceClient(c.httpClient, base),
 			rwlocks:    fencedv1connect.NewRWLockServiceClient(c.httpClient, base),
+			queues:     fencedv1connect.NewQueueServiceClient(c.httpClient, base),
 		}
 		e.pipe = &pipeline{c: c, ep: e}
 		c.endpoints = append(c.endpoints, e)

@@ -250,3 +250,40 @@ func ExampleRWMutex() {
 	// the writer waits for the reader
 	// writer holds a write grant, token above the reader's: true
 }
+
+// A worker claims orders and sends each claim's token with its write to
+// the resource (object: the claim's scope), so that a write made after
+// the claim ended is rejected there. The SDK keeps the claim alive while
+// the work runs; Context is cancelled if it is lost.
+func ExampleQueue_Claim() {
+	c, err := client.New(endpoints())
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	q := client.NewQueue(c, "example-orders")
+	if _, _, err := q.Push(ctx, []byte(`{"id":"order-1"}`), client.WithDedupeKey("order-1")); err != nil {
+		log.Fatal(err)
+	}
+	s, err := c.NewSession(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close(context.Background())
+
+	claim, err := q.Claim(ctx, s, 30*time.Second)
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The work: write to the resource with claim.Token, object claim.Scope,
+	// under claim.Context().
+	fmt.Printf("%s: %s (kind %s)\n", claim.Scope, claim.Payload, claim.Grant.Kind)
+	if err := claim.Ack(ctx); err != nil {
+		log.Fatal(err) // errors.Is(err, fence.ErrStaleToken): the claim had ended
+	}
+	// Output:
+	// example-orders/1: {"id":"order-1"} (kind claim)
+}

@@ -16,6 +16,7 @@ const (
 	kindSemaphore
 	kindElection
 	kindRWLock
+	kindQueue
 	numKinds
 )
 

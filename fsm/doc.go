@@ -1,6 +1,7 @@
 // Package fsm is fenced's replicated state machine: sessions with TTLs,
-// exclusive locks, counting semaphores (semaphore.go) and leader elections
-// (election.go) with FIFO wait queues, the fenced kv, the one token counter
+// exclusive locks, counting semaphores (semaphore.go), leader elections
+// (election.go), read/write locks (rwlock.go) with FIFO wait queues, work
+// queues with fenced claims (queue.go), the fenced kv, the one token counter
 // of the cluster and the tables that de-duplicate retried requests.
 //
 // The Machine is pure and deterministic (docs/design.md): it reads no
@@ -80,6 +81,14 @@
 //   - snapshot (snapshot.go, primitive.go): the Machine writes the counters
 //     and the sessions; each section writes and restores its own fields of
 //     State.
+//   - the format version (format.go): every entry and snapshot carries
+//     one; Decode and Restore refuse a version this build does not
+//     apply (ErrFormatVersion), so the node stops instead of skipping.
+//     A primitive adds nothing.
+//   - restore into a new issuer epoch (reissue.go): Restored keeps the kv
+//     and drops every session (so every primitive's grants and waiters);
+//     a primitive whose state outlives sessions must say what a restore
+//     keeps of it there.
 //   - per-owner quotas (quota.go): a session records the identity it is
 //     charged to, and its bindings count what that owner holds and waits
 //     for over every primitive; a request carries the limits (a Quota) and

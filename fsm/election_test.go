@@ -268,7 +268,7 @@ func TestElection_SnapshotFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(data, golden) {
+	if !bytes.Equal(data, versioned(golden)) {
 		t.Errorf("the same commands now snapshot to other bytes than %s", electionGolden)
 	}
 	r := fsm.New(nil)

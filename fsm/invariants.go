@@ -44,6 +44,7 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 		{"read/write locks", len(st.GetRwlocks()), len(m.rwlocks.byName)},
 		{"kv entries", len(st.GetKv()), len(m.kv.entries)},
 		{"nodes", len(st.GetNodes()), len(m.nodes)},
+		{"queues", len(st.GetQueues()), len(m.queues.byName)},
 	} {
 		if c.sent != c.got {
 			return broken("the snapshot lists %d %s but only %d distinct ones", c.sent, c.what, c.got)
@@ -83,6 +84,9 @@ func (m *Machine) checkInvariants() error {
 		return err
 	}
 	if err := m.rwlocks.check(); err != nil {
+		return err
+	}
+	if err := m.queues.check(); err != nil {
 		return err
 	}
 	if err := m.checkLive(); err != nil {

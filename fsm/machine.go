@@ -22,9 +22,13 @@ type Machine struct {
 	semaphores  *semaphoreTable
 	elections   *electionTable
 	rwlocks     *rwTable
+	queues      *queueTable
 	kv          *kvStore
 	nodes       nodeTable
 	keys        *keyring // the signing keys (keys.go)
+	// lineage is the issuers this state was restored from, oldest first
+	// (reissue.go).
+	lineage []*statev1.IssuerEpoch
 	// live is every grant in force by token (livegrants.go), rebuilt from
 	// the primitives on restore.
 	live liveGrants
@@ -59,12 +63,14 @@ func (m *Machine) reset() {
 	m.elections = newElectionTable(m)
 	m.rwlocks = newRWTable(m)
 	m.kv = newKVStore(m)
+	m.queues = newQueueTable(m)
 	m.nodes = make(nodeTable)
 	m.semaphores = newSemaphoreTable(m)
 	m.live = liveGrants{}
 	m.keys = &keyring{}
-	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks}
-	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.kv, m.nodes, m.keys}
+	m.lineage = nil
+	m.primitives = [numKinds]primitive{kindLock: m.locks, kindSemaphore: m.semaphores, kindElection: m.elections, kindRWLock: m.rwlocks, kindQueue: m.queues}
+	m.sections = []section{m.locks, m.semaphores, m.elections, m.rwlocks, m.queues, m.kv, m.nodes, m.keys}
 }
 
 // Apply applies one command and returns its result. It is deterministic:
@@ -114,6 +120,22 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.rwlocks.release(op.RwRelease, now)
 	case *statev1.Command_RwCancelWait:
 		return m.rwlocks.cancelWait(op.RwCancelWait, now)
+	case *statev1.Command_QueuePush:
+		return m.queues.push(op.QueuePush, now)
+	case *statev1.Command_QueueClaim:
+		return m.queues.claim(op.QueueClaim, now)
+	case *statev1.Command_QueueAck:
+		return m.queues.ack(op.QueueAck, now)
+	case *statev1.Command_QueueNack:
+		return m.queues.nack(op.QueueNack, now)
+	case *statev1.Command_QueueExtend:
+		return m.queues.extend(op.QueueExtend, now)
+	case *statev1.Command_ExpireClaim:
+		return m.queues.expire(op.ExpireClaim, now)
+	case *statev1.Command_QueueCancelWait:
+		return m.queues.cancelWait(op.QueueCancelWait)
+	case *statev1.Command_QueueTick:
+		return m.queues.tick(now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

@@ -62,6 +62,8 @@ type Result struct {
 	// Available and Capacity are a semaphore's free permits and capacity
 	// after an acquire.
 	Available, Capacity uint32
+	// Queue is the outcome of a work-queue command (queue.go).
+	Queue QueueResult
 	// Ignored reports a command that was valid but had no effect, such as an
 	// expiry proposed in an older term.
 	Ignored bool

@@ -295,14 +295,16 @@ func TestSemaphore_GoldenSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Equal(data, golden) {
+	// The golden file predates format versions (version 1 by default);
+	// a snapshot now ends with its format version.
+	if !bytes.Equal(data, versioned(golden)) {
 		t.Errorf("the same commands now snapshot to other bytes than %s", semaphoreGolden)
 	}
 	m := fsm.New(nil)
 	if err := m.Restore(golden); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	if again := mustSnapshot(t, m); !bytes.Equal(again, golden) {
+	if again := mustSnapshot(t, m); !bytes.Equal(again, versioned(golden)) {
 		t.Fatal("a restored snapshot does not snapshot to the same bytes")
 	}
 	info := m.Semaphore("pool")

@@ -22,6 +22,8 @@ func (m *Machine) Snapshot() ([]byte, error) {
 		LeaderTerm:    m.leaderTerm,
 		ReservedToken: uint64(m.tokens.reserved),
 		ReserveBlock:  uint64(m.tokens.block),
+		FormatVersion: FormatVersion,
+		Lineage:       m.Lineage(),
 	}
 	ids := make([]uint64, 0, len(m.sessions))
 	for id := range m.sessions {
@@ -56,6 +58,9 @@ func (m *Machine) Restore(data []byte) error {
 	if err := proto.Unmarshal(data, &st); err != nil {
 		return fmt.Errorf("restore: decode snapshot: %w", err)
 	}
+	if err := checkFormat("the snapshot", st.GetFormatVersion()); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
 	err := m.restore(&st)
 	if err == nil {
 		err = m.checkRestored(&st)
@@ -74,6 +79,9 @@ func (m *Machine) restore(st *statev1.State) error {
 	m.tokens.block = fence.Token(st.GetReserveBlock())
 	if m.tokens.reserved > fence.MaxToken || m.tokens.block > maxReserveBlock || (m.tokens.block > 0) != (m.tokens.reserved > 0) {
 		return fmt.Errorf("token reservation %d with block %d is out of range (block 1 to %d with a reservation, 0 without)", m.tokens.reserved, m.tokens.block, maxReserveBlock)
+	}
+	for _, e := range st.GetLineage() {
+		m.lineage = append(m.lineage, proto.Clone(e).(*statev1.IssuerEpoch))
 	}
 	m.lastSession = st.GetLastSession()
 	m.leaderTerm = st.GetLeaderTerm()

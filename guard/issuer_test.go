@@ -3,6 +3,7 @@ package guard_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	fence "github.com/fenced-dev/fenced"
@@ -31,5 +32,24 @@ func TestCheckIssuer(t *testing.T) {
 				t.Fatalf("CheckIssuer=%v, want ok=%v", err, tt.ok)
 			}
 		})
+	}
+}
+
+// A guard pinned to a cluster refuses the tokens of its restore (another
+// issuer epoch) and says that they come from a restore.
+func TestCheckIssuer_RestoredCluster(t *testing.T) {
+	for _, tt := range []struct{ pinned, presented string }{
+		{"abc", "abc.e2"},    // pinned before the restore
+		{"abc.e2", "abc"},    // a token of the old epoch at a re-pinned guard
+		{"abc.e2", "abc.e3"}, // a second restore
+	} {
+		err := guard.CheckIssuer(guard.ContextWithIssuer(context.Background(), tt.presented), tt.pinned)
+		if !errors.Is(err, fence.ErrIssuerMismatch) || !strings.Contains(err.Error(), "restored from a snapshot") {
+			t.Errorf("pinned %q, presented %q: %v, want a mismatch naming the restore", tt.pinned, tt.presented, err)
+		}
+	}
+	err := guard.CheckIssuer(guard.ContextWithIssuer(context.Background(), "xyz.e2"), "abc")
+	if !errors.Is(err, fence.ErrIssuerMismatch) || strings.Contains(err.Error(), "restored") {
+		t.Errorf("another cluster's epoch: %v, want a plain mismatch", err)
 	}
 }

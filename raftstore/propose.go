@@ -88,6 +88,7 @@ func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
 // commit proposes the batch, in entries within the batch limits, one after
 // the other, and hands each command its result.
 func (n *Node) commit(batch []*proposal) {
+	batch = dropAbandoned(batch)
 	for len(batch) > 0 {
 		k, bytes := 0, 0
 		for k < len(batch) && k < maxBatchCommands && (k == 0 || bytes+batch[k].size <= maxBatchBytes) {
@@ -97,6 +98,22 @@ func (n *Node) commit(batch []*proposal) {
 		n.commitEntry(batch[:k])
 		batch = batch[k:]
 	}
+}
+
+// dropAbandoned answers, without proposing them, the commands whose
+// caller's context ended while they waited in the queue (each caller has
+// returned or is returning; the command was never handed to raft, so it is
+// not applied), and returns the rest in their order.
+func dropAbandoned(batch []*proposal) []*proposal {
+	live := batch[:0]
+	for _, pr := range batch {
+		if err := pr.ctx.Err(); err != nil {
+			pr.done <- proposalResult{err: fmt.Errorf("propose: %w; the command was not proposed", err)}
+			continue
+		}
+		live = append(live, pr)
+	}
+	return live
 }
 
 // commitEntry proposes one entry holding the commands of part.

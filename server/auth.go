@@ -44,11 +44,12 @@ const (
 	permRead    = "read"     // Status, List, Describe, Verify, kv get
 	permAcquire = "acquire"  // sessions, Acquire, Release
 	permKVWrite = "kv-write" // kv put and delete
+	permEnqueue = "enqueue"  // queue push (claim, ack, nack and extend need acquire)
 	permAdmin   = "admin"    // cluster API, Revoke
 )
 
 // permissions is every permission a role may grant.
-var permissions = []string{permRead, permAcquire, permKVWrite, permAdmin}
+var permissions = []string{permRead, permAcquire, permKVWrite, permEnqueue, permAdmin}
 
 // AuthEntry is one line of an auth file: an identity, how it is known
 // (exactly one of SHA256, the hexadecimal SHA-256 of its bearer token, and
@@ -64,7 +65,7 @@ type AuthEntry struct {
 // name or a URI), which followers forward in a header.
 const maxCertIdentity = 1024
 
-// AuthRole grants permissions (read, acquire, kv-write, admin) on every
+// AuthRole grants permissions (read, acquire, kv-write, enqueue, admin) on every
 // name that starts with Prefix; the prefix "" covers every name.
 type AuthRole struct {
 	Prefix      string   `json:"prefix"`

@@ -86,15 +86,29 @@ func needOf(msg any) need {
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.RWDescribeRequest:
 		return need{perm: permRead, name: m.Name}
+	case *fencedv1.QueuePushRequest:
+		return need{perm: permEnqueue, name: m.Queue}
+	case *fencedv1.QueueClaimRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueAckRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueNackRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueExtendRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueStatsRequest:
+		return need{perm: permRead, name: m.Queue}
 	case *fencedv1.RevokeRequest:
 		return need{perm: permAdmin, name: m.Name}
 	case *fencedv1.ClusterStatusRequest:
 		return need{perm: permRead}
 	case *fencedv1.ListKeysRequest:
 		return need{perm: permRead, anywhere: true}
+	case *fencedv1.LineageRequest:
+		return need{perm: permRead, anywhere: true}
 	default:
-		// AddMember, RemoveMember, TransferLeader, RotateKeys and
-		// anything unknown.
+		// AddMember, RemoveMember, TransferLeader, RotateKeys, Save
+		// (a snapshot) and anything unknown.
 		return need{perm: permAdmin}
 	}
 }
@@ -244,6 +258,8 @@ func (s *Server) auditAdmin(ctx context.Context, proc string, msg any, err error
 		e.Target = m.Id
 	case *fencedv1.RegisterNodeRequest:
 		e.Target, e.Detail = m.Id, "api "+m.ApiAddr
+	case *fencedv1.SaveSnapshotRequest:
+		e.Target, e.Detail = "state", "snapshot save"
 	case *fencedv1.RotateKeysRequest:
 		e.Target, e.Detail = "signing keys", fmt.Sprintf("keep %d: %s", keepOf(m), m.Reason)
 	}

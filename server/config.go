@@ -99,6 +99,9 @@ type Config struct {
 	// The leader's mappings decide: give every member the same. Default
 	// none.
 	KVScopes []KVScope
+	// Queue bounds the work queue (QueueConfig); the zero value takes the
+	// defaults.
+	Queue QueueConfig
 	// Logger receives structured logs. Nil means slog.Default().
 	Logger *slog.Logger
 	// Test holds the fault harness's hooks; the zero value is off. Its
@@ -173,6 +176,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max message bytes %d is too small; want at least 1024", c.MaxMessageBytes))
 	}
 	errs = append(errs, c.Limits.validate()...)
+	errs = append(errs, c.Queue.validate()...)
 	if err := validateKVScopes(c.KVScopes); err != nil {
 		errs = append(errs, err)
 	}

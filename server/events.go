@@ -22,6 +22,8 @@ type events struct {
 	history   *eventLog // test knob; nil unless TestKnobs.EventLog is set
 	index     uint64    // Raft index of the entry being applied
 	elections *electionWatch
+	claims    *sessionExpiry // claim deadlines by token (queue.go)
+	queue     *queueMetrics
 }
 
 var (
@@ -47,6 +49,12 @@ func (e *events) Granted(g fence.Grant) {
 
 func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, reason fsm.EndReason) {
 	e.metrics.releases.WithLabelValues(reason.String()).Inc()
+	if k == fence.KindClaim {
+		e.claims.end(uint64(token))
+		if reason == fsm.Expired {
+			e.queue.expiries.Inc()
+		}
+	}
 	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
 	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }

@@ -41,6 +41,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.KVServiceGetProcedure:             true,
 	fencedv1connect.ClusterServiceStatusProcedure:     true,
 	fencedv1connect.KeyServiceListKeysProcedure:       true,
+	fencedv1connect.SnapshotServiceLineageProcedure:   true,
 	fencedv1connect.SemaphoreServiceVerifyProcedure:   true,
 	fencedv1connect.SemaphoreServiceDescribeProcedure: true,
 	// An Observe stream is read-indexed when it opens.
@@ -48,6 +49,7 @@ var readPaths = map[string]bool{
 	fencedv1connect.ElectionServiceObserveProcedure: true,
 	fencedv1connect.RWLockServiceVerifyProcedure:    true,
 	fencedv1connect.RWLockServiceDescribeProcedure:  true,
+	fencedv1connect.QueueServiceStatsProcedure:      true,
 }
 
 func isRead(r *http.Request) bool {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"crypto/rand"
 	"encoding/hex"
@@ -76,6 +77,7 @@ func (s *Server) lead(l raftstore.Leadership) {
 	}
 	s.expiry.restartAll()
 	s.rearmDelays()
+	s.claims.restartAll()
 	s.serving.Store(l.Term)
 	s.log.Info("leader serving", "term", l.Term, "node", s.cfg.Raft.NodeID)
 	s.expireLoop(ctx, l.Term)
@@ -144,6 +146,11 @@ func (s *Server) expireLoop(ctx context.Context, term uint64) {
 		for _, id := range s.expiry.due() {
 			cmd := &statev1.Command{Op: &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: id, Term: term}}}
 			if !props.propose(ctx, cmd, "expire session", "session", id) {
+				return
+			}
+		}
+		for _, cmd := range s.queueDue(term) {
+			if !props.propose(ctx, cmd, "queue expiry", "command", fmt.Sprintf("%T", cmd.GetOp())) {
 				return
 			}
 		}

@@ -253,7 +253,7 @@ func newLimitMetrics(reg prometheus.Registerer) *limitMetrics {
 			Name: "fenced_api_connections_refused_total", Help: "API connections closed at once because a cap was reached, by cap: total (--max-conns) or per_source (--max-conns-per-source).",
 		}, []string{"cap"}),
 		rejections: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a limit: sessions, grants, waiters (per source), session_rate, kv_keys, kv_bytes.",
+			Name: "fenced_limit_rejections_total", Help: "Requests refused with ResourceExhausted by a limit: sessions, grants, waiters (per source), session_rate, kv_keys, kv_bytes, queue_items, queue_bytes.",
 		}, []string{"limit"}),
 		bodyTimeouts: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_request_body_timeouts_total", Help: "Unary requests cut because their body did not arrive within --body-timeout.",

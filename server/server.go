@@ -44,6 +44,11 @@ type Server struct {
 	metrics   *metrics
 	ln        net.Listener
 	http      *http.Server
+
+	// claims are the work queue's claim deadlines (queue.go).
+	claims       *sessionExpiry
+	queueMetrics *queueMetrics
+
 	// reservation is this node's recorded token reservation.
 	reservation *tokenReservation
 	// failure is why the server stopped on its own (see Err).
@@ -93,6 +98,7 @@ func Start(cfg Config) (*Server, error) {
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)
 	s.delays = newLockDelays(s.clock)
+	s.claims = newClaimDeadlines(s.clock)
 	var obs events
 	s.sm = newStateMachine(&obs)
 	res, err := openTokenReservation(cfg.Raft.DataDir)
@@ -104,12 +110,14 @@ func Start(cfg Config) (*Server, error) {
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
+	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
 	s.sm.afterRestore = func(m *fsm.Machine) {
 		s.expiry.reset(m.Sessions())
 		s.delays.reset(m.PendingDelays())
 		s.elections.notifyAll()
+		s.resetClaims(m)
 	}
-	obs = events{waits: s.waits, elections: s.elections, expiry: s.expiry, delays: s.delays, revokes: s.revokes, metrics: s.metrics, log: log}
+	obs = events{waits: s.waits, elections: s.elections, expiry: s.expiry, delays: s.delays, claims: s.claims, queue: s.queueMetrics, revokes: s.revokes, metrics: s.metrics, log: log}
 	if cfg.Test.EventLog != nil {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
@@ -198,9 +206,13 @@ func (s *Server) routes() http.Handler {
 	_, pipeline := fencedv1connect.NewLockServiceHandler(&lockService{s}, kvOpts...)
 	mux.Handle(fencedv1connect.LockServicePipelineProcedure, pipeline)
 	mux.Handle(fencedv1connect.NewKVServiceHandler(&kvService{s}, kvOpts...))
+	// Queue payloads are up to --queue-max-payload, plus the message's own fields.
+	queueOpts := []connect.HandlerOption{connect.WithReadMaxBytes(s.cfg.Queue.withDefaults().MaxPayloadBytes + s.cfg.MaxMessageBytes), compress, authz}
+	mux.Handle(fencedv1connect.NewQueueServiceHandler(&queueService{s}, queueOpts...))
 	mux.HandleFunc("/v1/kv/{key...}", s.kvHTTP)
 	mux.Handle(fencedv1connect.NewClusterServiceHandler(&clusterService{s}, opts...))
 	mux.Handle(fencedv1connect.NewKeyServiceHandler(&keyService{s}, opts...))
+	mux.Handle(fencedv1connect.NewSnapshotServiceHandler(&snapshotService{s}, opts...))
 	mux.HandleFunc(WellKnownKeysPath, s.wellKnownKeys)
 	mux.Handle("/metrics", promhttp.HandlerFor(s.metrics.registry, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", s.healthz)

@@ -6,7 +6,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fence "github.com/fenced-dev/fenced"
@@ -50,7 +49,7 @@ func newStateMachine(obs fsm.Observer) *stateMachine {
 }
 
 // Size implements raftstore.Codec.
-func (s *stateMachine) Size(cmd any) int { return proto.Size(cmd.(*statev1.Command)) }
+func (s *stateMachine) Size(cmd any) int { return fsm.EncodedSize(cmd.(*statev1.Command)) }
 
 // Encode implements raftstore.Codec: one command as itself, several as a
 // statev1.Batch.

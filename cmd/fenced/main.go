@@ -1,7 +1,7 @@
 // Command fenced is the fenced server, its command-line client, its fault
 // harness and its benchmark.
 //
-//	fenced serve                          run a server (single node, data in ./fenced-data)
+//	fenced serve                          run a server (single node, data in ./fenced-data; --config FILE, FENCED_SERVE_*)
 //	fenced acquire NAME --ttl 30s         take a lock with a per-grant TTL, print the grant
 //	fenced release NAME --session ID --secret S   release it (the secret is in acquire --json)
 //	fenced renew NAME --session ID --secret S [--ttl D]   renew a grant of fenced acquire (same token)
@@ -21,6 +21,12 @@
 //	fenced kv put KEY [VALUE] --token T   write the fenced key-value store under a token
 //	fenced kv get KEY                     read a key (value, version, token)
 //	fenced kv del KEY --token T           delete a key under a token
+//	fenced queue push QUEUE [PAYLOAD]      enqueue an item (payload from stdin when omitted)
+//	fenced queue claim QUEUE              claim the oldest available item, print it and its claim token
+//	fenced queue ack QUEUE ITEM --token T   report a claimed item done
+//	fenced queue nack QUEUE ITEM --token T  give a claimed item back to the queue
+//	fenced queue stats QUEUE              a queue's counts (--items N lists items)
+//	fenced work QUEUE -- CMD ARGS...      run CMD per claimed item: ack on exit 0, nack otherwise
 //	fenced cluster status                 members, roles, leader, term, per-node lag
 //	fenced cluster add ID PEER-ADDR       add a voter
 //	fenced cluster remove ID              remove a member
@@ -33,6 +39,11 @@
 //	fenced auth cert --name N --cert F --role P=PERMS       print the --auth-file line of a client certificate
 //	fenced keys list                      the cluster's public grant-signing keys
 //	fenced keys rotate --reason TEXT      sign new grants with a new key (admin)
+//	fenced snapshot save FILE             save a consistent, checksummed backup of the state (admin)
+//	fenced snapshot inspect FILE          check a backup and print its issuer, last token, lineage
+//	fenced snapshot restore FILE --data-dir DIR --token-floor N   build a new cluster from a backup (offline, new issuer epoch)
+//	fenced snapshot lineage               the issuer and the restores it descends from
+//	fenced version                        release, commit, Go version, replicated format versions
 //	fenced man --dir DIR                  write a man page for every command into DIR
 //
 // "fenced completion bash|zsh|fish|powershell" prints a shell completion
@@ -42,7 +53,8 @@
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
 // rwlock read|write, fenced elect); fenced kv also 3 key not found, 5 stale
 // token, 6 version mismatch, 7 scope mismatch (the token is not a live
-// grant's for the key: docs/scopes.md).
+// grant's for the key: docs/scopes.md); fenced queue claim 3 no item in
+// time, ack and nack 5 stale claim token (docs/queue.md).
 package main
 
 import (

@@ -35,6 +35,10 @@ func newRootCommand() *cobra.Command {
 		newKeysCommand(),
 		newSemaphoreCommand(),
 		newRWLockCommand(),
+		newSnapshotCommand(),
+		newVersionCommand(),
+		newQueueCommand(),
+		newWorkCommand(),
 		newManCommand(),
 	)
 	root.InitDefaultCompletionCmd() // now, so that usageArgs covers it

@@ -24,6 +24,8 @@ func newServeCommand() *cobra.Command {
 	var join bool
 	var eventLog, pprofAddr string
 	var kvScopes []string
+	var configPath string
+	var dryRun bool
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -42,9 +44,21 @@ on every API call and checks the identity's permissions on the call's name
 (fenced auth token makes tokens, fenced auth cert names certificates);
 SIGHUP reloads it too. --require-client-cert refuses TLS connections
 without a client certificate of --ca. Without it the API is open to anyone who can reach
-it. --audit-log records authentication failures, denials and admin actions.`,
+it. --audit-log records authentication failures, denials and admin actions.
+
+Every flag can also be set in the file of --config ("flag-name = value"
+lines, # comments) and in the environment (FENCED_SERVE_DATA_DIR for
+--data-dir): the command line wins over the environment, which wins over
+the file. --dry-run checks the settings and prints those that differ from
+the defaults in the file's form, and starts nothing.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath == "" {
+				configPath = os.Getenv(configEnv)
+			}
+			if err := applySettings(cmd.Flags(), configPath, os.Environ()); err != nil {
+				return usageError("%v", err)
+			}
 			var level slog.Level
 			if err := level.UnmarshalText([]byte(logLevel)); err != nil {
 				return usageError("--log-level %q: want debug, info, warn or error", logLevel)
@@ -88,6 +102,9 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
+			if dryRun {
+				return writeSettings(cmd.OutOrStdout(), cmd.Flags())
+			}
 			if pprofAddr != "" {
 				if err := servePprof(pprofAddr); err != nil {
 					return usageError("--pprof: %v", err)
@@ -97,6 +114,8 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 		},
 	}
 	f := cmd.Flags()
+	f.StringVar(&configPath, "config", "", "read settings from this file: \"flag-name = value\" lines (# comments); the environment (FENCED_SERVE_FLAG_NAME) and the command line win over it (env FENCED_SERVE_CONFIG)")
+	f.BoolVar(&dryRun, "dry-run", false, "check the settings (command line, environment, --config), print those that differ from the defaults in the --config form, and exit without starting")
 	f.StringVar(&cfg.Raft.DataDir, "data-dir", cfg.Raft.DataDir, "directory for the Raft log, snapshots and state")
 	f.StringVar(&cfg.Listen, "listen", cfg.Listen, "API address (gRPC, JSON over HTTP, /metrics, /healthz, /readyz)")
 	f.StringVar(&cfg.Raft.PeerListen, "peer-listen", cfg.Raft.PeerListen, "Raft peer address")
@@ -127,6 +146,11 @@ it. --audit-log records authentication failures, denials and admin actions.`,
 	f.MarkHidden("test-event-log")
 	addFaultFlags(f, &cfg)
 	addLimitFlags(f, &cfg.Limits)
+	f.IntVar(&cfg.Queue.MaxPayloadBytes, "queue-max-payload", server.DefaultQueueMaxPayloadBytes, "largest work-queue item payload in bytes (at most 1048576)")
+	f.IntVar(&cfg.Queue.MaxDeliveries, "queue-max-deliveries", server.DefaultQueueMaxDeliveries, "deliveries of a work-queue item before it moves to the dead-letter queue QUEUE.dead, unless its push sets its own (1 to 1000)")
+	f.IntVar(&cfg.Queue.MaxItems, "queue-max-items", server.DefaultQueueMaxItems, "most items in every work queue together (dead-letter queues included); a push past it is refused")
+	f.Int64Var(&cfg.Queue.MaxBytes, "queue-max-bytes", server.DefaultQueueMaxBytes, "most payload bytes in every work queue together; a push past it is refused")
+	f.IntVar(&cfg.Queue.DedupeKeys, "queue-dedupe-keys", server.DefaultQueueDedupeKeys, "dedupe keys each work queue remembers (oldest forgotten first): a retried push enqueues once while its key is among them")
 	f.StringVar(&cfg.TLS.Cert, "cert", "", "serve the API over TLS with this certificate (PEM; see fenced certs issue --node); SIGHUP reloads it")
 	f.StringVar(&cfg.TLS.Key, "key", "", "private key of --cert (PEM)")
 	f.StringVar(&cfg.TLS.CA, "ca", "", "CA (PEM) that client certificates and other members' API certificates are verified against")

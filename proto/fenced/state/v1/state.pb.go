@@ -94,6 +94,14 @@ type Command struct {
 	//	*Command_Batch
 	//	*Command_ReserveTokens
 	//	*Command_Revoke
+	//	*Command_QueuePush
+	//	*Command_QueueClaim
+	//	*Command_QueueAck
+	//	*Command_QueueNack
+	//	*Command_QueueExtend
+	//	*Command_ExpireClaim
+	//	*Command_QueueCancelWait
+	//	*Command_QueueTick
 	//	*Command_RotateKeys
 	//	*Command_SemAcquire
 	//	*Command_SemRelease
@@ -109,7 +117,13 @@ type Command struct {
 	Op isCommand_Op `protobuf_oneof:"op"`
 	// now_unix_ms is the proposing leader's wall clock, used only for the
 	// issued_at of grants (display), never for decisions.
-	NowUnixMs     int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	NowUnixMs int64 `protobuf:"varint,15,opt,name=now_unix_ms,json=nowUnixMs,proto3" json:"now_unix_ms,omitempty"`
+	// format_version is the replicated format version the entry was written
+	// in (fsm.FormatVersion); 0, as in logs written before versions, is
+	// version 1. Set on the entry's outer command only. A member that meets
+	// a version above the newest it knows stops (docs/operations.md,
+	// "Upgrades"); it never skips the entry.
+	FormatVersion uint32 `protobuf:"varint,80,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -268,6 +282,78 @@ func (x *Command) GetRevoke() *Revoke {
 	return nil
 }
 
+func (x *Command) GetQueuePush() *QueuePush {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueuePush); ok {
+			return x.QueuePush
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueClaim() *QueueClaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueClaim); ok {
+			return x.QueueClaim
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueAck() *QueueAck {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueAck); ok {
+			return x.QueueAck
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueNack() *QueueNack {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueNack); ok {
+			return x.QueueNack
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueExtend() *QueueExtend {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueExtend); ok {
+			return x.QueueExtend
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetExpireClaim() *ExpireClaim {
+	if x != nil {
+		if x, ok := x.Op.(*Command_ExpireClaim); ok {
+			return x.ExpireClaim
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueCancelWait() *QueueCancelWait {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueCancelWait); ok {
+			return x.QueueCancelWait
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueTick() *QueueTick {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueTick); ok {
+			return x.QueueTick
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRotateKeys() *RotateKeys {
 	if x != nil {
 		if x, ok := x.Op.(*Command_RotateKeys); ok {
@@ -383,6 +469,13 @@ func (x *Command) GetNowUnixMs() int64 {
 	return 0
 }
 
+func (x *Command) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
 type isCommand_Op interface {
 	isCommand_Op()
 }
@@ -437,6 +530,39 @@ type Command_ReserveTokens struct {
 
 type Command_Revoke struct {
 	Revoke *Revoke `protobuf:"bytes,50,opt,name=revoke,proto3,oneof"`
+}
+
+type Command_QueuePush struct {
+	// The work queue (fsm/queue.go, docs/queue.md): 60-69.
+	QueuePush *QueuePush `protobuf:"bytes,60,opt,name=queue_push,json=queuePush,proto3,oneof"`
+}
+
+type Command_QueueClaim struct {
+	QueueClaim *QueueClaim `protobuf:"bytes,61,opt,name=queue_claim,json=queueClaim,proto3,oneof"`
+}
+
+type Command_QueueAck struct {
+	QueueAck *QueueAck `protobuf:"bytes,62,opt,name=queue_ack,json=queueAck,proto3,oneof"`
+}
+
+type Command_QueueNack struct {
+	QueueNack *QueueNack `protobuf:"bytes,63,opt,name=queue_nack,json=queueNack,proto3,oneof"`
+}
+
+type Command_QueueExtend struct {
+	QueueExtend *QueueExtend `protobuf:"bytes,64,opt,name=queue_extend,json=queueExtend,proto3,oneof"`
+}
+
+type Command_ExpireClaim struct {
+	ExpireClaim *ExpireClaim `protobuf:"bytes,65,opt,name=expire_claim,json=expireClaim,proto3,oneof"`
+}
+
+type Command_QueueCancelWait struct {
+	QueueCancelWait *QueueCancelWait `protobuf:"bytes,66,opt,name=queue_cancel_wait,json=queueCancelWait,proto3,oneof"`
+}
+
+type Command_QueueTick struct {
+	QueueTick *QueueTick `protobuf:"bytes,67,opt,name=queue_tick,json=queueTick,proto3,oneof"`
 }
 
 type Command_RotateKeys struct {
@@ -514,6 +640,22 @@ func (*Command_Batch) isCommand_Op() {}
 func (*Command_ReserveTokens) isCommand_Op() {}
 
 func (*Command_Revoke) isCommand_Op() {}
+
+func (*Command_QueuePush) isCommand_Op() {}
+
+func (*Command_QueueClaim) isCommand_Op() {}
+
+func (*Command_QueueAck) isCommand_Op() {}
+
+func (*Command_QueueNack) isCommand_Op() {}
+
+func (*Command_QueueExtend) isCommand_Op() {}
+
+func (*Command_ExpireClaim) isCommand_Op() {}
+
+func (*Command_QueueCancelWait) isCommand_Op() {}
+
+func (*Command_QueueTick) isCommand_Op() {}
 
 func (*Command_RotateKeys) isCommand_Op() {}
 
@@ -1897,7 +2039,19 @@ type State struct {
 	// it, of a name without history, may have missed changes.
 	ElectionForgotten uint64 `protobuf:"varint,28,opt,name=election_forgotten,json=electionForgotten,proto3" json:"election_forgotten,omitempty"`
 	// rwlocks are the read/write locks in use, by name.
-	Rwlocks       []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	Rwlocks []*RWLock `protobuf:"bytes,23,rep,name=rwlocks,proto3" json:"rwlocks,omitempty"`
+	// format_version is the replicated format version of the snapshot
+	// (fsm.FormatVersion); 0 in snapshots from before versions is version 1.
+	FormatVersion uint32 `protobuf:"varint,50,opt,name=format_version,json=formatVersion,proto3" json:"format_version,omitempty"`
+	// lineage is the issuers this state was restored from, oldest first
+	// (fsm/reissue.go): the cluster's issuer is a new epoch of the last.
+	Lineage []*IssuerEpoch `protobuf:"bytes,51,rep,name=lineage,proto3" json:"lineage,omitempty"`
+	// queues are the work queues by name (fsm/queue.go).
+	Queues []*Queue `protobuf:"bytes,40,rep,name=queues,proto3" json:"queues,omitempty"`
+	// queue_clock is the newest now_unix_ms a queue command applied: the
+	// queues' time, which never goes backwards (a new leader's slower clock
+	// does not move it back).
+	QueueClock    int64 `protobuf:"varint,41,opt,name=queue_clock,json=queueClock,proto3" json:"queue_clock,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2051,6 +2205,146 @@ func (x *State) GetRwlocks() []*RWLock {
 	return nil
 }
 
+func (x *State) GetFormatVersion() uint32 {
+	if x != nil {
+		return x.FormatVersion
+	}
+	return 0
+}
+
+func (x *State) GetLineage() []*IssuerEpoch {
+	if x != nil {
+		return x.Lineage
+	}
+	return nil
+}
+
+func (x *State) GetQueues() []*Queue {
+	if x != nil {
+		return x.Queues
+	}
+	return nil
+}
+
+func (x *State) GetQueueClock() int64 {
+	if x != nil {
+		return x.QueueClock
+	}
+	return 0
+}
+
+// IssuerEpoch is one restore in a cluster's lineage: the issuer whose
+// snapshot was restored and what the restore did with its tokens.
+type IssuerEpoch struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// issuer is the restored snapshot's issuer.
+	Issuer string `protobuf:"bytes,1,opt,name=issuer,proto3" json:"issuer,omitempty"`
+	// last_token and reserved_token are the snapshot's counter and token
+	// reservation: every token that issuer handed out before the save is at
+	// or below reserved_token.
+	LastToken     uint64 `protobuf:"varint,2,opt,name=last_token,json=lastToken,proto3" json:"last_token,omitempty"`
+	ReservedToken uint64 `protobuf:"varint,3,opt,name=reserved_token,json=reservedToken,proto3" json:"reserved_token,omitempty"`
+	// snapshot_index is the raft index the snapshot was taken at.
+	SnapshotIndex uint64 `protobuf:"varint,4,opt,name=snapshot_index,json=snapshotIndex,proto3" json:"snapshot_index,omitempty"`
+	// saved_at_unix_ms is when the snapshot was saved (the leader's clock).
+	SavedAtUnixMs int64 `protobuf:"varint,5,opt,name=saved_at_unix_ms,json=savedAtUnixMs,proto3" json:"saved_at_unix_ms,omitempty"`
+	// token_floor is the floor the restore set: the new issuer's tokens are
+	// all above it.
+	TokenFloor uint64 `protobuf:"varint,6,opt,name=token_floor,json=tokenFloor,proto3" json:"token_floor,omitempty"`
+	// restored_at_unix_ms is when the restore ran (its machine's clock).
+	RestoredAtUnixMs int64 `protobuf:"varint,7,opt,name=restored_at_unix_ms,json=restoredAtUnixMs,proto3" json:"restored_at_unix_ms,omitempty"`
+	// new_issuer is the issuer the restore started.
+	NewIssuer     string `protobuf:"bytes,8,opt,name=new_issuer,json=newIssuer,proto3" json:"new_issuer,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssuerEpoch) Reset() {
+	*x = IssuerEpoch{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssuerEpoch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssuerEpoch) ProtoMessage() {}
+
+func (x *IssuerEpoch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssuerEpoch.ProtoReflect.Descriptor instead.
+func (*IssuerEpoch) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *IssuerEpoch) GetIssuer() string {
+	if x != nil {
+		return x.Issuer
+	}
+	return ""
+}
+
+func (x *IssuerEpoch) GetLastToken() uint64 {
+	if x != nil {
+		return x.LastToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetReservedToken() uint64 {
+	if x != nil {
+		return x.ReservedToken
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSnapshotIndex() uint64 {
+	if x != nil {
+		return x.SnapshotIndex
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetSavedAtUnixMs() int64 {
+	if x != nil {
+		return x.SavedAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetTokenFloor() uint64 {
+	if x != nil {
+		return x.TokenFloor
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetRestoredAtUnixMs() int64 {
+	if x != nil {
+		return x.RestoredAtUnixMs
+	}
+	return 0
+}
+
+func (x *IssuerEpoch) GetNewIssuer() string {
+	if x != nil {
+		return x.NewIssuer
+	}
+	return ""
+}
+
 type KVReply struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
@@ -2063,7 +2357,7 @@ type KVReply struct {
 
 func (x *KVReply) Reset() {
 	*x = KVReply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2075,7 +2369,7 @@ func (x *KVReply) String() string {
 func (*KVReply) ProtoMessage() {}
 
 func (x *KVReply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[21]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2088,7 +2382,7 @@ func (x *KVReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVReply.ProtoReflect.Descriptor instead.
 func (*KVReply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{21}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KVReply) GetRequestId() string {
@@ -2134,7 +2428,7 @@ type KVEntry struct {
 
 func (x *KVEntry) Reset() {
 	*x = KVEntry{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2146,7 +2440,7 @@ func (x *KVEntry) String() string {
 func (*KVEntry) ProtoMessage() {}
 
 func (x *KVEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[22]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2159,7 +2453,7 @@ func (x *KVEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KVEntry.ProtoReflect.Descriptor instead.
 func (*KVEntry) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{22}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *KVEntry) GetKey() string {
@@ -2216,7 +2510,7 @@ type Session struct {
 
 func (x *Session) Reset() {
 	*x = Session{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2228,7 +2522,7 @@ func (x *Session) String() string {
 func (*Session) ProtoMessage() {}
 
 func (x *Session) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[23]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2241,7 +2535,7 @@ func (x *Session) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Session.ProtoReflect.Descriptor instead.
 func (*Session) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{23}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Session) GetId() uint64 {
@@ -2308,7 +2602,7 @@ type Reply struct {
 
 func (x *Reply) Reset() {
 	*x = Reply{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2614,7 @@ func (x *Reply) String() string {
 func (*Reply) ProtoMessage() {}
 
 func (x *Reply) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[24]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2627,7 @@ func (x *Reply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reply.ProtoReflect.Descriptor instead.
 func (*Reply) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{24}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Reply) GetSeq() uint64 {
@@ -2405,7 +2699,7 @@ type Lock struct {
 
 func (x *Lock) Reset() {
 	*x = Lock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2417,7 +2711,7 @@ func (x *Lock) String() string {
 func (*Lock) ProtoMessage() {}
 
 func (x *Lock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[25]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2430,7 +2724,7 @@ func (x *Lock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Lock.ProtoReflect.Descriptor instead.
 func (*Lock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{25}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Lock) GetName() string {
@@ -2514,7 +2808,7 @@ type WaiterDelay struct {
 
 func (x *WaiterDelay) Reset() {
 	*x = WaiterDelay{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2526,7 +2820,7 @@ func (x *WaiterDelay) String() string {
 func (*WaiterDelay) ProtoMessage() {}
 
 func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[26]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2539,7 +2833,7 @@ func (x *WaiterDelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WaiterDelay.ProtoReflect.Descriptor instead.
 func (*WaiterDelay) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{26}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WaiterDelay) GetSession() uint64 {
@@ -2566,7 +2860,7 @@ type Waiter struct {
 
 func (x *Waiter) Reset() {
 	*x = Waiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2578,7 +2872,7 @@ func (x *Waiter) String() string {
 func (*Waiter) ProtoMessage() {}
 
 func (x *Waiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[27]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2591,7 +2885,7 @@ func (x *Waiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Waiter.ProtoReflect.Descriptor instead.
 func (*Waiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{27}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Waiter) GetSession() uint64 {
@@ -2633,7 +2927,7 @@ type SemAcquire struct {
 
 func (x *SemAcquire) Reset() {
 	*x = SemAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2645,7 +2939,7 @@ func (x *SemAcquire) String() string {
 func (*SemAcquire) ProtoMessage() {}
 
 func (x *SemAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[28]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2658,7 +2952,7 @@ func (x *SemAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemAcquire.ProtoReflect.Descriptor instead.
 func (*SemAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{28}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SemAcquire) GetSession() uint64 {
@@ -2749,7 +3043,7 @@ type SemRelease struct {
 
 func (x *SemRelease) Reset() {
 	*x = SemRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +3055,7 @@ func (x *SemRelease) String() string {
 func (*SemRelease) ProtoMessage() {}
 
 func (x *SemRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[29]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +3068,7 @@ func (x *SemRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemRelease.ProtoReflect.Descriptor instead.
 func (*SemRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{29}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SemRelease) GetSession() uint64 {
@@ -2844,7 +3138,7 @@ type SemCancelWait struct {
 
 func (x *SemCancelWait) Reset() {
 	*x = SemCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2856,7 +3150,7 @@ func (x *SemCancelWait) String() string {
 func (*SemCancelWait) ProtoMessage() {}
 
 func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[30]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2869,7 +3163,7 @@ func (x *SemCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemCancelWait.ProtoReflect.Descriptor instead.
 func (*SemCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{30}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SemCancelWait) GetSession() uint64 {
@@ -2900,7 +3194,7 @@ type Semaphore struct {
 
 func (x *Semaphore) Reset() {
 	*x = Semaphore{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2912,7 +3206,7 @@ func (x *Semaphore) String() string {
 func (*Semaphore) ProtoMessage() {}
 
 func (x *Semaphore) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[31]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2925,7 +3219,7 @@ func (x *Semaphore) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Semaphore.ProtoReflect.Descriptor instead.
 func (*Semaphore) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{31}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Semaphore) GetName() string {
@@ -2969,7 +3263,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2981,7 +3275,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[32]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2994,7 +3288,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{32}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Permit) GetSlot() uint32 {
@@ -3038,7 +3332,7 @@ type SemWaiter struct {
 
 func (x *SemWaiter) Reset() {
 	*x = SemWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3344,7 @@ func (x *SemWaiter) String() string {
 func (*SemWaiter) ProtoMessage() {}
 
 func (x *SemWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[33]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3357,7 @@ func (x *SemWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemWaiter.ProtoReflect.Descriptor instead.
 func (*SemWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{33}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SemWaiter) GetSession() uint64 {
@@ -3108,7 +3402,7 @@ type Campaign struct {
 
 func (x *Campaign) Reset() {
 	*x = Campaign{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3120,7 +3414,7 @@ func (x *Campaign) String() string {
 func (*Campaign) ProtoMessage() {}
 
 func (x *Campaign) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[34]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3133,7 +3427,7 @@ func (x *Campaign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Campaign.ProtoReflect.Descriptor instead.
 func (*Campaign) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{34}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Campaign) GetSession() uint64 {
@@ -3199,7 +3493,7 @@ type Resign struct {
 
 func (x *Resign) Reset() {
 	*x = Resign{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3211,7 +3505,7 @@ func (x *Resign) String() string {
 func (*Resign) ProtoMessage() {}
 
 func (x *Resign) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[35]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3224,7 +3518,7 @@ func (x *Resign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Resign.ProtoReflect.Descriptor instead.
 func (*Resign) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{35}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Resign) GetSession() uint64 {
@@ -3285,7 +3579,7 @@ type Proclaim struct {
 
 func (x *Proclaim) Reset() {
 	*x = Proclaim{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3297,7 +3591,7 @@ func (x *Proclaim) String() string {
 func (*Proclaim) ProtoMessage() {}
 
 func (x *Proclaim) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[36]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3310,7 +3604,7 @@ func (x *Proclaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Proclaim.ProtoReflect.Descriptor instead.
 func (*Proclaim) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{36}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Proclaim) GetSession() uint64 {
@@ -3375,7 +3669,7 @@ type Election struct {
 
 func (x *Election) Reset() {
 	*x = Election{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3681,7 @@ func (x *Election) String() string {
 func (*Election) ProtoMessage() {}
 
 func (x *Election) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[37]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3694,7 @@ func (x *Election) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Election.ProtoReflect.Descriptor instead.
 func (*Election) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{37}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Election) GetName() string {
@@ -3470,7 +3764,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3482,7 +3776,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[38]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3495,7 +3789,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{38}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Candidate) GetSession() uint64 {
@@ -3538,7 +3832,7 @@ type ElectionChange struct {
 
 func (x *ElectionChange) Reset() {
 	*x = ElectionChange{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3550,7 +3844,7 @@ func (x *ElectionChange) String() string {
 func (*ElectionChange) ProtoMessage() {}
 
 func (x *ElectionChange) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[39]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3563,7 +3857,7 @@ func (x *ElectionChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ElectionChange.ProtoReflect.Descriptor instead.
 func (*ElectionChange) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{39}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ElectionChange) GetRevision() uint64 {
@@ -3628,7 +3922,7 @@ type RWAcquire struct {
 
 func (x *RWAcquire) Reset() {
 	*x = RWAcquire{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3640,7 +3934,7 @@ func (x *RWAcquire) String() string {
 func (*RWAcquire) ProtoMessage() {}
 
 func (x *RWAcquire) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[40]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3653,7 +3947,7 @@ func (x *RWAcquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWAcquire.ProtoReflect.Descriptor instead.
 func (*RWAcquire) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{40}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RWAcquire) GetSession() uint64 {
@@ -3737,7 +4031,7 @@ type RWRelease struct {
 
 func (x *RWRelease) Reset() {
 	*x = RWRelease{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3749,7 +4043,7 @@ func (x *RWRelease) String() string {
 func (*RWRelease) ProtoMessage() {}
 
 func (x *RWRelease) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[41]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3762,7 +4056,7 @@ func (x *RWRelease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWRelease.ProtoReflect.Descriptor instead.
 func (*RWRelease) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{41}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RWRelease) GetSession() uint64 {
@@ -3832,7 +4126,7 @@ type RWCancelWait struct {
 
 func (x *RWCancelWait) Reset() {
 	*x = RWCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3844,7 +4138,7 @@ func (x *RWCancelWait) String() string {
 func (*RWCancelWait) ProtoMessage() {}
 
 func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[42]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3857,7 +4151,7 @@ func (x *RWCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWCancelWait.ProtoReflect.Descriptor instead.
 func (*RWCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{42}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *RWCancelWait) GetSession() uint64 {
@@ -3887,7 +4181,7 @@ type RWLock struct {
 
 func (x *RWLock) Reset() {
 	*x = RWLock{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3899,7 +4193,7 @@ func (x *RWLock) String() string {
 func (*RWLock) ProtoMessage() {}
 
 func (x *RWLock) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[43]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3912,7 +4206,7 @@ func (x *RWLock) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWLock.ProtoReflect.Descriptor instead.
 func (*RWLock) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{43}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *RWLock) GetName() string {
@@ -3948,7 +4242,7 @@ type RWHolder struct {
 
 func (x *RWHolder) Reset() {
 	*x = RWHolder{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3960,7 +4254,7 @@ func (x *RWHolder) String() string {
 func (*RWHolder) ProtoMessage() {}
 
 func (x *RWHolder) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[44]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3973,7 +4267,7 @@ func (x *RWHolder) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWHolder.ProtoReflect.Descriptor instead.
 func (*RWHolder) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{44}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *RWHolder) GetSession() uint64 {
@@ -4015,7 +4309,7 @@ type RWWaiter struct {
 
 func (x *RWWaiter) Reset() {
 	*x = RWWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4027,7 +4321,7 @@ func (x *RWWaiter) String() string {
 func (*RWWaiter) ProtoMessage() {}
 
 func (x *RWWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[45]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4040,7 +4334,7 @@ func (x *RWWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
 func (*RWWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{45}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *RWWaiter) GetSession() uint64 {
@@ -4064,11 +4358,908 @@ func (x *RWWaiter) GetMode() RWMode {
 	return RWMode_RW_MODE_UNSPECIFIED
 }
 
+// QueuePush enqueues an item. The limits come from the proposing leader's
+// flags, so every replica decides alike.
+type QueuePush struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Queue   string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// dedupe_key, when set, makes a retried push enqueue once: a push whose
+	// key is in the queue's dedupe table returns the item it enqueued.
+	DedupeKey string `protobuf:"bytes,3,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	// delay_ms keeps the item from being claimed until queue time + delay.
+	DelayMs int64 `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	// max_deliveries: after this many deliveries that did not end in an
+	// ack the item moves to the dead-letter queue; 0 never.
+	MaxDeliveries uint32 `protobuf:"varint,5,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// dedupe_window bounds the queue's dedupe table (oldest key forgotten
+	// first).
+	DedupeWindow uint32 `protobuf:"varint,6,opt,name=dedupe_window,json=dedupeWindow,proto3" json:"dedupe_window,omitempty"`
+	// max_payload_bytes is the leader's payload limit.
+	MaxPayloadBytes uint32 `protobuf:"varint,7,opt,name=max_payload_bytes,json=maxPayloadBytes,proto3" json:"max_payload_bytes,omitempty"`
+	// max_items and max_bytes bound every queue together (items, and bytes
+	// of their payloads, dead-letter queues included); 0 is no limit.
+	MaxItems      uint64 `protobuf:"varint,8,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
+	MaxBytes      uint64 `protobuf:"varint,9,opt,name=max_bytes,json=maxBytes,proto3" json:"max_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePush) Reset() {
+	*x = QueuePush{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePush) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePush) ProtoMessage() {}
+
+func (x *QueuePush) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePush.ProtoReflect.Descriptor instead.
+func (*QueuePush) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{47}
+}
+
+func (x *QueuePush) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuePush) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *QueuePush) GetDedupeKey() string {
+	if x != nil {
+		return x.DedupeKey
+	}
+	return ""
+}
+
+func (x *QueuePush) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *QueuePush) GetDedupeWindow() uint32 {
+	if x != nil {
+		return x.DedupeWindow
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxPayloadBytes() uint32 {
+	if x != nil {
+		return x.MaxPayloadBytes
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxItems() uint64 {
+	if x != nil {
+		return x.MaxItems
+	}
+	return 0
+}
+
+func (x *QueuePush) GetMaxBytes() uint64 {
+	if x != nil {
+		return x.MaxBytes
+	}
+	return 0
+}
+
+// QueueClaim claims the oldest available item of a queue for a session,
+// or with wait queues the session for the next item.
+type QueueClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	Wait          bool                   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueClaim) Reset() {
+	*x = QueueClaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueClaim) ProtoMessage() {}
+
+func (x *QueueClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueClaim.ProtoReflect.Descriptor instead.
+func (*QueueClaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *QueueClaim) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueClaim) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetWait() bool {
+	if x != nil {
+		return x.Wait
+	}
+	return false
+}
+
+func (x *QueueClaim) GetQuota() *Quota {
+	if x != nil {
+		return x.Quota
+	}
+	return nil
+}
+
+func (x *QueueClaim) GetSecretHash() []byte {
+	if x != nil {
+		return x.SecretHash
+	}
+	return nil
+}
+
+// QueueAck ends a claim: the item is done and removed.
+type QueueAck struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAck) Reset() {
+	*x = QueueAck{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAck) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAck) ProtoMessage() {}
+
+func (x *QueueAck) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAck.ProtoReflect.Descriptor instead.
+func (*QueueAck) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *QueueAck) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueAck) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueAck) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// QueueNack ends a claim: the item goes back to the queue after delay_ms.
+type QueueNack struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,4,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueNack) Reset() {
+	*x = QueueNack{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueNack) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueNack) ProtoMessage() {}
+
+func (x *QueueNack) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueNack.ProtoReflect.Descriptor instead.
+func (*QueueNack) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *QueueNack) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueNack) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueNack) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *QueueNack) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+// QueueExtend sets a claim's visibility timeout anew from now.
+type QueueExtend struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,3,opt,name=token,proto3" json:"token,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueExtend) Reset() {
+	*x = QueueExtend{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueExtend) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueExtend) ProtoMessage() {}
+
+func (x *QueueExtend) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueExtend.ProtoReflect.Descriptor instead.
+func (*QueueExtend) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *QueueExtend) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueExtend) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueExtend) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *QueueExtend) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+// ExpireClaim ends a claim whose visibility timeout ran out on the
+// proposer's clock, like ExpireSession: ignored when term is older than
+// the newest leadership applied, or when the claim already ended.
+type ExpireClaim struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Token         uint64                 `protobuf:"varint,1,opt,name=token,proto3" json:"token,omitempty"`
+	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExpireClaim) Reset() {
+	*x = ExpireClaim{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExpireClaim) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExpireClaim) ProtoMessage() {}
+
+func (x *ExpireClaim) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExpireClaim.ProtoReflect.Descriptor instead.
+func (*ExpireClaim) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ExpireClaim) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+func (x *ExpireClaim) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+// QueueCancelWait takes a session out of a queue's claim waiters.
+type QueueCancelWait struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Queue   string                 `protobuf:"bytes,2,opt,name=queue,proto3" json:"queue,omitempty"`
+	// seq is the claim's: if it was granted first, the result is the claim.
+	Seq           uint64 `protobuf:"varint,3,opt,name=seq,proto3" json:"seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueCancelWait) Reset() {
+	*x = QueueCancelWait{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueCancelWait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueCancelWait) ProtoMessage() {}
+
+func (x *QueueCancelWait) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueCancelWait.ProtoReflect.Descriptor instead.
+func (*QueueCancelWait) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{53}
+}
+
+func (x *QueueCancelWait) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueCancelWait) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueCancelWait) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+// QueueTick moves the queues' time to the command's now_unix_ms and
+// hands items whose delay ended to waiting claims. The leader proposes it
+// when such an item and a waiter exist.
+type QueueTick struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueTick) Reset() {
+	*x = QueueTick{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueTick) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueTick) ProtoMessage() {}
+
+func (x *QueueTick) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueTick.ProtoReflect.Descriptor instead.
+func (*QueueTick) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{54}
+}
+
+// Queue is one work queue in the snapshot.
+type Queue struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// last_item is the last item id given in this queue.
+	LastItem uint64 `protobuf:"varint,2,opt,name=last_item,json=lastItem,proto3" json:"last_item,omitempty"`
+	// items in queue order (item id).
+	Items []*QueueItem `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	// dedupe is the dedupe table, oldest first.
+	Dedupe []*QueueDedupe `protobuf:"bytes,4,rep,name=dedupe,proto3" json:"dedupe,omitempty"`
+	// waiters are the sessions waiting to claim, in arrival order.
+	Waiters       []*QueueWaiter `protobuf:"bytes,5,rep,name=waiters,proto3" json:"waiters,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Queue) Reset() {
+	*x = Queue{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Queue) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Queue) ProtoMessage() {}
+
+func (x *Queue) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Queue.ProtoReflect.Descriptor instead.
+func (*Queue) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *Queue) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Queue) GetLastItem() uint64 {
+	if x != nil {
+		return x.LastItem
+	}
+	return 0
+}
+
+func (x *Queue) GetItems() []*QueueItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+func (x *Queue) GetDedupe() []*QueueDedupe {
+	if x != nil {
+		return x.Dedupe
+	}
+	return nil
+}
+
+func (x *Queue) GetWaiters() []*QueueWaiter {
+	if x != nil {
+		return x.Waiters
+	}
+	return nil
+}
+
+type QueueWaiter struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	VisibilityMs  int64                  `protobuf:"varint,3,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueWaiter) Reset() {
+	*x = QueueWaiter{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueWaiter) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueWaiter) ProtoMessage() {}
+
+func (x *QueueWaiter) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueWaiter.ProtoReflect.Descriptor instead.
+func (*QueueWaiter) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *QueueWaiter) GetSession() uint64 {
+	if x != nil {
+		return x.Session
+	}
+	return 0
+}
+
+func (x *QueueWaiter) GetSeq() uint64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *QueueWaiter) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+type QueueItem struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Id                uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Payload           []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	DedupeKey         string                 `protobuf:"bytes,3,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	AvailableAtUnixMs int64                  `protobuf:"varint,4,opt,name=available_at_unix_ms,json=availableAtUnixMs,proto3" json:"available_at_unix_ms,omitempty"`
+	Deliveries        uint32                 `protobuf:"varint,5,opt,name=deliveries,proto3" json:"deliveries,omitempty"`
+	MaxDeliveries     uint32                 `protobuf:"varint,6,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	// The claim, when claim_token is not 0.
+	ClaimToken       uint64 `protobuf:"varint,7,opt,name=claim_token,json=claimToken,proto3" json:"claim_token,omitempty"`
+	ClaimSession     uint64 `protobuf:"varint,8,opt,name=claim_session,json=claimSession,proto3" json:"claim_session,omitempty"`
+	ClaimedAtUnixMs  int64  `protobuf:"varint,9,opt,name=claimed_at_unix_ms,json=claimedAtUnixMs,proto3" json:"claimed_at_unix_ms,omitempty"`
+	VisibilityMs     int64  `protobuf:"varint,10,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	EnqueuedAtUnixMs int64  `protobuf:"varint,11,opt,name=enqueued_at_unix_ms,json=enqueuedAtUnixMs,proto3" json:"enqueued_at_unix_ms,omitempty"`
+	// origin_item is, in a dead-letter queue, the item's id in the queue it
+	// came from.
+	OriginItem    uint64 `protobuf:"varint,12,opt,name=origin_item,json=originItem,proto3" json:"origin_item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueItem) Reset() {
+	*x = QueueItem{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueItem) ProtoMessage() {}
+
+func (x *QueueItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueItem.ProtoReflect.Descriptor instead.
+func (*QueueItem) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *QueueItem) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *QueueItem) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *QueueItem) GetDedupeKey() string {
+	if x != nil {
+		return x.DedupeKey
+	}
+	return ""
+}
+
+func (x *QueueItem) GetAvailableAtUnixMs() int64 {
+	if x != nil {
+		return x.AvailableAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetDeliveries() uint32 {
+	if x != nil {
+		return x.Deliveries
+	}
+	return 0
+}
+
+func (x *QueueItem) GetMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxDeliveries
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimToken() uint64 {
+	if x != nil {
+		return x.ClaimToken
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimSession() uint64 {
+	if x != nil {
+		return x.ClaimSession
+	}
+	return 0
+}
+
+func (x *QueueItem) GetClaimedAtUnixMs() int64 {
+	if x != nil {
+		return x.ClaimedAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetVisibilityMs() int64 {
+	if x != nil {
+		return x.VisibilityMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetEnqueuedAtUnixMs() int64 {
+	if x != nil {
+		return x.EnqueuedAtUnixMs
+	}
+	return 0
+}
+
+func (x *QueueItem) GetOriginItem() uint64 {
+	if x != nil {
+		return x.OriginItem
+	}
+	return 0
+}
+
+type QueueDedupe struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Item          uint64                 `protobuf:"varint,2,opt,name=item,proto3" json:"item,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueDedupe) Reset() {
+	*x = QueueDedupe{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueDedupe) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueDedupe) ProtoMessage() {}
+
+func (x *QueueDedupe) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueDedupe.ProtoReflect.Descriptor instead.
+func (*QueueDedupe) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{58}
+}
+
+func (x *QueueDedupe) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *QueueDedupe) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
 var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\xd6\f\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\"\x84\x11\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -4085,7 +5276,19 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	" \x01(\v2\x1d.fenced.state.v1.RegisterNodeH\x00R\fregisterNode\x12.\n" +
 	"\x05batch\x18\f \x01(\v2\x16.fenced.state.v1.BatchH\x00R\x05batch\x12G\n" +
 	"\x0ereserve_tokens\x18\r \x01(\v2\x1e.fenced.state.v1.ReserveTokensH\x00R\rreserveTokens\x121\n" +
-	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12>\n" +
+	"\x06revoke\x182 \x01(\v2\x17.fenced.state.v1.RevokeH\x00R\x06revoke\x12;\n" +
+	"\n" +
+	"queue_push\x18< \x01(\v2\x1a.fenced.state.v1.QueuePushH\x00R\tqueuePush\x12>\n" +
+	"\vqueue_claim\x18= \x01(\v2\x1b.fenced.state.v1.QueueClaimH\x00R\n" +
+	"queueClaim\x128\n" +
+	"\tqueue_ack\x18> \x01(\v2\x19.fenced.state.v1.QueueAckH\x00R\bqueueAck\x12;\n" +
+	"\n" +
+	"queue_nack\x18? \x01(\v2\x1a.fenced.state.v1.QueueNackH\x00R\tqueueNack\x12A\n" +
+	"\fqueue_extend\x18@ \x01(\v2\x1c.fenced.state.v1.QueueExtendH\x00R\vqueueExtend\x12A\n" +
+	"\fexpire_claim\x18A \x01(\v2\x1c.fenced.state.v1.ExpireClaimH\x00R\vexpireClaim\x12N\n" +
+	"\x11queue_cancel_wait\x18B \x01(\v2 .fenced.state.v1.QueueCancelWaitH\x00R\x0fqueueCancelWait\x12;\n" +
+	"\n" +
+	"queue_tick\x18C \x01(\v2\x1a.fenced.state.v1.QueueTickH\x00R\tqueueTick\x12>\n" +
 	"\vrotate_keys\x18# \x01(\v2\x1b.fenced.state.v1.RotateKeysH\x00R\n" +
 	"rotateKeys\x12>\n" +
 	"\vsem_acquire\x18\x14 \x01(\v2\x1b.fenced.state.v1.SemAcquireH\x00R\n" +
@@ -4104,7 +5307,8 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bcampaign\x18\x1e \x01(\v2\x19.fenced.state.v1.CampaignH\x00R\bcampaign\x121\n" +
 	"\x06resign\x18\x1f \x01(\v2\x17.fenced.state.v1.ResignH\x00R\x06resign\x127\n" +
 	"\bproclaim\x18  \x01(\v2\x19.fenced.state.v1.ProclaimH\x00R\bproclaim\x12\x1e\n" +
-	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMsB\x04\n" +
+	"\vnow_unix_ms\x18\x0f \x01(\x03R\tnowUnixMs\x12%\n" +
+	"\x0eformat_version\x18P \x01(\rR\rformatVersionB\x04\n" +
 	"\x02opJ\x04\b\v\x10\fR\x11test_reset_tokens\"\x7f\n" +
 	"\n" +
 	"RotateKeys\x12\x12\n" +
@@ -4210,7 +5414,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\tmax_bytes\x18\x02 \x01(\x04R\bmaxBytes\"9\n" +
 	"\fRegisterNode\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x19\n" +
-	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\x8d\x06\n" +
+	"\bapi_addr\x18\x02 \x01(\tR\aapiAddr\"\xbd\a\n" +
 	"\x05State\x12\x16\n" +
 	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
 	"\n" +
@@ -4234,7 +5438,24 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\telections\x18\x1a \x03(\v2\x19.fenced.state.v1.ElectionR\telections\x12+\n" +
 	"\x11election_revision\x18\x1b \x01(\x04R\x10electionRevision\x12-\n" +
 	"\x12election_forgotten\x18\x1c \x01(\x04R\x11electionForgotten\x121\n" +
-	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\"r\n" +
+	"\arwlocks\x18\x17 \x03(\v2\x17.fenced.state.v1.RWLockR\arwlocks\x12%\n" +
+	"\x0eformat_version\x182 \x01(\rR\rformatVersion\x126\n" +
+	"\alineage\x183 \x03(\v2\x1c.fenced.state.v1.IssuerEpochR\alineage\x12.\n" +
+	"\x06queues\x18( \x03(\v2\x16.fenced.state.v1.QueueR\x06queues\x12\x1f\n" +
+	"\vqueue_clock\x18) \x01(\x03R\n" +
+	"queueClock\"\xaa\x02\n" +
+	"\vIssuerEpoch\x12\x16\n" +
+	"\x06issuer\x18\x01 \x01(\tR\x06issuer\x12\x1d\n" +
+	"\n" +
+	"last_token\x18\x02 \x01(\x04R\tlastToken\x12%\n" +
+	"\x0ereserved_token\x18\x03 \x01(\x04R\rreservedToken\x12%\n" +
+	"\x0esnapshot_index\x18\x04 \x01(\x04R\rsnapshotIndex\x12'\n" +
+	"\x10saved_at_unix_ms\x18\x05 \x01(\x03R\rsavedAtUnixMs\x12\x1f\n" +
+	"\vtoken_floor\x18\x06 \x01(\x04R\n" +
+	"tokenFloor\x12-\n" +
+	"\x13restored_at_unix_ms\x18\a \x01(\x03R\x10restoredAtUnixMs\x12\x1d\n" +
+	"\n" +
+	"new_issuer\x18\b \x01(\tR\tnewIssuer\"r\n" +
 	"\aKVReply\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x18\n" +
@@ -4410,7 +5631,82 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\bRWWaiter\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12+\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode*F\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x17.fenced.state.v1.RWModeR\x04mode\"\xa7\x02\n" +
+	"\tQueuePush\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"dedupe_key\x18\x03 \x01(\tR\tdedupeKey\x12\x19\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\x12%\n" +
+	"\x0emax_deliveries\x18\x05 \x01(\rR\rmaxDeliveries\x12#\n" +
+	"\rdedupe_window\x18\x06 \x01(\rR\fdedupeWindow\x12*\n" +
+	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\x12\x1b\n" +
+	"\tmax_items\x18\b \x01(\x04R\bmaxItems\x12\x1b\n" +
+	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\xd6\x01\n" +
+	"\n" +
+	"QueueClaim\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
+	"\x05queue\x18\x03 \x01(\tR\x05queue\x12#\n" +
+	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\x12\x12\n" +
+	"\x04wait\x18\x05 \x01(\bR\x04wait\x12,\n" +
+	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
+	"\vsecret_hash\x182 \x01(\fR\n" +
+	"secretHash\"J\n" +
+	"\bQueueAck\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\"f\n" +
+	"\tQueueNack\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12\x19\n" +
+	"\bdelay_ms\x18\x04 \x01(\x03R\adelayMs\"r\n" +
+	"\vQueueExtend\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\x12#\n" +
+	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\"7\n" +
+	"\vExpireClaim\x12\x14\n" +
+	"\x05token\x18\x01 \x01(\x04R\x05token\x12\x12\n" +
+	"\x04term\x18\x02 \x01(\x04R\x04term\"S\n" +
+	"\x0fQueueCancelWait\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x14\n" +
+	"\x05queue\x18\x02 \x01(\tR\x05queue\x12\x10\n" +
+	"\x03seq\x18\x03 \x01(\x04R\x03seq\"\v\n" +
+	"\tQueueTick\"\xd8\x01\n" +
+	"\x05Queue\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tlast_item\x18\x02 \x01(\x04R\blastItem\x120\n" +
+	"\x05items\x18\x03 \x03(\v2\x1a.fenced.state.v1.QueueItemR\x05items\x124\n" +
+	"\x06dedupe\x18\x04 \x03(\v2\x1c.fenced.state.v1.QueueDedupeR\x06dedupe\x126\n" +
+	"\awaiters\x18\x05 \x03(\v2\x1c.fenced.state.v1.QueueWaiterR\awaiters\"^\n" +
+	"\vQueueWaiter\x12\x18\n" +
+	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
+	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12#\n" +
+	"\rvisibility_ms\x18\x03 \x01(\x03R\fvisibilityMs\"\xb4\x03\n" +
+	"\tQueueItem\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x18\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"dedupe_key\x18\x03 \x01(\tR\tdedupeKey\x12/\n" +
+	"\x14available_at_unix_ms\x18\x04 \x01(\x03R\x11availableAtUnixMs\x12\x1e\n" +
+	"\n" +
+	"deliveries\x18\x05 \x01(\rR\n" +
+	"deliveries\x12%\n" +
+	"\x0emax_deliveries\x18\x06 \x01(\rR\rmaxDeliveries\x12\x1f\n" +
+	"\vclaim_token\x18\a \x01(\x04R\n" +
+	"claimToken\x12#\n" +
+	"\rclaim_session\x18\b \x01(\x04R\fclaimSession\x12+\n" +
+	"\x12claimed_at_unix_ms\x18\t \x01(\x03R\x0fclaimedAtUnixMs\x12#\n" +
+	"\rvisibility_ms\x18\n" +
+	" \x01(\x03R\fvisibilityMs\x12-\n" +
+	"\x13enqueued_at_unix_ms\x18\v \x01(\x03R\x10enqueuedAtUnixMs\x12\x1f\n" +
+	"\vorigin_item\x18\f \x01(\x04R\n" +
+	"originItem\"3\n" +
+	"\vQueueDedupe\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x12\n" +
+	"\x04item\x18\x02 \x01(\x04R\x04item*F\n" +
 	"\x06RWMode\x12\x17\n" +
 	"\x13RW_MODE_UNSPECIFIED\x10\x00\x12\x10\n" +
 	"\fRW_MODE_READ\x10\x01\x12\x11\n" +
@@ -4429,55 +5725,68 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
 var file_fenced_state_v1_state_proto_goTypes = []any{
-	(RWMode)(0),            // 0: fenced.state.v1.RWMode
-	(*Command)(nil),        // 1: fenced.state.v1.Command
-	(*RotateKeys)(nil),     // 2: fenced.state.v1.RotateKeys
-	(*SigningKey)(nil),     // 3: fenced.state.v1.SigningKey
-	(*Batch)(nil),          // 4: fenced.state.v1.Batch
-	(*Init)(nil),           // 5: fenced.state.v1.Init
-	(*ReserveTokens)(nil),  // 6: fenced.state.v1.ReserveTokens
-	(*NewLeader)(nil),      // 7: fenced.state.v1.NewLeader
-	(*CreateSession)(nil),  // 8: fenced.state.v1.CreateSession
-	(*Quota)(nil),          // 9: fenced.state.v1.Quota
-	(*CloseSession)(nil),   // 10: fenced.state.v1.CloseSession
-	(*Revoke)(nil),         // 11: fenced.state.v1.Revoke
-	(*EndLockDelay)(nil),   // 12: fenced.state.v1.EndLockDelay
-	(*RenewGrant)(nil),     // 13: fenced.state.v1.RenewGrant
-	(*ExpireSession)(nil),  // 14: fenced.state.v1.ExpireSession
-	(*Acquire)(nil),        // 15: fenced.state.v1.Acquire
-	(*Release)(nil),        // 16: fenced.state.v1.Release
-	(*CancelWait)(nil),     // 17: fenced.state.v1.CancelWait
-	(*KVWrite)(nil),        // 18: fenced.state.v1.KVWrite
-	(*KVLimits)(nil),       // 19: fenced.state.v1.KVLimits
-	(*RegisterNode)(nil),   // 20: fenced.state.v1.RegisterNode
-	(*State)(nil),          // 21: fenced.state.v1.State
-	(*KVReply)(nil),        // 22: fenced.state.v1.KVReply
-	(*KVEntry)(nil),        // 23: fenced.state.v1.KVEntry
-	(*Session)(nil),        // 24: fenced.state.v1.Session
-	(*Reply)(nil),          // 25: fenced.state.v1.Reply
-	(*Lock)(nil),           // 26: fenced.state.v1.Lock
-	(*WaiterDelay)(nil),    // 27: fenced.state.v1.WaiterDelay
-	(*Waiter)(nil),         // 28: fenced.state.v1.Waiter
-	(*SemAcquire)(nil),     // 29: fenced.state.v1.SemAcquire
-	(*SemRelease)(nil),     // 30: fenced.state.v1.SemRelease
-	(*SemCancelWait)(nil),  // 31: fenced.state.v1.SemCancelWait
-	(*Semaphore)(nil),      // 32: fenced.state.v1.Semaphore
-	(*Permit)(nil),         // 33: fenced.state.v1.Permit
-	(*SemWaiter)(nil),      // 34: fenced.state.v1.SemWaiter
-	(*Campaign)(nil),       // 35: fenced.state.v1.Campaign
-	(*Resign)(nil),         // 36: fenced.state.v1.Resign
-	(*Proclaim)(nil),       // 37: fenced.state.v1.Proclaim
-	(*Election)(nil),       // 38: fenced.state.v1.Election
-	(*Candidate)(nil),      // 39: fenced.state.v1.Candidate
-	(*ElectionChange)(nil), // 40: fenced.state.v1.ElectionChange
-	(*RWAcquire)(nil),      // 41: fenced.state.v1.RWAcquire
-	(*RWRelease)(nil),      // 42: fenced.state.v1.RWRelease
-	(*RWCancelWait)(nil),   // 43: fenced.state.v1.RWCancelWait
-	(*RWLock)(nil),         // 44: fenced.state.v1.RWLock
-	(*RWHolder)(nil),       // 45: fenced.state.v1.RWHolder
-	(*RWWaiter)(nil),       // 46: fenced.state.v1.RWWaiter
+	(RWMode)(0),             // 0: fenced.state.v1.RWMode
+	(*Command)(nil),         // 1: fenced.state.v1.Command
+	(*RotateKeys)(nil),      // 2: fenced.state.v1.RotateKeys
+	(*SigningKey)(nil),      // 3: fenced.state.v1.SigningKey
+	(*Batch)(nil),           // 4: fenced.state.v1.Batch
+	(*Init)(nil),            // 5: fenced.state.v1.Init
+	(*ReserveTokens)(nil),   // 6: fenced.state.v1.ReserveTokens
+	(*NewLeader)(nil),       // 7: fenced.state.v1.NewLeader
+	(*CreateSession)(nil),   // 8: fenced.state.v1.CreateSession
+	(*Quota)(nil),           // 9: fenced.state.v1.Quota
+	(*CloseSession)(nil),    // 10: fenced.state.v1.CloseSession
+	(*Revoke)(nil),          // 11: fenced.state.v1.Revoke
+	(*EndLockDelay)(nil),    // 12: fenced.state.v1.EndLockDelay
+	(*RenewGrant)(nil),      // 13: fenced.state.v1.RenewGrant
+	(*ExpireSession)(nil),   // 14: fenced.state.v1.ExpireSession
+	(*Acquire)(nil),         // 15: fenced.state.v1.Acquire
+	(*Release)(nil),         // 16: fenced.state.v1.Release
+	(*CancelWait)(nil),      // 17: fenced.state.v1.CancelWait
+	(*KVWrite)(nil),         // 18: fenced.state.v1.KVWrite
+	(*KVLimits)(nil),        // 19: fenced.state.v1.KVLimits
+	(*RegisterNode)(nil),    // 20: fenced.state.v1.RegisterNode
+	(*State)(nil),           // 21: fenced.state.v1.State
+	(*IssuerEpoch)(nil),     // 22: fenced.state.v1.IssuerEpoch
+	(*KVReply)(nil),         // 23: fenced.state.v1.KVReply
+	(*KVEntry)(nil),         // 24: fenced.state.v1.KVEntry
+	(*Session)(nil),         // 25: fenced.state.v1.Session
+	(*Reply)(nil),           // 26: fenced.state.v1.Reply
+	(*Lock)(nil),            // 27: fenced.state.v1.Lock
+	(*WaiterDelay)(nil),     // 28: fenced.state.v1.WaiterDelay
+	(*Waiter)(nil),          // 29: fenced.state.v1.Waiter
+	(*SemAcquire)(nil),      // 30: fenced.state.v1.SemAcquire
+	(*SemRelease)(nil),      // 31: fenced.state.v1.SemRelease
+	(*SemCancelWait)(nil),   // 32: fenced.state.v1.SemCancelWait
+	(*Semaphore)(nil),       // 33: fenced.state.v1.Semaphore
+	(*Permit)(nil),          // 34: fenced.state.v1.Permit
+	(*SemWaiter)(nil),       // 35: fenced.state.v1.SemWaiter
+	(*Campaign)(nil),        // 36: fenced.state.v1.Campaign
+	(*Resign)(nil),          // 37: fenced.state.v1.Resign
+	(*Proclaim)(nil),        // 38: fenced.state.v1.Proclaim
+	(*Election)(nil),        // 39: fenced.state.v1.Election
+	(*Candidate)(nil),       // 40: fenced.state.v1.Candidate
+	(*ElectionChange)(nil),  // 41: fenced.state.v1.ElectionChange
+	(*RWAcquire)(nil),       // 42: fenced.state.v1.RWAcquire
+	(*RWRelease)(nil),       // 43: fenced.state.v1.RWRelease
+	(*RWCancelWait)(nil),    // 44: fenced.state.v1.RWCancelWait
+	(*RWLock)(nil),          // 45: fenced.state.v1.RWLock
+	(*RWHolder)(nil),        // 46: fenced.state.v1.RWHolder
+	(*RWWaiter)(nil),        // 47: fenced.state.v1.RWWaiter
+	(*QueuePush)(nil),       // 48: fenced.state.v1.QueuePush
+	(*QueueClaim)(nil),      // 49: fenced.state.v1.QueueClaim
+	(*QueueAck)(nil),        // 50: fenced.state.v1.QueueAck
+	(*QueueNack)(nil),       // 51: fenced.state.v1.QueueNack
+	(*QueueExtend)(nil),     // 52: fenced.state.v1.QueueExtend
+	(*ExpireClaim)(nil),     // 53: fenced.state.v1.ExpireClaim
+	(*QueueCancelWait)(nil), // 54: fenced.state.v1.QueueCancelWait
+	(*QueueTick)(nil),       // 55: fenced.state.v1.QueueTick
+	(*Queue)(nil),           // 56: fenced.state.v1.Queue
+	(*QueueWaiter)(nil),     // 57: fenced.state.v1.QueueWaiter
+	(*QueueItem)(nil),       // 58: fenced.state.v1.QueueItem
+	(*QueueDedupe)(nil),     // 59: fenced.state.v1.QueueDedupe
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -4493,54 +5802,68 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	4,  // 10: fenced.state.v1.Command.batch:type_name -> fenced.state.v1.Batch
 	6,  // 11: fenced.state.v1.Command.reserve_tokens:type_name -> fenced.state.v1.ReserveTokens
 	11, // 12: fenced.state.v1.Command.revoke:type_name -> fenced.state.v1.Revoke
-	2,  // 13: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	29, // 14: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	30, // 15: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	31, // 16: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
-	41, // 17: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
-	42, // 18: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
-	43, // 19: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
-	12, // 20: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
-	13, // 21: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
-	35, // 22: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
-	36, // 23: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
-	37, // 24: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
-	1,  // 25: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	9,  // 26: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	9,  // 27: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 28: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	19, // 29: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	24, // 30: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	26, // 31: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	23, // 32: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	20, // 33: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	22, // 34: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	3,  // 35: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	32, // 36: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	38, // 37: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
-	44, // 38: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
-	25, // 39: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	28, // 40: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	27, // 41: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	9,  // 42: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 43: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	33, // 44: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	34, // 45: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	9,  // 46: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
-	39, // 47: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
-	40, // 48: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
-	0,  // 49: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 50: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 51: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
-	45, // 52: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
-	46, // 53: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
-	0,  // 54: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
-	0,  // 55: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	48, // 13: fenced.state.v1.Command.queue_push:type_name -> fenced.state.v1.QueuePush
+	49, // 14: fenced.state.v1.Command.queue_claim:type_name -> fenced.state.v1.QueueClaim
+	50, // 15: fenced.state.v1.Command.queue_ack:type_name -> fenced.state.v1.QueueAck
+	51, // 16: fenced.state.v1.Command.queue_nack:type_name -> fenced.state.v1.QueueNack
+	52, // 17: fenced.state.v1.Command.queue_extend:type_name -> fenced.state.v1.QueueExtend
+	53, // 18: fenced.state.v1.Command.expire_claim:type_name -> fenced.state.v1.ExpireClaim
+	54, // 19: fenced.state.v1.Command.queue_cancel_wait:type_name -> fenced.state.v1.QueueCancelWait
+	55, // 20: fenced.state.v1.Command.queue_tick:type_name -> fenced.state.v1.QueueTick
+	2,  // 21: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
+	30, // 22: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	31, // 23: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	32, // 24: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	42, // 25: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	43, // 26: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	44, // 27: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	12, // 28: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	13, // 29: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	36, // 30: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	37, // 31: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	38, // 32: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	1,  // 33: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	9,  // 34: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	9,  // 35: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 36: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	19, // 37: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	25, // 38: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	27, // 39: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	24, // 40: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	20, // 41: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	23, // 42: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	3,  // 43: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	33, // 44: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	39, // 45: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	45, // 46: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	22, // 47: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
+	56, // 48: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
+	26, // 49: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	29, // 50: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	28, // 51: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 52: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 53: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	34, // 54: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	35, // 55: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	9,  // 56: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	40, // 57: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	41, // 58: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	0,  // 59: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 60: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 61: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	46, // 62: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	47, // 63: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 64: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 65: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 66: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
+	58, // 67: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
+	59, // 68: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
+	57, // 69: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
+	70, // [70:70] is the sub-list for method output_type
+	70, // [70:70] is the sub-list for method input_type
+	70, // [70:70] is the sub-list for extension type_name
+	70, // [70:70] is the sub-list for extension extendee
+	0,  // [0:70] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -4562,6 +5885,14 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_Batch)(nil),
 		(*Command_ReserveTokens)(nil),
 		(*Command_Revoke)(nil),
+		(*Command_QueuePush)(nil),
+		(*Command_QueueClaim)(nil),
+		(*Command_QueueAck)(nil),
+		(*Command_QueueNack)(nil),
+		(*Command_QueueExtend)(nil),
+		(*Command_ExpireClaim)(nil),
+		(*Command_QueueCancelWait)(nil),
+		(*Command_QueueTick)(nil),
 		(*Command_RotateKeys)(nil),
 		(*Command_SemAcquire)(nil),
 		(*Command_SemRelease)(nil),
@@ -4581,7 +5912,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   46,
+			NumMessages:   59,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
