@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -30,8 +31,15 @@ type Config struct {
 	Nodes int
 	// Clients is the number of worker processes.
 	Clients int
-	// Locks is the number of contended locks (each protects one kv key).
+	// Locks is the number of contended objects of each workload (each
+	// protects one kv key; a semaphore, one per slot).
 	Locks int
+	// Workloads are the primitives the workers exercise (workload.go):
+	// some of lock, semaphore, rwlock, election. Empty means lock.
+	Workloads []string
+	// Capacity is the capacity of the semaphores of the semaphore
+	// workload.
+	Capacity int
 	// Duration is how long the workload runs with faults.
 	Duration time.Duration
 	// Seed seeds the workers and the fault schedule.
@@ -50,6 +58,18 @@ type Config struct {
 	// whatever secret it presents (the ownership checker's negative
 	// control: the workers' attacks on each other's sessions succeed).
 	AnyOwner bool
+	// OverCapacity makes every node's semaphores grant one permit more
+	// than their capacity (the semaphore checker's negative control;
+	// needs the semaphore workload).
+	OverCapacity bool
+	// ReaderWithWriter makes every node's read/write locks admit a reader
+	// beside a writer (the rw-exclusion checker's negative control; needs
+	// the rwlock workload).
+	ReaderWithWriter bool
+	// SecondLeader makes every node's elections make a new candidate
+	// leader while another leads (the election checker's negative
+	// control; needs the election workload).
+	SecondLeader bool
 	// OutDir receives the history, the summary and the report.
 	OutDir string
 	// LivenessBound is how soon after healing every live client must get a
@@ -95,6 +115,26 @@ func (c Config) Validate() error {
 	if c.Locks < 1 || c.Locks > 100 {
 		errs = append(errs, fmt.Errorf("--locks %d: want 1 to 100", c.Locks))
 	}
+	for _, w := range c.Workloads {
+		if !slices.Contains(AllWorkloads, w) {
+			errs = append(errs, fmt.Errorf("--workload %q: want some of %s", w, strings.Join(AllWorkloads, ",")))
+		}
+	}
+	if c.hasWorkload(WorkloadSemaphore) && (c.Capacity < 1 || c.Capacity > 64) {
+		errs = append(errs, fmt.Errorf("--capacity %d: want 1 to 64", c.Capacity))
+	}
+	for _, nc := range []struct {
+		on             bool
+		flag, workload string
+	}{
+		{c.OverCapacity, "--over-capacity", WorkloadSemaphore},
+		{c.ReaderWithWriter, "--reader-with-writer", WorkloadRWLock},
+		{c.SecondLeader, "--second-leader", WorkloadElection},
+	} {
+		if nc.on && !c.hasWorkload(nc.workload) {
+			errs = append(errs, fmt.Errorf("%s breaks the %s workload's rule, but --workload has no %s: the control would prove nothing", nc.flag, nc.workload, nc.workload))
+		}
+	}
 	if c.Duration < time.Second || c.Duration > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("--duration %v: want 1s to 24h", c.Duration))
 	}
@@ -109,6 +149,16 @@ func (c Config) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// workloads are the run's workloads: Workloads, or lock.
+func (c Config) workloads() []string {
+	if len(c.Workloads) == 0 {
+		return []string{WorkloadLock}
+	}
+	return c.Workloads
+}
+
+func (c Config) hasWorkload(w string) bool { return slices.Contains(c.workloads(), w) }
 
 // workerProc is one running worker process.
 type workerProc struct {
@@ -245,6 +295,15 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.AnyOwner {
 		knobs = append(knobs, "--test-any-owner")
 	}
+	if cfg.OverCapacity {
+		knobs = append(knobs, "--test-over-capacity")
+	}
+	if cfg.ReaderWithWriter {
+		knobs = append(knobs, "--test-reader-with-writer")
+	}
+	if cfg.SecondLeader {
+		knobs = append(knobs, "--test-second-leader")
+	}
 	say("starting %d node(s) in %s", cfg.Nodes, work)
 	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs, cfg.Secure)
 	if err != nil {
@@ -256,10 +315,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	var nemesisOps history.History
 	record := func(op history.Op) { mu.Lock(); nemesisOps = append(nemesisOps, op); mu.Unlock() }
 
-	names := make([]string, cfg.Locks)
-	for i := range names {
-		names[i] = fmt.Sprintf("lock-%d", i)
-	}
+	names := objectNames(cfg.workloads(), cfg.Locks)
 	var workers []*workerProc
 	for i := 0; i < cfg.Clients; i++ {
 		w, err := startWorker(cfg, work, fmt.Sprintf("p%d", i+1), c.endpoints(), names, uint64(cfg.Seed)+uint64(i), c.sec.workerArgs())
@@ -287,7 +343,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer nem.admin.Close()
-	say("workload: %d clients on %d locks for %v, faults %s, seed %d", cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
+	say("workload %s: %d clients on %d objects each for %v, faults %s, seed %d", strings.Join(cfg.workloads(), ","), cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	stopProgress := reportProgress(fctx, cfg, workers, func() int {
 		mu.Lock()
@@ -314,11 +370,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	sleepCtx(ctx, cfg.LivenessBound)
 	stopWorkers()
 
-	say("reading every key back")
-	final := finalReads(ctx, c, names)
-
-	h := append(history.History(nil), nemesisOps...)
-	h = append(h, final...)
+	var h history.History
 	for _, w := range workers {
 		wh, err := history.ReadFile(w.out)
 		if err != nil {
@@ -326,6 +378,9 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		h = append(h, wh...)
 	}
+	say("reading every key back")
+	h = append(h, finalReads(ctx, c, finalKeys(cfg, names, h))...)
+	h = append(h, nemesisOps...)
 	for _, nd := range c.nodes {
 		nh, err := history.ReadFile(nd.eventLog)
 		if err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -348,8 +403,17 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	violations := checker.All(h, checker.Options{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
 	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
+	sum.Workloads = cfg.workloads()
 	sum.Started, sum.Ended = started, time.Now()
-	sum.ChecksRun = []string{"stale-write", "token-order", "mutual-exclusion", "linearizability", "lost-ack", "liveness", "ownership"}
+	sum.ChecksRun = []string{checker.StaleWriteCheck, checker.TokenOrderCheck, checker.MutualExclusionCheck, checker.LinearizabilityCheck,
+		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck}
+	for _, p := range []struct{ workload, check string }{
+		{WorkloadSemaphore, checker.SemaphoreCheck}, {WorkloadRWLock, checker.RWExclusionCheck}, {WorkloadElection, checker.ElectionCheck},
+	} {
+		if cfg.hasWorkload(p.workload) {
+			sum.ChecksRun = append(sum.ChecksRun, p.check)
+		}
+	}
 	if err := report.Write(cfg.OutDir, h, violations, sum); err != nil {
 		return nil, err
 	}
@@ -365,7 +429,7 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 		return nil, err
 	}
 	args := []string{"check", "--worker", "--id", id, "--endpoints", strings.Join(endpoints, ","),
-		"--names", strings.Join(names, ","), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out}
+		"--names", strings.Join(names, ","), "--worker-capacity", fmt.Sprint(cfg.Capacity), "--worker-ttl", cfg.TTL.String(), "--seed", fmt.Sprint(seed), "--worker-out", out}
 	args = append(args, secArgs...)
 	p, err := launch.Start(launch.Spec{Bin: cfg.Binary, Args: args, Out: logf, OwnGroup: true, OnExit: func() { logf.Close() }})
 	if err != nil {
@@ -373,6 +437,32 @@ func startWorker(cfg Config, dir, id string, endpoints, names []string, seed uin
 		return nil, fmt.Errorf("start worker %s: %w", id, err)
 	}
 	return &workerProc{id: id, proc: p, out: out}, nil
+}
+
+// finalKeys are the keys the harness reads back at the end: every
+// object's key (each slot's of a semaphore) and every key a worker wrote
+// (a semaphore broken on purpose grants slots beyond its capacity).
+func finalKeys(cfg Config, names []string, h history.History) []string {
+	set := map[string]bool{}
+	for _, name := range names {
+		if workloadOf(name) != WorkloadSemaphore {
+			set[name] = true
+			continue
+		}
+		for slot := 0; slot < cfg.Capacity; slot++ {
+			set[slotKey(name, slot)] = true
+		}
+	}
+	for _, op := range h {
+		if op.Kind == history.OpWrite {
+			set[op.Key] = true
+		}
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	return keys
 }
 
 // finalReads reads every key once all faults are healed (process "final").

@@ -21,9 +21,12 @@ type WorkerConfig struct {
 	ID string
 	// Endpoints are the servers (the harness's API proxies).
 	Endpoints []string
-	// Names are the contended locks; each lock protects the kv key of the
-	// same name.
+	// Names are the contended objects; their prefix says of which
+	// workload each is (workload.go). Each protects the kv key of its name
+	// (a semaphore, the keys of its slots).
 	Names []string
+	// Capacity is the capacity of the semaphores.
+	Capacity int
 	// TTL is the TTL of sessions and TTL locks.
 	TTL time.Duration
 	// Seed seeds the worker's choices.
@@ -71,6 +74,32 @@ func outcomeOf(err error) string {
 	return history.Unknown
 }
 
+// waitOutcome is outcomeOf for an acquire that waited: a wait that ran
+// out is Unknown, for the SDK took the waiter out of the queue and
+// released a grant that may have raced it: maybe granted, briefly.
+func waitOutcome(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return history.Unknown
+	}
+	return outcomeOf(err)
+}
+
+// openSession opens a session of ttl within sctx; the function it returns
+// closes it. On an error it waits a little within ctx (the cluster may be
+// unavailable) before it returns.
+func openSession(sctx, ctx context.Context, c *client.Client, ttl time.Duration) (*client.Session, func(), error) {
+	s, err := c.NewSession(sctx, client.WithTTL(ttl))
+	if err != nil {
+		sleepCtx(ctx, 50*time.Millisecond)
+		return nil, nil, err
+	}
+	return s, func() {
+		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
+		s.Close(cctx)
+		ccancel()
+	}, nil
+}
+
 func errText(err error) string {
 	if err == nil {
 		return ""
@@ -79,10 +108,12 @@ func errText(err error) string {
 }
 
 // RunWorker runs the workload of one client process until ctx ends: it
-// repeatedly takes one of the contended locks (waiting in the queue with a
-// session, or as a TTL lock it then lets expire), reads and writes
-// the lock's kv key under the token, and releases or lets the grant
-// expire. It writes with its token without first checking that it still
+// repeatedly takes one of the contended objects — a lock (waiting in the
+// queue with a session, or as a TTL lock it then lets expire), permits of
+// a semaphore, a read or write grant of a read/write lock, or an
+// election's leadership — reads and writes the object's kv key under the
+// token (a permit's slot key; readers only read), and releases or lets the
+// grant expire. It writes with its token without first checking that it still
 // holds the lock: the naive holder whose late writes fencing must stop.
 func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	c, err := newClient(cfg.Endpoints, cfg.CAFile, cfg.TokenFile, client.WithRequestTimeout(requestTimeout))
@@ -98,6 +129,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	for n := 0; ctx.Err() == nil; n++ {
 		name := cfg.Names[rng.IntN(len(cfg.Names))]
+		switch workloadOf(name) {
+		case WorkloadSemaphore:
+			semaphoreRound(ctx, c, rec, rng, cfg, name, n)
+			continue
+		case WorkloadRWLock:
+			rwLockRound(ctx, c, rec, rng, cfg, name, n)
+			continue
+		case WorkloadElection:
+			electionRound(ctx, c, rec, rng, cfg, name, n)
+			continue
+		}
 		if rng.IntN(10) < 7 {
 			sessionRound(ctx, c, hj, rec, rng, cfg, name, n)
 		} else {
@@ -113,27 +155,17 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	s, err := c.NewSession(sctx, client.WithTTL(cfg.TTL))
+	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
 	if err != nil {
-		sleepCtx(ctx, 50*time.Millisecond)
 		return
 	}
-	defer func() {
-		cctx, ccancel := context.WithTimeout(context.Background(), time.Second)
-		s.Close(cctx)
-		ccancel()
-	}()
+	defer closeSession()
 	m := client.NewMutex(s, name)
 	op := history.Op{Kind: history.OpAcquire, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
 	lctx, lcancel := context.WithTimeout(sctx, 3*time.Second)
 	err = m.Lock(lctx)
 	lcancel()
-	op.Outcome, op.Error = outcomeOf(err), errText(err)
-	if errors.Is(err, context.DeadlineExceeded) {
-		// The wait ran out; the SDK took the waiter out of the queue and
-		// released a grant that may have raced it: maybe granted, briefly.
-		op.Outcome = history.Unknown
-	}
+	op.Outcome, op.Error = waitOutcome(err), errText(err)
 	if err == nil {
 		op.Token = uint64(m.Token())
 	}
@@ -183,18 +215,7 @@ func ttlLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 // holding the lock for a while (up to about half the TTL).
 func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, key string, t fence.Token, n int) {
 	for i := 0; i < 2+rng.IntN(4) && ctx.Err() == nil; i++ {
-		rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		read := history.Op{Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
-		e, err := c.KVGet(rctx, key)
-		cancel()
-		read.Outcome, read.Error = outcomeOf(err), errText(err)
-		switch {
-		case errors.Is(err, client.ErrKeyNotFound):
-			read.Outcome, read.Error, read.Token = history.NotFound, "", uint64(e.Token)
-		case err == nil:
-			read.Value, read.Version, read.Token = string(e.Value), e.Version, uint64(e.Token)
-		}
-		rec.record(read)
+		readKey(ctx, c, rec, key)
 
 		value := fmt.Sprintf("%s-%d-%d", rec.id, n, i)
 		write := history.Op{Kind: history.OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
@@ -214,6 +235,22 @@ func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, 
 		rec.record(write)
 		sleepCtx(ctx, time.Duration(20+rng.IntN(100))*time.Millisecond)
 	}
+}
+
+// readKey reads key once and records the read.
+func readKey(ctx context.Context, c *client.Client, rec *recorder, key string) {
+	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	read := history.Op{Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
+	e, err := c.KVGet(rctx, key)
+	cancel()
+	read.Outcome, read.Error = outcomeOf(err), errText(err)
+	switch {
+	case errors.Is(err, client.ErrKeyNotFound):
+		read.Outcome, read.Error, read.Token = history.NotFound, "", uint64(e.Token)
+	case err == nil:
+		read.Value, read.Version, read.Token = string(e.Value), e.Version, uint64(e.Token)
+	}
+	rec.record(read)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

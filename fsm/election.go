@@ -294,7 +294,9 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		return Result{Err: err}
 	}
 	t.revive(e)
-	if e.leader == 0 && e.queue.len() == 0 {
+	// The second-leader test fault (faults_on.go) makes the candidate
+	// leader beside the one that leads, whose leadership is never ended.
+	if (e.leader == 0 || m.faults.twoLeaders()) && e.queue.len() == 0 {
 		g := m.issueGrant(fence.KindLeader, name, name, sid, now) // exhaustion was checked above
 		e.leader, e.token, e.issuedAt, e.value = sid, g.Token, now, cloneBytes(c.GetValue())
 		s.bound[kindElection].hold(name)

@@ -6,5 +6,8 @@ package fsm
 // none (see faults_on.go).
 type faults struct{}
 
-func (faults) acceptStale() bool { return false }
-func (faults) anyOwner() bool    { return false }
+func (faults) acceptStale() bool        { return false }
+func (faults) anyOwner() bool           { return false }
+func (faults) overCapacity() bool       { return false }
+func (faults) readerBesideWriter() bool { return false }
+func (faults) twoLeaders() bool         { return false }

@@ -32,3 +32,48 @@ func TestMachine_UnfencedKVFault(t *testing.T) {
 		t.Fatalf("value=%q after the accepted stale write, want old", got)
 	}
 }
+
+// Each primitive fault of a test build breaks its rule on the machine it
+// is set on, and only there: the over-capacity fault grants a permit
+// beyond the capacity (slot 2 of 2), the reader-with-writer fault admits a
+// reader beside a writer, the second-leader fault makes a candidate lead
+// beside the leader. The same commands on a machine without the fault
+// queue the request.
+func TestMachine_PrimitiveFaults(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		set   func(*fsm.Machine)
+		apply func(m *fsm.Machine, first, second uint64) fsm.Result
+	}{
+		{"over-capacity", func(m *fsm.Machine) { m.SetOverCapacity(true) }, func(m *fsm.Machine, a, b uint64) fsm.Result {
+			semAcquire(m, a, 1, "pool", 2, 2, false)
+			return semAcquire(m, b, 1, "pool", 2, 1, true)
+		}},
+		{"reader-with-writer", func(m *fsm.Machine) { m.SetReaderWithWriter(true) }, func(m *fsm.Machine, a, b uint64) fsm.Result {
+			rwAcquire(m, a, 1, "db", true, false)
+			return rwAcquire(m, b, 1, "db", false, true)
+		}},
+		{"second-leader", func(m *fsm.Machine) { m.SetSecondLeader(true) }, func(m *fsm.Machine, a, b uint64) fsm.Result {
+			campaign(m, a, 1, "e", "a")
+			return campaign(m, b, 1, "e", "b")
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			good, broken := newMachine(t), newMachine(t)
+			tt.set(broken)
+			for _, m := range []*fsm.Machine{good, broken} {
+				m.Apply(initCommand(0))
+			}
+			if res := tt.apply(good, createSession(t, good), createSession(t, good)); res.Granted || !res.Queued {
+				t.Fatalf("without the fault: %+v, want the second request queued", res)
+			}
+			res := tt.apply(broken, createSession(t, broken), createSession(t, broken))
+			if !res.Granted {
+				t.Fatalf("with the fault: %+v, want the second request granted", res)
+			}
+			if tt.name == "over-capacity" && (len(res.Permits) != 1 || res.Permits[0].Slot != 2) {
+				t.Fatalf("with the fault: permits %+v, want slot 2 of a semaphore of 2", res.Permits)
+			}
+		})
+	}
+}

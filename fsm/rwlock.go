@@ -191,7 +191,9 @@ func (t *rwTable) acquire(a *statev1.RWAcquire, now int64) Result {
 		l = &rwlock{name: name}
 		t.byName[name] = l
 	}
-	free := l.queue.len() == 0 && l.compatible(write)
+	// The reader-with-writer test fault (faults_on.go) admits a reader
+	// beside a writer.
+	free := l.queue.len() == 0 && (l.compatible(write) || (!write && m.faults.readerBesideWriter()))
 	if free || (a.GetWait() && !l.queue.has(sid)) {
 		if err := checkHoldQuota(s, a.GetQuota(), !free); err != nil {
 			t.dropIfIdle(name)

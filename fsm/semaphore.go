@@ -42,7 +42,22 @@ type semaphore struct {
 	want map[uint64]uint32
 }
 
-func (s *semaphore) free() uint32 { return s.capacity - uint32(len(s.bySlot)) }
+func (s *semaphore) free() uint32 {
+	if n := uint32(len(s.bySlot)); n < s.capacity {
+		return s.capacity - n
+	}
+	return 0
+}
+
+// free is the number of permits a request may take from sem: its free
+// permits, or one more under the over-capacity test fault (faults_on.go)
+// while no more than capacity are live.
+func (t *semaphoreTable) free(sem *semaphore) uint32 {
+	if t.m.faults.overCapacity() && uint32(len(sem.bySlot)) <= sem.capacity {
+		return sem.free() + 1
+	}
+	return sem.free()
+}
 
 func (s *semaphore) idle() bool { return len(s.bySlot) == 0 && s.queue.len() == 0 }
 
@@ -198,7 +213,7 @@ func (t *semaphoreTable) acquire(a *statev1.SemAcquire, now int64) Result {
 	}
 	// FIFO without overtaking: permits are free for a new request only
 	// when nobody waits.
-	grant := !queued && sem.queue.len() == 0 && a.GetPermits() <= sem.free()
+	grant := !queued && sem.queue.len() == 0 && a.GetPermits() <= t.free(sem)
 	if grant || (a.GetWait() && !queued) {
 		if err := checkHoldQuota(s, a.GetQuota(), !grant); err != nil {
 			t.dropIfIdle(name)
@@ -277,7 +292,7 @@ func (t *semaphoreTable) serve(sem *semaphore, now int64) {
 	for sem.queue.len() > 0 {
 		head := sem.queue.list[0]
 		n := sem.want[head.session]
-		if n > sem.free() || fence.MaxToken-m.tokens.last < fence.Token(n) {
+		if n > t.free(sem) || fence.MaxToken-m.tokens.last < fence.Token(n) {
 			return
 		}
 		slots := t.freeSlots(sem, n)

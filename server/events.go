@@ -44,7 +44,7 @@ func (e *events) Granted(g fence.Grant) {
 	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
 	e.debug("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)))
-	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
+	e.history.write(committedEvent{Kind: "server_grant", Name: g.Name, GrantKind: string(g.Kind), Scope: g.Scope, Session: g.Session, Token: uint64(g.Token), Seq: e.index})
 }
 
 func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, reason fsm.EndReason) {
@@ -56,7 +56,7 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 		}
 	}
 	e.debug("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()))
-	e.history.write(committedEvent{Kind: "server_release", Name: name, Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
+	e.history.write(committedEvent{Kind: "server_release", Name: name, GrantKind: string(k), Session: session, Token: uint64(token), Seq: e.index, Result: reason.String()})
 }
 
 func (e *events) WaitEnded(k fence.Kind, name string, session uint64) {

@@ -31,6 +31,18 @@ type Faults struct {
 	// close, release or acquire for any session, whatever secret it
 	// presents (the negative control of the ownership checker).
 	AnyOwner bool
+	// OverCapacity makes this node's semaphores grant one permit more
+	// than their capacity (the negative control of the semaphore
+	// checker).
+	OverCapacity bool
+	// ReaderWithWriter makes this node's read/write locks admit a reader
+	// while a writer holds the lock (the negative control of the
+	// read/write exclusion checker).
+	ReaderWithWriter bool
+	// SecondLeader makes this node's elections make a new candidate leader
+	// at once while another leads (the negative control of the election
+	// checker).
+	SecondLeader bool
 }
 
 // faultState is a node's running faults.
@@ -57,6 +69,15 @@ func (f *faultState) warn(log *slog.Logger) {
 	if k.AnyOwner {
 		log.Warn(msg, "fault", "any-owner")
 	}
+	if k.OverCapacity {
+		log.Warn(msg, "fault", "over-capacity")
+	}
+	if k.ReaderWithWriter {
+		log.Warn(msg, "fault", "reader-with-writer")
+	}
+	if k.SecondLeader {
+		log.Warn(msg, "fault", "second-leader")
+	}
 	if f.cfg.Raft.Test.Dial != nil {
 		log.Warn(msg, "fault", "dial-hook")
 	}
@@ -75,6 +96,9 @@ func (f *faultState) clock() fence.Clock {
 func (f *faultState) machine(m *fsm.Machine) {
 	m.SetUnfencedKV(f.cfg.Test.UnfencedKV)
 	m.SetAnyOwner(f.cfg.Test.AnyOwner)
+	m.SetOverCapacity(f.cfg.Test.OverCapacity)
+	m.SetReaderWithWriter(f.cfg.Test.ReaderWithWriter)
+	m.SetSecondLeader(f.cfg.Test.SecondLeader)
 }
 
 // tookOver records the last token issued when this node became leader.

@@ -24,9 +24,10 @@ func TestFaults_WarnWhenOn(t *testing.T) {
 	}
 	cfg := DefaultConfig()
 	cfg.Test.ClockRate, cfg.Test.UnfencedKV, cfg.Test.ResetTokens = 2, true, true
+	cfg.Test.OverCapacity, cfg.Test.ReaderWithWriter, cfg.Test.SecondLeader = true, true, true
 	cfg.Raft.Test.Dial = func(string, time.Duration) (net.Conn, error) { return nil, nil }
 	newFaultState(cfg).warn(log)
-	for _, fault := range []string{"clock-rate", "unfenced-kv", "reset-tokens", "dial-hook"} {
+	for _, fault := range []string{"clock-rate", "unfenced-kv", "reset-tokens", "over-capacity", "reader-with-writer", "second-leader", "dial-hook"} {
 		if !strings.Contains(buf.String(), "level=WARN msg=\"TEST FAULT ON") || !strings.Contains(buf.String(), "fault="+fault) {
 			t.Errorf("no WARN line for fault %s in:\n%s", fault, buf.String())
 		}

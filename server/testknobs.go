@@ -15,7 +15,9 @@ import (
 type TestKnobs struct {
 	// EventLog, when set, receives the committed history as this node
 	// applies it: one JSON object per grant, release and session expiry,
-	// with the Raft index it was applied at (field "seq").
+	// with the Raft index it was applied at (field "seq"), and for a grant
+	// or release the grant's kind (field "grant_kind"), for a grant its
+	// scope.
 	EventLog io.Writer
 	Faults
 }
@@ -29,13 +31,15 @@ type eventLog struct {
 // committedEvent is one line of the event log, in the field names of the
 // fault harness's history (package check).
 type committedEvent struct {
-	Kind    string `json:"kind"`
-	Name    string `json:"name,omitempty"`
-	Session uint64 `json:"session,omitempty"`
-	Token   uint64 `json:"token,omitempty"`
-	Seq     uint64 `json:"seq"`
-	Invoke  int64  `json:"invoke"`
-	Result  string `json:"result,omitempty"`
+	Kind      string `json:"kind"`
+	Name      string `json:"name,omitempty"`
+	GrantKind string `json:"grant_kind,omitempty"`
+	Scope     string `json:"scope,omitempty"`
+	Session   uint64 `json:"session,omitempty"`
+	Token     uint64 `json:"token,omitempty"`
+	Seq       uint64 `json:"seq"`
+	Invoke    int64  `json:"invoke"`
+	Result    string `json:"result,omitempty"`
 }
 
 func (l *eventLog) write(e committedEvent) {

@@ -17,6 +17,9 @@ const (
 	LostAckCheck         = "lost-ack"
 	LivenessCheck        = "liveness"
 	OwnershipCheck       = "ownership"
+	SemaphoreCheck       = "semaphore"
+	RWExclusionCheck     = "rw-exclusion"
+	ElectionCheck        = "election"
 )
 
 // DefaultLinearizableTimeout is how long porcupine may search for a
@@ -55,7 +58,8 @@ type Options struct {
 
 // All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
-// linearizability, lost-ack, liveness, ownership; within a checker in the
+// linearizability, lost-ack, liveness, ownership, semaphore, rw-exclusion,
+// election; within a checker in the
 // order of keys, names and time. An empty result means the history passed.
 func All(h history.History, o Options) []Violation {
 	var out []Violation
@@ -66,6 +70,9 @@ func All(h history.History, o Options) []Violation {
 	out = append(out, LostAcks(h)...)
 	out = append(out, Liveness(h, o)...)
 	out = append(out, Ownership(h)...)
+	out = append(out, Semaphores(h)...)
+	out = append(out, RWExclusion(h)...)
+	out = append(out, Elections(h)...)
 	return out
 }
 
@@ -113,7 +120,7 @@ func (v *violationSet) list() []Violation {
 func opLabel(op history.Op) string {
 	switch op.Kind {
 	case history.OpAcquire:
-		s := fmt.Sprintf("%s acquire %q -> %s", op.Process, op.Name, op.Outcome)
+		s := fmt.Sprintf("%s acquire %s -> %s", op.Process, grantObject(op), op.Outcome)
 		if op.Outcome == history.OK {
 			s += fmt.Sprintf(" token %d session %d", op.Token, op.Session)
 		}
@@ -139,9 +146,9 @@ func opLabel(op history.Op) string {
 		}
 		return s
 	case history.OpServerGrant:
-		return fmt.Sprintf("%s@%d grant %q to session %d token %d", op.Process, op.Seq, op.Name, op.Session, op.Token)
+		return fmt.Sprintf("%s@%d grant %s to session %d token %d", op.Process, op.Seq, grantObject(op), op.Session, op.Token)
 	case history.OpServerRelease:
-		s := fmt.Sprintf("%s@%d release %q by session %d token %d", op.Process, op.Seq, op.Name, op.Session, op.Token)
+		s := fmt.Sprintf("%s@%d release %s by session %d token %d", op.Process, op.Seq, grantObject(op), op.Session, op.Token)
 		if op.Result != "" {
 			s += " (" + op.Result + ")"
 		}

@@ -22,7 +22,9 @@ import (
 //     outcome is unknown, and reads that answered, take part.
 //   - locks (model "lock", one partition per name): every grant's token
 //     is above the last one granted, or is the last one again for the same
-//     session; see lockModel. Granted acquires take part.
+//     session; see lockModel. Granted acquires of exclusive locks take
+//     part (the other primitives' grants are checked on the committed
+//     history: Semaphores, RWExclusion, Elections, TokenOrder).
 //
 // Operations whose outcome is unknown may have taken effect at any time
 // after their invocation, or never: porcupine sees them complete after the
@@ -210,7 +212,7 @@ func lockLinModel(h history.History) linModel {
 	t := newLinTimes(h)
 	byName := map[string][]porcupine.Operation{}
 	for i, op := range h {
-		if op.Kind == history.OpAcquire && op.Outcome == history.OK {
+		if op.Kind == history.OpAcquire && op.Outcome == history.OK && op.IsLock() {
 			byName[op.Name] = append(byName[op.Name], t.operation(h, i, op.Name, lockModelInput{token: op.Token, session: op.Session}, nil))
 		}
 	}

@@ -2,6 +2,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -122,7 +123,7 @@ func sameServerEvents(a, b []history.Op) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if x.Kind != y.Kind || x.Name != y.Name || x.Session != y.Session || x.Token != y.Token || x.Result != y.Result {
+		if x.Kind != y.Kind || x.Name != y.Name || x.GrantKind != y.GrantKind || x.Scope != y.Scope || x.Session != y.Session || x.Token != y.Token || x.Result != y.Result {
 			return false
 		}
 	}
@@ -136,9 +137,9 @@ func describeBatch(b serverBatch) string {
 	for i, op := range b.events {
 		switch op.Kind {
 		case history.OpServerGrant:
-			parts[i] = fmt.Sprintf("grant %q to session %d token %d", op.Name, op.Session, op.Token)
+			parts[i] = fmt.Sprintf("grant %s to session %d token %d", grantObject(op), op.Session, op.Token)
 		case history.OpServerRelease:
-			parts[i] = fmt.Sprintf("release %q by session %d token %d", op.Name, op.Session, op.Token)
+			parts[i] = fmt.Sprintf("release %s by session %d token %d", grantObject(op), op.Session, op.Token)
 			if op.Result != "" {
 				parts[i] += " (" + op.Result + ")"
 			}
@@ -169,4 +170,76 @@ func divergenceOps(d serverDivergence) []history.Op {
 		ops = append(ops, b[len(b)-1])
 	}
 	return ops
+}
+
+// grantObject names what a grant or release is of: `"orders"` for a lock,
+// `permit "pool/1"`, `read "cfg"`, `write "cfg"`, `leader "primary"` for the
+// other kinds.
+func grantObject(op history.Op) string {
+	if op.IsLock() {
+		return fmt.Sprintf("%q", op.Name)
+	}
+	if op.Scope != "" && op.Scope != op.Name {
+		return fmt.Sprintf("%s %q", op.GrantKind, op.Scope)
+	}
+	return fmt.Sprintf("%s %q", op.GrantKind, op.Name)
+}
+
+// liveGrants are the grants in force while a checker replays the committed
+// history: by name, each name's grants by token.
+type liveGrants map[string]map[uint64]history.Op
+
+func (l liveGrants) add(op history.Op) {
+	if l[op.Name] == nil {
+		l[op.Name] = map[uint64]history.Op{}
+	}
+	l[op.Name][op.Token] = op
+}
+
+// end removes the grant a server_release ended.
+func (l liveGrants) end(op history.Op) {
+	delete(l[op.Name], op.Token)
+}
+
+// expire removes every grant of a session (server_expire).
+func (l liveGrants) expire(session uint64) {
+	for _, gs := range l {
+		for tok, g := range gs {
+			if g.Session == session {
+				delete(gs, tok)
+			}
+		}
+	}
+}
+
+// of lists name's grants in force, by token.
+func (l liveGrants) of(name string) []history.Op {
+	out := make([]history.Op, 0, len(l[name]))
+	for _, g := range l[name] {
+		out = append(out, g)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Token < out[j].Token })
+	return out
+}
+
+// replayGrants replays the committed history of the grants of kinds: it
+// calls check with each grant before adding it to the grants in force,
+// ends a grant at its release and every grant of a session at the
+// session's expiry.
+func replayGrants(h history.History, kinds []string, check func(live liveGrants, g history.Op)) {
+	live := liveGrants{}
+	for _, b := range mergeServerEvents(h).batches {
+		for _, op := range b.events {
+			switch {
+			case op.Kind == history.OpServerExpire:
+				live.expire(op.Session)
+			case !slices.Contains(kinds, op.GrantKind):
+			case op.Kind == history.OpServerGrant:
+				check(live, op)
+				live.add(op)
+			case op.Kind == history.OpServerRelease:
+				live.end(op)
+			}
+		}
+	}
 }

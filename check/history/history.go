@@ -15,7 +15,11 @@ type Kind string
 // Operation kinds. Client operations have an invocation and a completion;
 // fault and server events are instantaneous (Invoke == Complete).
 const (
-	// OpAcquire is a lock acquire: Name; on success Token and Session.
+	// OpAcquire is an acquire of Name: on success Token and Session.
+	// GrantKind says of which primitive ("" or "lock" for the exclusive
+	// lock, "permit", "read", "write", "leader"); a semaphore acquire is
+	// recorded once per permit, with the permit's Scope ("name/slot") and
+	// the semaphore's Capacity.
 	OpAcquire Kind = "acquire"
 	// OpRelease is a release of Name by Session with Token; Result is
 	// released, already_released or not_owned.
@@ -42,11 +46,25 @@ const (
 	OpFault Kind = "fault"
 	// OpServerGrant, OpServerRelease and OpServerExpire are the committed
 	// history as one server applied it, in apply order (Seq), from its
-	// debug log: grants, releases and session expiries.
+	// debug log: grants, releases and session expiries. A grant and a
+	// release carry the grant's GrantKind, a grant its Scope.
 	OpServerGrant   Kind = "server_grant"
 	OpServerRelease Kind = "server_release"
 	OpServerExpire  Kind = "server_expire"
 )
+
+// The kinds of grant (Op.GrantKind), as fence.Kind names them.
+const (
+	GrantLock   = "lock"
+	GrantPermit = "permit"
+	GrantRead   = "read"
+	GrantWrite  = "write"
+	GrantLeader = "leader"
+)
+
+// IsLock reports whether op is of the exclusive lock: its GrantKind is
+// GrantLock or empty (a history recorded before kinds).
+func (op Op) IsLock() bool { return op.GrantKind == "" || op.GrantKind == GrantLock }
 
 // The calls of an OpHijack (its Target).
 const (
@@ -97,18 +115,21 @@ type Op struct {
 	// fault's state (faults).
 	Outcome string `json:"outcome"`
 
-	Name     string `json:"name,omitempty"`     // lock name
-	Key      string `json:"key,omitempty"`      // kv key
-	Session  uint64 `json:"session,omitempty"`  // session of a grant
-	Token    uint64 `json:"token,omitempty"`    // token granted, presented or read
-	Required uint64 `json:"required,omitempty"` // required token of a stale write
-	Value    string `json:"value,omitempty"`    // value written or read
-	Version  uint64 `json:"version,omitempty"`  // kv version after a write, or read
-	Result   string `json:"result,omitempty"`   // release answer (release, hijack)
-	Fault    string `json:"fault,omitempty"`    // fault kind
-	Target   string `json:"target,omitempty"`   // fault target (node, process, link)
-	Seq      uint64 `json:"seq,omitempty"`      // apply order of server events
-	Error    string `json:"error,omitempty"`    // error text of failed or unknown ops
+	Name      string `json:"name,omitempty"`       // lock, semaphore, rwlock or election name
+	GrantKind string `json:"grant_kind,omitempty"` // kind of grant ("" = lock, permit, read, write, leader)
+	Scope     string `json:"scope,omitempty"`      // scope of a grant ("name/slot" for a permit)
+	Capacity  int    `json:"capacity,omitempty"`   // semaphore capacity the acquire asked for
+	Key       string `json:"key,omitempty"`        // kv key
+	Session   uint64 `json:"session,omitempty"`    // session of a grant
+	Token     uint64 `json:"token,omitempty"`      // token granted, presented or read
+	Required  uint64 `json:"required,omitempty"`   // required token of a stale write
+	Value     string `json:"value,omitempty"`      // value written or read
+	Version   uint64 `json:"version,omitempty"`    // kv version after a write, or read
+	Result    string `json:"result,omitempty"`     // release answer (release, hijack)
+	Fault     string `json:"fault,omitempty"`      // fault kind
+	Target    string `json:"target,omitempty"`     // fault target (node, process, link)
+	Seq       uint64 `json:"seq,omitempty"`        // apply order of server events
+	Error     string `json:"error,omitempty"`      // error text of failed or unknown ops
 }
 
 // History is a whole recorded run.

@@ -23,6 +23,9 @@ type Summary struct {
 	// Resource is "fenced" (the kv resource checks tokens) or "unfenced"
 	// (a control run in which it does not).
 	Resource string
+	// Workloads are the primitives the workers exercised (lock,
+	// semaphore, rwlock, election).
+	Workloads []string
 
 	// Ops counts client operations (acquire, release, expire, write, read),
 	// whatever their outcome.
@@ -58,6 +61,7 @@ type summaryJSON struct {
 	Duration       string    `json:"duration"`
 	Faults         []string  `json:"faults"`
 	Resource       string    `json:"resource"`
+	Workloads      []string  `json:"workloads,omitempty"`
 	Ops            int       `json:"ops"`
 	Grants         int       `json:"grants"`
 	StaleRejected  int       `json:"stale_rejected"`
@@ -74,7 +78,7 @@ type summaryJSON struct {
 func (s Summary) MarshalJSON() ([]byte, error) {
 	return json.Marshal(summaryJSON{
 		Seed: s.Seed, Nodes: s.Nodes, Duration: s.Duration.String(),
-		Faults: nonNil(s.Faults), Resource: s.Resource,
+		Faults: nonNil(s.Faults), Resource: s.Resource, Workloads: s.Workloads,
 		Ops: s.Ops, Grants: s.Grants, StaleRejected: s.StaleRejected,
 		FaultsInjected: s.FaultsInjected, Violations: s.Violations,
 		ChecksRun: nonNil(s.ChecksRun), Started: s.Started, Ended: s.Ended,
@@ -96,7 +100,7 @@ func (s *Summary) UnmarshalJSON(b []byte) error {
 		}
 	}
 	*s = Summary{
-		Seed: j.Seed, Nodes: j.Nodes, Duration: d, Faults: j.Faults, Resource: j.Resource,
+		Seed: j.Seed, Nodes: j.Nodes, Duration: d, Faults: j.Faults, Resource: j.Resource, Workloads: j.Workloads,
 		Ops: j.Ops, Grants: j.Grants, StaleRejected: j.StaleRejected,
 		FaultsInjected: j.FaultsInjected, Violations: j.Violations,
 		ChecksRun: j.ChecksRun, Started: j.Started, Ended: j.Ended,

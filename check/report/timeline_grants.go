@@ -9,9 +9,11 @@ import (
 )
 
 // findGrants turns each OK acquire into a bar that lasts until the same
-// process releases the name or lets it expire, or until the end.
+// process releases the name or lets it expire, or until the end. The
+// permits one semaphore acquire took (recorded as acquires with one
+// invocation) are a bar each, ended together.
 func (t *timeline) findGrants() {
-	open := map[[2]string]int{} // process, name -> index in t.grants
+	open := map[[2]string][]int{} // process, name -> indexes in t.grants
 	closeAt := func(i int, end int64, how string) {
 		g := &t.grants[i]
 		g.end, g.how = max(end, g.start), how
@@ -26,64 +28,76 @@ func (t *timeline) findGrants() {
 			if op.Outcome != history.OK {
 				continue
 			}
-			if i, ok := open[k]; ok {
-				closeAt(i, op.Invoke, "acquired again at "+t.rel(op.Invoke))
+			if is := open[k]; len(is) > 0 && t.grants[is[0]].acquire.Invoke != op.Invoke {
+				for _, i := range is {
+					closeAt(i, op.Invoke, "acquired again at "+t.rel(op.Invoke))
+				}
+				delete(open, k)
 			}
 			start := max(op.Complete, op.Invoke)
 			t.grants = append(t.grants, grantSpan{proc: op.Process, name: op.Name, token: op.Token,
 				session: op.Session, acquire: op, start: start})
-			open[k] = len(t.grants) - 1
+			open[k] = append(open[k], len(t.grants)-1)
 		case history.OpRelease:
-			i, ok := open[k]
-			if !ok {
-				continue
-			}
 			how := "released at " + t.rel(max(op.Complete, op.Invoke))
 			if r := joinResult(op.Result, op.Outcome); r != "" {
 				how += " (" + r + ")"
 			}
-			closeAt(i, max(op.Complete, op.Invoke), how)
+			for _, i := range open[k] {
+				closeAt(i, max(op.Complete, op.Invoke), how)
+			}
 			delete(open, k)
 		case history.OpExpire:
-			i, ok := open[k]
-			if !ok {
-				continue
-			}
 			end := max(op.Complete, op.Invoke)
-			t.grants[i].lostFrom = max(op.Invoke, t.grants[i].start)
-			closeAt(i, end, fmt.Sprintf("stopped renewing at %s, SDK reported it lost at %s", t.rel(op.Invoke), t.rel(end)))
+			for _, i := range open[k] {
+				t.grants[i].lostFrom = max(op.Invoke, t.grants[i].start)
+				closeAt(i, end, fmt.Sprintf("stopped renewing at %s, SDK reported it lost at %s", t.rel(op.Invoke), t.rel(end)))
+			}
 			delete(open, k)
 		}
 	}
-	for _, i := range open {
-		closeAt(i, t.t1, "still held at the end of the history")
+	for _, is := range open {
+		for _, i := range is {
+			closeAt(i, t.t1, "still held at the end of the history")
+		}
 	}
 	t.findGone()
 }
 
+// spanObject is what a grant excludes others from: a permit's slot (its
+// scope), the name otherwise.
+func spanObject(op history.Op) string {
+	if op.GrantKind == history.GrantPermit && op.Scope != "" {
+		return op.Scope
+	}
+	return op.Name
+}
+
 // findGone sets goneAt of every grant whose holder kept it after the
-// servers were done with it: the window a fencing token exists for.
+// servers were done with it: the window a fencing token exists for. A
+// read grant is not gone when another reader is granted.
 func (t *timeline) findGone() {
 	type ev struct {
 		at      int64
 		session uint64
 		proc    string
 		why     string
+		read    bool
 	}
-	others := map[string][]ev{}  // name -> grants to anyone, by time
+	others := map[string][]ev{}  // object (spanObject) -> grants to anyone, by time
 	expires := map[uint64][]ev{} // session -> server expiries, by time
 	for _, op := range t.ops {
 		switch {
 		case op.Kind == history.OpServerGrant:
-			others[op.Name] = append(others[op.Name], ev{op.Invoke, op.Session, op.Process,
-				fmt.Sprintf("%s granted %s to session %d (token %d)", op.Process, op.Name, op.Session, op.Token)})
+			others[spanObject(op)] = append(others[spanObject(op)], ev{op.Invoke, op.Session, op.Process,
+				fmt.Sprintf("%s granted %s to session %d (token %d)", op.Process, spanObject(op), op.Session, op.Token), op.GrantKind == history.GrantRead})
 		case op.Kind == history.OpServerExpire && op.Session != 0:
 			expires[op.Session] = append(expires[op.Session], ev{op.Invoke, op.Session, op.Process,
-				fmt.Sprintf("%s expired session %d", op.Process, op.Session)})
+				fmt.Sprintf("%s expired session %d", op.Process, op.Session), false})
 		case op.Kind == history.OpAcquire && op.Outcome == history.OK && isClientOp(op):
 			at := max(op.Complete, op.Invoke)
-			others[op.Name] = append(others[op.Name], ev{at, op.Session, op.Process,
-				fmt.Sprintf("%s was granted %s with token %d", op.Process, op.Name, op.Token)})
+			others[spanObject(op)] = append(others[spanObject(op)], ev{at, op.Session, op.Process,
+				fmt.Sprintf("%s was granted %s with token %d", op.Process, spanObject(op), op.Token), op.GrantKind == history.GrantRead})
 		}
 	}
 	for _, evs := range others {
@@ -103,8 +117,8 @@ func (t *timeline) findGone() {
 	}
 	for i := range t.grants {
 		g := &t.grants[i]
-		e, ok := first(others[g.name], g, func(e ev) bool {
-			return e.proc == g.proc || (g.session != 0 && e.session == g.session)
+		e, ok := first(others[spanObject(g.acquire)], g, func(e ev) bool {
+			return e.proc == g.proc || (g.session != 0 && e.session == g.session) || (e.read && g.acquire.GrantKind == history.GrantRead)
 		})
 		if g.session != 0 {
 			if x, xok := first(expires[g.session], g, func(ev) bool { return false }); xok && (!ok || x.at < e.at) {
@@ -171,7 +185,7 @@ func (t *timeline) grantBars() {
 			fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="18" rx="3" fill="url(#gone)"/>`, goneX, y, math.Max(x2-goneX, 1.5))
 			fmt.Fprintf(b, `<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="#222" stroke-width="1.5"/>`, goneX, goneX, y-3, y+21)
 		}
-		label := fmt.Sprintf("%s #%d", g.name, g.token)
+		label := fmt.Sprintf("%s #%d", spanObject(g.acquire), g.token)
 		lw := float64(len(label))*tlCharW + 8
 		// The label, repeated along long bars so it stays in view while
 		// scrolling.

@@ -16,9 +16,9 @@ import (
 )
 
 func newCheckCommand() *cobra.Command {
-	cfg := check.Config{Nodes: 3, Clients: 5, Locks: 3, Duration: 30 * time.Second, TTL: time.Second,
+	cfg := check.Config{Nodes: 3, Clients: 5, Locks: 3, Capacity: 2, Duration: 30 * time.Second, TTL: time.Second,
 		Resource: "fenced", OutDir: "fenced-check", LivenessBound: 5 * time.Second}
-	var faults string
+	var faults, workloads string
 	var worker check.WorkerConfig
 	var isWorker bool
 	var endpoints, names, workerOut string
@@ -40,7 +40,13 @@ It needs a test build of fenced, whose nodes have the fault hooks (a
 production build refuses): go build -tags fencedfaults -o fenced ./cmd/fenced
 
 Fault kinds: pause-client, pause-server, kill, partition, transfer, skew,
-membership (or all).`,
+membership (or all).
+
+Workloads (--workload): lock (the default), semaphore (permits of
+--capacity; each holder writes its slot's key "sem-N/SLOT"), rwlock
+(readers read, writers write), election (the leader writes under its term
+token), or all; the semaphore, rw-exclusion and election checks run on the
+committed history when their workload does.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if isWorker {
@@ -50,6 +56,9 @@ membership (or all).`,
 			fs, err := check.ParseFaults(faults)
 			if err != nil {
 				return usageError("--faults: %v", err)
+			}
+			if cfg.Workloads, err = check.ParseWorkloads(workloads); err != nil {
+				return usageError("--workload: %v", err)
 			}
 			cfg.Faults, cfg.Seed = fs, seed
 			if cfg.Seed == 0 {
@@ -85,7 +94,9 @@ membership (or all).`,
 	f := cmd.Flags()
 	f.IntVar(&cfg.Nodes, "nodes", cfg.Nodes, "cluster size: 1, 3 or 5")
 	f.IntVar(&cfg.Clients, "clients", cfg.Clients, "client worker processes")
-	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "contended locks (each protects one kv key)")
+	f.IntVar(&cfg.Locks, "locks", cfg.Locks, "contended objects of each workload (each protects one kv key; a semaphore one per slot)")
+	f.StringVar(&workloads, "workload", check.WorkloadLock, "primitives the workers exercise: lock,semaphore,rwlock,election or all")
+	f.IntVar(&cfg.Capacity, "capacity", cfg.Capacity, "capacity of the semaphores of the semaphore workload")
 	f.DurationVar(&cfg.Duration, "duration", cfg.Duration, "how long to run the workload under faults")
 	f.Int64Var(&seed, "seed", 0, "seed of the workload and the fault schedule (0: from the clock; printed in the summary)")
 	f.StringVar(&faults, "faults", "all", "fault kinds: pause-client,pause-server,kill,partition,transfer,skew,membership or all")
@@ -93,6 +104,9 @@ membership (or all).`,
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
 	f.BoolVar(&cfg.AnyOwner, "any-owner", false, "negative control: the servers let any request act for any session, whatever its secret (the ownership check must fail)")
+	f.BoolVar(&cfg.OverCapacity, "over-capacity", false, "negative control: semaphores grant one permit over their capacity (the semaphore check must fail; needs --workload semaphore)")
+	f.BoolVar(&cfg.ReaderWithWriter, "reader-with-writer", false, "negative control: read/write locks admit a reader beside a writer (the rw-exclusion check must fail; needs --workload rwlock)")
+	f.BoolVar(&cfg.SecondLeader, "second-leader", false, "negative control: elections make a new candidate leader while another leads (the election check must fail; needs --workload election)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
 	f.BoolVar(&cfg.KeepData, "keep-data", false, "keep the nodes' data dirs and logs (--out/run) after a run without violations; a failed run always keeps them")
 	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
@@ -104,9 +118,10 @@ membership (or all).`,
 	f.StringVar(&names, "names", "", "worker: lock names")
 	f.StringVar(&workerOut, "worker-out", "", "worker: history file")
 	f.DurationVar(&worker.TTL, "worker-ttl", time.Second, "worker: TTL")
+	f.IntVar(&worker.Capacity, "worker-capacity", 2, "worker: semaphore capacity")
 	f.StringVar(&worker.CAFile, "worker-ca", "", "worker: CA of the servers (TLS)")
 	f.StringVar(&worker.TokenFile, "worker-token-file", "", "worker: bearer token file")
-	for _, name := range []string{"worker", "id", "endpoints", "names", "worker-out", "worker-ttl", "worker-ca", "worker-token-file"} {
+	for _, name := range []string{"worker", "id", "endpoints", "names", "worker-out", "worker-ttl", "worker-capacity", "worker-ca", "worker-token-file"} {
 		f.MarkHidden(name)
 	}
 	return cmd
