@@ -12,7 +12,6 @@
 //	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
 //	fenced rwlock write NAME -- CMD ARGS...   run CMD under its exclusive write grant
 //	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
-//	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
 //	fenced semaphore release NAME --session ID --secret S      release a session's permits
@@ -47,7 +46,8 @@
 //	fenced man --dir DIR                  write a man page for every command into DIR
 //
 // "fenced completion bash|zsh|fish|powershell" prints a shell completion
-// script.
+// script. "fenced rwlock MODE" with any other MODE than read, write or
+// describe is refused (exit 2).
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
@@ -63,6 +63,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -125,17 +126,19 @@ func exitAfterInterrupt(ctx context.Context) {
 
 // cleansUpItself reports whether the command line runs a command that
 // handles SIGINT and SIGTERM itself and must be left to finish: the
-// server's graceful shutdown, fenced lock (its command gets the signal),
-// the harness (it stops its cluster) and bench (it prints what it
+// server's graceful shutdown, the commands that run CMD under a grant
+// (fenced lock, rwlock read|write, elect, semaphore run: CMD gets the
+// signal and its status is theirs), fenced work (it ends its current
+// item), the harness (it stops its cluster) and bench (it prints what it
 // measured, with bounded clean-up).
 func cleansUpItself(args []string) bool {
 	c, _, err := newRootCommand().Find(args)
 	if err != nil || c == nil {
 		return false
 	}
-	for ; c != nil; c = c.Parent() {
-		switch c.Name() {
-		case "serve", "lock", "check", "bench":
+	for ; c != nil && c.HasParent(); c = c.Parent() {
+		switch strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ") {
+		case "serve", "lock", "rwlock read", "rwlock write", "elect", "semaphore run", "work", "check", "bench":
 			return true
 		}
 	}
