@@ -5,6 +5,7 @@ import (
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,12 +74,24 @@ func TestRun_Handoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
+	var mu sync.Mutex
+	var progress []bench.Progress
 	r, err := bench.Run(context.Background(), sys, bench.Options{
-		Workload: bench.WorkloadHandoff, Clients: 4, Duration: time.Second, Warmup: 100 * time.Millisecond,
+		Workload: bench.WorkloadHandoff, Clients: 4, Duration: 2500 * time.Millisecond, Warmup: 100 * time.Millisecond,
 		ServerPIDs: []int{os.Getpid()},
+		Progress:   func(p bench.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) == 0 {
+		t.Fatal("no progress reported in a 2.5s measurement")
+	}
+	last := progress[len(progress)-1]
+	if last.Phase != "measuring" || last.Total != 2500*time.Millisecond || last.Done <= 0 || last.Done > r.Cycles+int64(4) {
+		t.Fatalf("last progress %+v: want the measuring phase, its total, and cycles done so far (the run counted %d)", last, r.Cycles)
 	}
 	if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 {
 		t.Fatalf("handoff result %+v: want cycles, no errors, no token order violations", r)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -69,7 +70,13 @@ committed history when their workload does.`,
 			if err := cfg.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
+			line := newProgress(os.Stderr, false)
+			cfg.Progress = func(p check.Progress) {
+				line.update("check: %v/%v ops=%d faults=%d", p.Elapsed.Round(time.Second), p.Total, p.Ops, p.Faults)
+			}
+			cfg.Log = &clearingWriter{line: line, w: os.Stderr}
 			res, err := check.Run(cmd.Context(), cfg)
+			line.clear()
 			if err != nil {
 				return err
 			}
@@ -101,6 +108,7 @@ committed history when their workload does.`,
 	f.BoolVar(&cfg.ReaderWithWriter, "reader-with-writer", false, "negative control: read/write locks admit a reader beside a writer (the rw-exclusion check must fail; needs --workload rwlock)")
 	f.BoolVar(&cfg.SecondLeader, "second-leader", false, "negative control: elections make a new candidate leader while another leads (the election check must fail; needs --workload election)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
+	f.BoolVar(&cfg.KeepData, "keep-data", false, "keep the nodes' data dirs and logs (--out/run) after a run without violations; a failed run always keeps them")
 	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")
 	// Worker mode: the harness runs this binary as its client processes.
@@ -130,4 +138,16 @@ func runCheckWorker(cfg check.WorkerConfig, out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return check.RunWorker(ctx, cfg)
+}
+
+// clearingWriter clears the progress line before each write, so that
+// log lines do not land in the middle of it.
+type clearingWriter struct {
+	line *progressLine
+	w    io.Writer
+}
+
+func (c *clearingWriter) Write(p []byte) (int, error) {
+	c.line.clear()
+	return c.w.Write(p)
 }
