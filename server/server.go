@@ -43,9 +43,9 @@ type Server struct {
 	elections *electionWatch
 	metrics   *metrics
 	// ui feeds the dashboard's event streams (ui.go).
-	ui *uiFeed
-	ln        net.Listener
-	http      *http.Server
+	ui   *uiFeed
+	ln   net.Listener
+	http *http.Server
 
 	// claims are the work queue's claim deadlines (queue.go).
 	claims       *sessionExpiry
