@@ -58,6 +58,14 @@ const invalidUTF8 = "invalid UTF-8"
 // when there is none.
 func refusedRune(s string) (offset int, r rune, what string) {
 	for i, r := range s {
+		if r < utf8.RuneSelf {
+			// ASCII, the common case, without the Unicode tables: its
+			// only refused runes are the controls (no Cf, Zl or Zp).
+			if r < 0x20 || r == 0x7f {
+				return i, r, "control character"
+			}
+			continue
+		}
 		switch {
 		case r == utf8.RuneError:
 			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {

@@ -51,6 +51,10 @@ type Config struct {
 	// Resource is "fenced" (the kv checks tokens) or "unfenced" (the kv
 	// accepts every write: the stale-write checker's negative control).
 	Resource string
+	// UnscopedKV makes every node's kv skip the scope rule but keep the
+	// stale-token check (the scope checker's negative control: the
+	// workers' cross-scope writes with live tokens are accepted).
+	UnscopedKV bool
 	// ResetTokens makes every new leader report tokens as if it had reset
 	// the token counter (the token-order checker's negative control).
 	ResetTokens bool
@@ -289,6 +293,9 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Resource == "unfenced" {
 		knobs = append(knobs, "--test-unfenced-kv")
 	}
+	if cfg.UnscopedKV {
+		knobs = append(knobs, "--test-unscoped-kv")
+	}
 	if cfg.ResetTokens {
 		knobs = append(knobs, "--test-reset-tokens")
 	}
@@ -406,7 +413,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	sum.Workloads = cfg.workloads()
 	sum.Started, sum.Ended = started, time.Now()
 	sum.ChecksRun = []string{checker.StaleWriteCheck, checker.TokenOrderCheck, checker.MutualExclusionCheck, checker.LinearizabilityCheck,
-		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck}
+		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck, checker.ScopeCheck}
 	for _, p := range []struct{ workload, check string }{
 		{WorkloadSemaphore, checker.SemaphoreCheck}, {WorkloadRWLock, checker.RWExclusionCheck}, {WorkloadElection, checker.ElectionCheck},
 	} {

@@ -166,6 +166,44 @@ func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
 	}
 }
 
+// Negative control: with a kv that skips the scope rule (but keeps the
+// stale check), the workers' cross-scope writes with live tokens are
+// accepted and the scope checker, and no other, must say so; the same
+// short run on a fenced kv has cross-scope writes, every one refused.
+func TestRun_UnscopedKVFailsScopeCheck(t *testing.T) {
+	cfg := check.Config{Nodes: 1, Clients: 3, Locks: 2, Duration: 3 * time.Second, Seed: 17, LivenessBound: time.Second,
+		Workloads: []string{check.WorkloadLock, check.WorkloadSemaphore}}
+	res := run(t, cfg)
+	if n := crossScopeWrites(res, ""); n == 0 || crossScopeWrites(res, history.OK) != 0 || hasViolation(res, "scope") {
+		t.Fatalf("fenced kv: %d cross-scope writes, %d accepted, scope violations %v: %s", n, crossScopeWrites(res, history.OK), hasViolation(res, "scope"), res.Summary.Line())
+	}
+	cfg.UnscopedKV = true
+	res = run(t, cfg)
+	if !hasViolation(res, "scope") {
+		t.Fatalf("the scope checker did not catch --unscoped-kv (%d cross-scope writes, %d accepted): %s", crossScopeWrites(res, ""), crossScopeWrites(res, history.OK), res.Summary.Line())
+	}
+	if !slices.Contains(res.Summary.ChecksRun, "scope") {
+		t.Errorf("checks run %v: no scope", res.Summary.ChecksRun)
+	}
+	for _, v := range res.Violations {
+		if v.Check != "scope" {
+			t.Errorf("--unscoped-kv also failed %s: %s", v.Check, v.Message)
+		}
+	}
+}
+
+// crossScopeWrites counts the workers' cross-scope writes in res with
+// outcome ("": all).
+func crossScopeWrites(res *check.Result, outcome string) int {
+	n := 0
+	for _, op := range res.History {
+		if op.Kind == history.OpWrite && op.Target != "" && (outcome == "" || op.Outcome == outcome) {
+			n++
+		}
+	}
+	return n
+}
+
 // Negative control: a cluster whose new leader reports tokens as if it had
 // reset the token counter must fail the token-order checker.
 func TestRun_TokenResetFailsTokenOrderCheck(t *testing.T) {

@@ -111,7 +111,8 @@ func errText(err error) string {
 // repeatedly takes one of the contended objects — a lock (waiting in the
 // queue with a session, or as a TTL lock it then lets expire), permits of
 // a semaphore, a read or write grant of a read/write lock, or an
-// election's leadership — reads and writes the object's kv key under the
+// election's leadership — now and then writes a key outside its grant's
+// scope with its token (worker_crossscope.go), reads and writes the object's kv key under the
 // token (a permit's slot key; readers only read), and releases or lets the
 // grant expire. It writes with its token without first checking that it still
 // holds the lock: the naive holder whose late writes fencing must stop.
@@ -126,24 +127,25 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 		return err
 	}
 	rec := &recorder{enc: json.NewEncoder(cfg.Out), id: cfg.ID}
+	xs := newCrossScoper(cfg)
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x5eed))
 	for n := 0; ctx.Err() == nil; n++ {
 		name := cfg.Names[rng.IntN(len(cfg.Names))]
 		switch workloadOf(name) {
 		case WorkloadSemaphore:
-			semaphoreRound(ctx, c, rec, rng, cfg, name, n)
+			semaphoreRound(ctx, c, xs, rec, rng, cfg, name, n)
 			continue
 		case WorkloadRWLock:
-			rwLockRound(ctx, c, rec, rng, cfg, name, n)
+			rwLockRound(ctx, c, xs, rec, rng, cfg, name, n)
 			continue
 		case WorkloadElection:
-			electionRound(ctx, c, rec, rng, cfg, name, n)
+			electionRound(ctx, c, xs, rec, rng, cfg, name, n)
 			continue
 		}
 		if rng.IntN(10) < 7 {
-			sessionRound(ctx, c, hj, rec, rng, cfg, name, n)
+			sessionRound(ctx, c, hj, xs, rec, rng, cfg, name, n)
 		} else {
-			ttlLockRound(ctx, c, rec, rng, cfg, name, n)
+			ttlLockRound(ctx, c, xs, rec, rng, cfg, name, n)
 		}
 	}
 	return nil
@@ -152,7 +154,7 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 // sessionRound takes name with a session (waiting in the queue), works
 // under it and releases it; one round in hijackEvery, it also attacks
 // another worker's session while it holds the lock.
-func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, xs *crossScoper, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
@@ -176,6 +178,7 @@ func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, rec *reco
 	if rng.IntN(hijackEvery) == 0 {
 		hj.attack(ctx, rec, rng, cfg.Names, s.ID())
 	}
+	xs.maybe(ctx, c, rec, history.GrantLock, name, m.Token(), n)
 	work(ctx, c, rec, rng, name, m.Token(), n)
 	rel := history.Op{Kind: history.OpRelease, Name: name, Session: s.ID(), Token: uint64(m.Token()), Invoke: time.Now().UnixNano()}
 	uctx, ucancel := context.WithTimeout(ctx, 3*time.Second)
@@ -187,7 +190,7 @@ func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, rec *reco
 
 // ttlLockRound tries name once as a TTL lock, works under it and lets
 // it expire without releasing.
-func ttlLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func ttlLockRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	op := history.Op{Kind: history.OpAcquire, Name: name, Invoke: time.Now().UnixNano()}
 	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	l, err := c.Acquire(actx, name, cfg.TTL)
@@ -201,6 +204,7 @@ func ttlLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *ran
 		sleepCtx(ctx, time.Duration(20+rng.IntN(100))*time.Millisecond)
 		return
 	}
+	xs.maybe(ctx, c, rec, history.GrantLock, name, l.Token(), n)
 	work(ctx, c, rec, rng, name, l.Token(), n)
 	exp := history.Op{Kind: history.OpExpire, Name: name, Session: l.Grant().Session, Token: uint64(l.Token()), Invoke: time.Now().UnixNano()}
 	select {
@@ -218,23 +222,29 @@ func work(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, 
 		readKey(ctx, c, rec, key)
 
 		value := fmt.Sprintf("%s-%d-%d", rec.id, n, i)
-		write := history.Op{Kind: history.OpWrite, Key: key, Token: uint64(t), Value: value, Invoke: time.Now().UnixNano()}
-		// The SDK retries a write with the same request id; the server
-		// applies it once and answers the retry with the original version.
-		wctx, wcancel := context.WithTimeout(ctx, 2*requestTimeout)
-		v, err := c.KVPut(wctx, key, []byte(value), t)
-		wcancel()
-		write.Outcome, write.Error = outcomeOf(err), errText(err)
-		var se *fence.StaleTokenError
-		if errors.As(err, &se) {
-			write.Required, write.Error = uint64(se.Required), ""
-		}
-		if err == nil {
-			write.Version = v
-		}
-		rec.record(write)
+		putKey(ctx, c, rec, history.Op{Kind: history.OpWrite, Key: key, Token: uint64(t), Value: value})
 		sleepCtx(ctx, time.Duration(20+rng.IntN(100))*time.Millisecond)
 	}
+}
+
+// putKey makes the kv write op (Key, Token, Value) and records it with
+// its outcome.
+func putKey(ctx context.Context, c *client.Client, rec *recorder, write history.Op) {
+	write.Invoke = time.Now().UnixNano()
+	// The SDK retries a write with the same request id; the server
+	// applies it once and answers the retry with the original version.
+	wctx, wcancel := context.WithTimeout(ctx, 2*requestTimeout)
+	v, err := c.KVPut(wctx, write.Key, []byte(write.Value), fence.Token(write.Token))
+	wcancel()
+	write.Outcome, write.Error = outcomeOf(err), errText(err)
+	var se *fence.StaleTokenError
+	if errors.As(err, &se) {
+		write.Required, write.Error = uint64(se.Required), ""
+	}
+	if err == nil {
+		write.Version = v
+	}
+	rec.record(write)
 }
 
 // readKey reads key once and records the read.

@@ -14,7 +14,7 @@ import (
 // FIFO queue of candidates; as leader it works on the kv key of the name
 // under its term token, proclaims a new value one round in four, and
 // resigns.
-func electionRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func electionRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
@@ -32,6 +32,7 @@ func electionRound(ctx context.Context, c *client.Client, rec *recorder, rng *ra
 	if err != nil {
 		return
 	}
+	xs.maybe(ctx, c, rec, history.GrantLeader, name, tok, n)
 	work(ctx, c, rec, rng, name, tok, n)
 	if rng.IntN(4) == 0 {
 		pctx, pcancel := context.WithTimeout(ctx, 2*time.Second)

@@ -14,7 +14,7 @@ import (
 // of the name under the write token like a lock holder; for reading
 // otherwise, then it reads the key a few times (a read grant's token is
 // authority for reading only). Then it releases the grant.
-func rwLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func rwLockRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
@@ -45,6 +45,7 @@ func rwLockRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand
 	if err != nil {
 		return
 	}
+	xs.maybe(ctx, c, rec, kind, name, g.Token(), n)
 	if write {
 		work(ctx, c, rec, rng, name, g.Token(), n)
 	} else {

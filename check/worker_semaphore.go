@@ -15,7 +15,7 @@ import (
 // token ("name/slot": a paused holder of a slot is fenced out by the next
 // holder of the slot), and releases the permits. The acquire is recorded
 // once per permit, with its scope and the capacity asked for.
-func semaphoreRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+func semaphoreRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
@@ -45,6 +45,7 @@ func semaphoreRound(ctx context.Context, c *client.Client, rec *recorder, rng *r
 		rec.record(g)
 	}
 	p := list[rng.IntN(len(list))]
+	xs.maybe(ctx, c, rec, history.GrantPermit, p.Scope(), p.Token, n)
 	work(ctx, c, rec, rng, p.Scope(), p.Token, n)
 	rel := history.Op{Kind: history.OpRelease, Name: name, GrantKind: history.GrantPermit, Session: s.ID(), Token: uint64(list[0].Token), Invoke: time.Now().UnixNano()}
 	rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)

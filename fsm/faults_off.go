@@ -7,6 +7,7 @@ package fsm
 type faults struct{}
 
 func (faults) acceptStale() bool        { return false }
+func (faults) skipScope() bool          { return false }
 func (faults) anyOwner() bool           { return false }
 func (faults) overCapacity() bool       { return false }
 func (faults) readerBesideWriter() bool { return false }

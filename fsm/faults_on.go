@@ -8,6 +8,7 @@ package fsm
 // production build.
 type faults struct {
 	unfencedKV       bool
+	unscopedKV       bool
 	everyOwner       bool
 	extraPermit      bool
 	readerWithWriter bool
@@ -21,6 +22,16 @@ type faults struct {
 func (m *Machine) SetUnfencedKV(on bool) { m.faults.unfencedKV = on }
 
 func (f faults) acceptStale() bool { return f.unfencedKV }
+
+// SetUnscopedKV makes this Machine's kv skip the scope rule (a write's
+// token need not be a live grant's whose scope covers the key) but keep
+// the stale-token check: the negative control of the fault harness's
+// scope checker. It exists only in test builds (build tag fencedfaults);
+// every replica of a test cluster must be given the same setting, or they
+// diverge.
+func (m *Machine) SetUnscopedKV(on bool) { m.faults.unscopedKV = on }
+
+func (f faults) skipScope() bool { return f.unfencedKV || f.unscopedKV }
 
 // SetAnyOwner makes this Machine let every request act for every session,
 // whatever secret it presents: the negative control of the fault

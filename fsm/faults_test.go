@@ -77,3 +77,35 @@ func TestMachine_PrimitiveFaults(t *testing.T) {
 		})
 	}
 }
+
+// The unscoped-kv fault of a test build lets a live token write a key
+// outside its grant's scope (the lock "lock-1" writes its prefix
+// neighbour "lock-10" and another lock's key "lock-3") on the machine it is set on, and only there; it keeps the
+// stale-token check.
+func TestMachine_UnscopedKVFault(t *testing.T) {
+	scoped, unscoped := newMachine(t), newMachine(t)
+	unscoped.SetUnscopedKV(true)
+	for _, m := range []*fsm.Machine{scoped, unscoped} {
+		low := acquire(m, createSession(t, m), 1, "lock-1", false)
+		high := acquire(m, createSession(t, m), 1, "lock-2", false)
+		if !low.Granted || !high.Granted {
+			t.Fatalf("acquires: %+v, %+v", low, high)
+		}
+		if res := kvWrite(m, &statev1.KVWrite{Key: "lock-2", Token: uint64(high.Grant.Token), Value: []byte("v"), Scoped: true}); res.Err != nil {
+			t.Fatalf("in-scope write: %v", res.Err)
+		}
+		for _, key := range []string{"lock-10", "lock-3"} {
+			res := kvWrite(m, &statev1.KVWrite{Key: key, Token: uint64(low.Grant.Token), Value: []byte("x"), Scoped: true})
+			if m == scoped && !errors.Is(res.Err, fence.ErrScopeMismatch) {
+				t.Fatalf("cross-scope write of %q without the fault: %v, want a scope mismatch", key, res.Err)
+			}
+			if m == unscoped && res.Err != nil {
+				t.Fatalf("cross-scope write of %q with the unscoped-kv fault: %v, want it accepted", key, res.Err)
+			}
+		}
+		var se *fence.StaleTokenError
+		if res := kvWrite(m, &statev1.KVWrite{Key: "lock-2", Token: uint64(low.Grant.Token), Value: []byte("x"), Scoped: true}); !errors.As(res.Err, &se) {
+			t.Fatalf("stale cross-scope write: %v, want a stale token error (the fault keeps the stale check)", res.Err)
+		}
+	}
+}

@@ -98,11 +98,12 @@ func (kv *kvStore) write(w *statev1.KVWrite) Result {
 	}
 	// A token below the watermark is stale whatever its scope; one at or
 	// above it must still be a live grant's for the key's scope. The
-	// unfenced-kv test fault skips both checks.
+	// unfenced-kv test fault skips both checks, the unscoped-kv one the
+	// scope check.
 	if tok < e.token && !m.faults.acceptStale() {
 		return Result{Err: &fence.StaleTokenError{Object: key, Presented: tok, Required: e.token}}
 	}
-	if w.GetScoped() && !m.faults.acceptStale() {
+	if w.GetScoped() && !m.faults.skipScope() {
 		if err := kv.checkScope(key, w.GetScope(), tok); err != nil {
 			return Result{Err: err}
 		}

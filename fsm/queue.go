@@ -245,6 +245,22 @@ func (q *workQueue) firstAvailable(now int64) *queueItem {
 	return nil
 }
 
+// availableAfterWaiters returns the item a new claim gets at now: the
+// oldest available item once q's waiting claims took theirs (wake gives
+// them the oldest, one each), or nil.
+func (q *workQueue) availableAfterWaiters(now int64) *queueItem {
+	skip := q.waiters.len()
+	for _, id := range q.order {
+		if it := q.items[id]; it.claimToken == 0 && it.availableAt <= now {
+			if skip == 0 {
+				return it
+			}
+			skip--
+		}
+	}
+	return nil
+}
+
 func (t *queueTable) add(q *workQueue, it *queueItem) {
 	q.items[it.id] = it
 	q.order = append(q.order, it.id) // ids only grow
@@ -353,7 +369,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	q := t.byName[name]
 	var it *queueItem
 	if q != nil {
-		it = q.firstAvailable(clock)
+		it = q.availableAfterWaiters(clock)
 	}
 	if it == nil && c.GetWait() && q != nil && q.waiters.has(s.id) {
 		return Result{Err: fmt.Errorf("%w: session %d already waits to claim from %q; a session waits for one claim of a queue at a time", fence.ErrInvalidArgument, s.id, name)}
@@ -361,6 +377,17 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	if it != nil || c.GetWait() {
 		if err := checkHoldQuota(s, c.GetQuota(), it == nil); err != nil {
 			return Result{Err: err}
+		}
+	}
+	if q != nil && q.waiters.len() > 0 && q.firstAvailable(clock) != nil {
+		// An item whose delay ended by this claim's time and that no tick
+		// handed out yet goes to the claims that waited for it first:
+		// waiting claims are served in arrival order.
+		t.advance(now)
+		t.wake(q)
+		if it != nil && m.tokens.exhausted() {
+			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name})
+			return Result{Session: s.id}
 		}
 	}
 	switch {

@@ -168,7 +168,8 @@ func (r *queueRun) draw() *statev1.Command {
 // claimed by at most one live claim; claim tokens strictly increase; no
 // acked item is delivered again; a claim takes the oldest available item;
 // an item is dead-lettered after exactly max_deliveries deliveries and not
-// before; a refused command changes nothing; the queues' time never goes
+// before; a claim does not take an item ahead of claims waiting on its
+// queue; a refused command changes nothing; the queues' time never goes
 // backwards; and snapshot -> restore -> replay of the rest gives the same
 // state as applying everything; and, draining the queues at the end, that
 // every item enqueued was acked or dead-lettered (none lost).
@@ -211,7 +212,16 @@ func TestQueue_Properties(t *testing.T) {
 				heldScope, presented = fsm.ClaimScope(a.GetQueue(), a.GetItem()), fence.Token(a.GetToken())
 			}
 			liveBefore, wasLive := c.live[heldScope]
+			lastBefore := m.LastToken()
 			res := m.Apply(cmd)
+			// Waiting claims are served in arrival order: a claim is
+			// granted an item directly only once every claim that waited
+			// on that queue before it was served.
+			if cl := cmd.GetQueueClaim(); cl != nil && res.Granted && res.Grant.Token > lastBefore {
+				if st := m.Queue(cl.GetQueue()); st.Waiters > 0 {
+					t.Fatalf("claim of %s granted while %d earlier claims still wait on %s", res.Grant.Scope, st.Waiters, cl.GetQueue())
+				}
+			}
 			// Only the item's current claim token may ack, nack or extend.
 			if heldScope != "" && res.Err == nil && (!wasLive || liveBefore != presented) {
 				t.Fatalf("%T of %s with token %d accepted; the live claim was %d (%v)", cmd.GetOp(), heldScope, presented, liveBefore, wasLive)
@@ -283,14 +293,20 @@ func TestQueue_Properties(t *testing.T) {
 	})
 }
 
-// drain ends every claim by expiry, then claims every item until none is
-// left, acking or nacking each at random, and checks that every item ever
-// enqueued was acked or dead-lettered: none is lost.
+// drain moves time past every delay and visibility timeout and ticks, as
+// the leader does when QueueDue, which hands waiting claims what became
+// available; it ends every claim by expiry (an expiry hands the item to the
+// next waiting claim, so until none is left), then claims every item until
+// none is left, acking or nacking each at random, and checks that every
+// item ever enqueued was acked or dead-lettered: none is lost.
 func (r *queueRun) drain(pushed []string) {
 	t, m := r.t, r.m
 	r.now += (13 * time.Hour).Milliseconds() // past every delay and visibility
-	for _, cl := range m.Claims() {
-		m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_ExpireClaim{ExpireClaim: &statev1.ExpireClaim{Token: uint64(cl.Token), Term: m.LeaderTerm()}}})
+	m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_QueueTick{QueueTick: &statev1.QueueTick{}}})
+	for claims := m.Claims(); len(claims) > 0; claims = m.Claims() {
+		for _, cl := range claims {
+			m.Apply(&statev1.Command{NowUnixMs: r.now, Op: &statev1.Command_ExpireClaim{ExpireClaim: &statev1.ExpireClaim{Token: uint64(cl.Token), Term: m.LeaderTerm()}}})
+		}
 	}
 	sid := m.Apply(&statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}}).Session
 	for seq, progress := uint64(1), true; progress; {

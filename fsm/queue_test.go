@@ -153,6 +153,51 @@ func TestQueue_WaitingClaimPushed(t *testing.T) {
 	}
 }
 
+// TestQueue_WaiterServedBeforeLaterClaim: an item whose delay ended, with
+// no tick yet to hand it to the claim that waited for it, goes to that
+// waiting claim when a later claim arrives, not to the later claim (it
+// took the item and left the waiter queued, and its nack then handed the
+// item to the waiter: the property test's drain found a claim it never
+// saw). With two items ready, the waiter gets the older, the later claim
+// the next.
+func TestQueue_WaiterServedBeforeLaterClaim(t *testing.T) {
+	m := newMachine(t)
+	a, b := createSession(t, m), createSession(t, m)
+	if res := claimQ(m, 1000, a, 1, "q", 1000, true); !res.Queued {
+		t.Fatalf("claim on an empty queue: %+v", res)
+	}
+	push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte("x"), DelayMs: 1})
+	res := claimQ(m, 5000, b, 1, "q", 1000, false)
+	if res.Granted {
+		t.Fatalf("a later claim took the item the waiting claim was queued for: %+v", res)
+	}
+	ci, live, waiting := m.ClaimOfRequest(a, 1, "q")
+	if !live || waiting || ci.Item != 1 || ci.Grant.Session != a {
+		t.Fatalf("the waiting claim was not served: %+v live %v waiting %v", ci, live, waiting)
+	}
+	if st := m.Queue("q"); st.Claimed != 1 || st.Waiters != 0 || st.Clock != 5000 {
+		t.Fatalf("queue after the claim: %+v", st)
+	}
+
+	// Two items ready, one waiter: the waiter gets item 2 (the older
+	// available one), the later claim item 3.
+	if res := ackQ(m, 5000, "q", 1, ci.Grant.Token); res.Err != nil {
+		t.Fatalf("ack: %v", res.Err)
+	}
+	if res := claimQ(m, 5000, a, 2, "q", 1000, true); !res.Queued {
+		t.Fatalf("claim on an empty queue: %+v", res)
+	}
+	push(m, 5000, &statev1.QueuePush{Queue: "q", Payload: []byte("y"), DelayMs: 10})
+	push(m, 5000, &statev1.QueuePush{Queue: "q", Payload: []byte("z"), DelayMs: 10})
+	res = claimQ(m, 6000, b, 2, "q", 1000, false)
+	if !res.Granted || res.Queue.Claim.Item != 3 {
+		t.Fatalf("later claim with two items ready: %+v", res)
+	}
+	if ci, live, _ := m.ClaimOfRequest(a, 2, "q"); !live || ci.Item != 2 || ci.Grant.Token >= res.Grant.Token {
+		t.Fatalf("the waiting claim did not get the older item first: %+v (later claim token %d)", ci, res.Grant.Token)
+	}
+}
+
 // TestQueue_BadInputChangesNothing: every malformed queue command is
 // refused with a clear error and leaves the state byte for byte as it was.
 func TestQueue_BadInputChangesNothing(t *testing.T) {

@@ -22,6 +22,10 @@ type Faults struct {
 	// UnfencedKV makes this node's state machine accept every kv write,
 	// stale or not (the negative control of the stale-write checker).
 	UnfencedKV bool
+	// UnscopedKV makes this node's state machine skip the kv scope rule
+	// but keep the stale-token check: a live token writes any key (the
+	// negative control of the scope checker).
+	UnscopedKV bool
 	// ResetTokens makes a node that becomes leader report the grants it
 	// answers with the token counter as if reset to 0 at its takeover:
 	// clients see tokens repeat and go down (the negative control of the
@@ -63,6 +67,9 @@ func (f *faultState) warn(log *slog.Logger) {
 	if k.UnfencedKV {
 		log.Warn(msg, "fault", "unfenced-kv")
 	}
+	if k.UnscopedKV {
+		log.Warn(msg, "fault", "unscoped-kv")
+	}
 	if k.ResetTokens {
 		log.Warn(msg, "fault", "reset-tokens")
 	}
@@ -95,6 +102,7 @@ func (f *faultState) clock() fence.Clock {
 // machine applies the node-local faults of the state machine.
 func (f *faultState) machine(m *fsm.Machine) {
 	m.SetUnfencedKV(f.cfg.Test.UnfencedKV)
+	m.SetUnscopedKV(f.cfg.Test.UnscopedKV)
 	m.SetAnyOwner(f.cfg.Test.AnyOwner)
 	m.SetOverCapacity(f.cfg.Test.OverCapacity)
 	m.SetReaderWithWriter(f.cfg.Test.ReaderWithWriter)

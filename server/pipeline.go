@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -21,11 +20,13 @@ const maxPipelineInFlight = 100000
 
 // Pipeline implements LockServiceHandler. Each call runs on its own
 // goroutine through the unary handler of the same name, so it behaves
-// exactly as that call; answers are sent by one writer that packs every
-// answer ready at the moment into one message, so a busy stream costs one
-// write for many calls. When the client closes its side of the stream, or
-// the connection breaks, every call still running is cancelled as a unary
-// call is when its client goes away.
+// exactly as that call. Answers are sent without a writer goroutine of
+// their own: the call that finishes while no answer is being sent sends
+// its answer together with every answer queued meanwhile, in one message,
+// so a busy stream costs one write for many calls and a quiet one no
+// hand-off to another goroutine. When the client closes its side of the
+// stream, or the connection breaks, every call still running is cancelled
+// as a unary call is when its client goes away.
 func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
@@ -33,11 +34,10 @@ func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[f
 		s:       h.s,
 		locks:   h,
 		kv:      &kvService{h.s},
+		stream:  stream,
 		running: make(map[uint64]context.CancelFunc),
-		ready:   make(chan struct{}, 1),
+		failed:  make(chan struct{}),
 	}
-	writerDone := make(chan error, 1)
-	go func() { writerDone <- p.write(ctx, stream) }()
 
 	var recvErr error
 	for {
@@ -56,55 +56,88 @@ func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[f
 		}
 		p.cancel(req.Cancel)
 		select {
-		case err := <-writerDone:
+		case <-p.failed:
 			cancelAll()
 			p.calls.Wait()
-			return err
+			return p.sendErr
 		default:
 		}
 	}
 	// The client closed its side (the SDK does so only when it stops
 	// waiting for the answers) or went away: cancel the calls in flight,
-	// as unary calls are when their client goes away, then end the writer.
+	// as unary calls are when their client goes away. Every call sends
+	// its answer before it is done, so once they are all done nothing is
+	// left to send and no Send can follow the handler's return.
 	cancelAll()
 	p.calls.Wait()
-	p.mu.Lock()
-	p.closed = true
-	p.mu.Unlock()
-	p.signal()
-	if err := <-writerDone; err != nil {
-		return err
+	if p.sendErr != nil {
+		return p.sendErr
 	}
 	return recvErr
 }
 
 // pipeline is the state of one Pipeline stream.
 type pipeline struct {
-	s     *Server
-	locks *lockService
-	kv    *kvService
+	s      *Server
+	locks  *lockService
+	kv     *kvService
+	stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	// calls counts the goroutines that run a call or send answers.
 	calls sync.WaitGroup
 
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc // calls in flight by id
 	answers []*fencedv1.PipelineResult    // ready to send
-	closed  bool                          // no more answers will come
-	ready   chan struct{}                 // capacity 1: answers or closed changed
+	sending bool                          // a goroutine is sending answers
+	sendErr error                         // the Send that failed; set once, before failed is closed
+	failed  chan struct{}                 // closed when a Send failed
 }
 
-func (p *pipeline) signal() {
-	select {
-	case p.ready <- struct{}{}:
-	default:
+// answer queues the result of a call and, unless another goroutine is
+// sending already (it will send this one too), sends it with every
+// answer queued meanwhile. It reports whether the caller must send
+// (flush); only then has it set sending.
+func (p *pipeline) answer(r *fencedv1.PipelineResult) (mustFlush bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.answers = append(p.answers, r)
+	if p.sending || p.sendErr != nil {
+		return false
+	}
+	p.sending = true
+	return true
+}
+
+// flush sends the queued answers, all those queued at once in one
+// message, until none is left; the caller set sending (answer said so).
+// After a failed Send nothing more is sent.
+func (p *pipeline) flush() {
+	for {
+		p.mu.Lock()
+		batch := p.answers
+		p.answers = nil
+		if len(batch) == 0 {
+			p.sending = false
+			p.mu.Unlock()
+			return
+		}
+		p.mu.Unlock()
+		if err := p.stream.Send(&fencedv1.PipelineResponse{Results: batch}); err != nil {
+			p.mu.Lock()
+			p.sendErr, p.sending, p.answers = err, false, nil
+			p.mu.Unlock()
+			close(p.failed)
+			return
+		}
 	}
 }
 
-// answer queues the result of a call for the writer.
-func (p *pipeline) answer(r *fencedv1.PipelineResult) {
-	p.mu.Lock()
-	p.answers = append(p.answers, r)
-	p.mu.Unlock()
-	p.signal()
+// answerAsync queues r from the receiving goroutine, which must not block
+// on a Send: when r has to be sent, another goroutine sends it.
+func (p *pipeline) answerAsync(r *fencedv1.PipelineResult) {
+	if p.answer(r) {
+		p.calls.Go(p.flush)
+	}
 }
 
 // cancel cancels the calls named by ids that are still running.
@@ -118,7 +151,7 @@ func (p *pipeline) cancel(ids []uint64) {
 	}
 }
 
-// start runs one call on its own goroutine.
+// start runs one call on a goroutine of its own (a kept worker).
 func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	id := call.GetId()
 	p.mu.Lock()
@@ -133,23 +166,25 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	p.mu.Unlock()
 	switch {
 	case dup:
-		p.answer(pipelineError(id, fmt.Errorf("%w: call id %d is already in flight on this stream; ids must be unique among calls in flight", fence.ErrInvalidArgument, id)))
+		p.answerAsync(pipelineError(id, fmt.Errorf("%w: call id %d is already in flight on this stream; ids must be unique among calls in flight", fence.ErrInvalidArgument, id)))
 		return
 	case full:
-		p.answer(pipelineError(id, connect.NewError(connect.CodeResourceExhausted,
+		p.answerAsync(pipelineError(id, connect.NewError(connect.CodeResourceExhausted,
 			fmt.Errorf("%d calls in flight on this stream, the most it takes; wait for answers or open another stream", maxPipelineInFlight))))
 		return
 	}
 	p.calls.Add(1)
-	go func() {
+	p.s.calls.run(func() {
 		defer p.calls.Done()
 		r := p.run(cctx, call)
 		p.mu.Lock()
 		delete(p.running, id)
 		p.mu.Unlock()
 		cancel()
-		p.answer(r)
-	}()
+		if p.answer(r) {
+			p.flush()
+		}
+	})
 }
 
 // run performs one call through the unary handler of its kind.
@@ -192,33 +227,6 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_KvPut{KvPut: resp.Msg}}
 	default:
 		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release or kv_put", fence.ErrInvalidArgument, id))
-	}
-}
-
-// write sends the answers as they become ready, all those ready at once in
-// one message, until the pipeline is closed and drained.
-func (p *pipeline) write(ctx context.Context, stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
-	for {
-		select {
-		case <-p.ready:
-		case <-ctx.Done():
-			return nil
-		}
-		// Answers come in bursts (a Raft batch completes many calls at
-		// once): let the burst queue up, then send it as one message.
-		runtime.Gosched()
-		p.mu.Lock()
-		batch, closed := p.answers, p.closed
-		p.answers = nil
-		p.mu.Unlock()
-		if len(batch) > 0 {
-			if err := stream.Send(&fencedv1.PipelineResponse{Results: batch}); err != nil {
-				return err
-			}
-		}
-		if closed {
-			return nil
-		}
 	}
 }
 

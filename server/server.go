@@ -29,11 +29,13 @@ const shutdownGrace = 2 * time.Second
 
 // Server is a running fenced server: one Raft node and its API.
 type Server struct {
-	cfg     Config
-	log     *slog.Logger
-	clock   fence.Clock
-	faults  *faultState // test faults; none in a production build
-	sm      *stateMachine
+	cfg    Config
+	log    *slog.Logger
+	clock  fence.Clock
+	faults *faultState // test faults; none in a production build
+	sm     *stateMachine
+	// calls runs the calls of Pipeline streams on kept goroutines.
+	calls   *workers
 	node    *raftstore.Node
 	expiry  *sessionExpiry
 	delays  *lockDelays // lock delays to end (lockdelay.go)
@@ -94,7 +96,7 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), calls: newWorkers(), done: make(chan struct{})}
 	s.faults.warn(log)
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()

@@ -39,7 +39,7 @@ func TestLockers(t *testing.T) {
 func checkLocker(t *testing.T, c *cluster) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	sys, err := c.system()
+	sys, err := c.system(false, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,13 +107,19 @@ func (c *cluster) stop() {
 }
 
 // system returns the bench.System that drives c the way its kind's
-// documentation recommends.
-func (c *cluster) system() (bench.System, error) {
+// documentation recommends: with one client shared by every locker, or,
+// when perLocker, a client per locker (clients of them) for fenced and
+// etcd. ZooKeeper and Redis give every locker a connection of its own
+// either way.
+func (c *cluster) system(perLocker bool, clients int) (bench.System, error) {
 	switch c.target.Kind {
 	case "fenced":
+		if perLocker {
+			return bench.NewFenced(c.endpoints, clients)
+		}
 		return bench.NewFenced(c.endpoints, 1)
 	case "etcd":
-		return NewEtcd(c.endpoints)
+		return NewEtcd(c.endpoints, perLocker)
 	case "zookeeper":
 		return NewZooKeeper(c.endpoints)
 	case "redis":

@@ -28,33 +28,68 @@ import (
 // per grant, but for a waiter it is the revision of a later read, not of
 // anything that identifies the grant.) It is read from Mutex.IsOwner, so it
 // costs no extra request.
+//
+// With perLocker, every locker has a clientv3.Client of its own (its own
+// gRPC connection and keep-alive stream), as independent processes would.
 type Etcd struct {
-	cli *clientv3.Client
+	endpoints []string
+	perLocker bool
+	cli       *clientv3.Client // the shared client; nil when perLocker
 }
 
-// NewEtcd connects to the etcd members at endpoints (host:port).
-func NewEtcd(endpoints []string) (*Etcd, error) {
-	cli, err := newEtcdClient(endpoints)
+// NewEtcd connects to the etcd members at endpoints (host:port): once
+// for all lockers, or, when perLocker, once per locker in NewLocker.
+func NewEtcd(endpoints []string, perLocker bool) (*Etcd, error) {
+	e := &Etcd{endpoints: endpoints, perLocker: perLocker}
+	if perLocker {
+		return e, nil
+	}
+	cli, err := e.dial()
 	if err != nil {
 		return nil, err
 	}
-	return &Etcd{cli: cli}, nil
+	e.cli = cli
+	return e, nil
 }
+
+// dial makes a client of the members.
+func (e *Etcd) dial() (*clientv3.Client, error) { return newEtcdClient(e.endpoints) }
 
 // Name implements bench.System.
 func (e *Etcd) Name() string { return "etcd" }
 
 // NewLocker implements bench.System: a lease of ttl (whole seconds,
-// rounded up; etcd has no finer TTL) kept alive by the shared client.
+// rounded up; etcd has no finer TTL) kept alive by the shared client, or
+// by the locker's own client.
 func (e *Etcd) NewLocker(ctx context.Context, id int, ttl time.Duration) (bench.Locker, error) {
+	cli, own := e.cli, (*clientv3.Client)(nil)
+	if e.perLocker {
+		c, err := e.dial()
+		if err != nil {
+			return nil, err
+		}
+		cli, own = c, c
+	}
+	l, err := newEtcdLocker(ctx, cli, ttl)
+	if err != nil {
+		if own != nil {
+			_ = own.Close()
+		}
+		return nil, err
+	}
+	l.own = own
+	return l, nil
+}
+
+func newEtcdLocker(ctx context.Context, cli *clientv3.Client, ttl time.Duration) (*etcdLocker, error) {
 	secs := max(1, int(math.Ceil(ttl.Seconds())))
 	// Granting here, under ctx, bounds the wait; the session then keeps
 	// the lease alive on the client's own context.
-	lease, err := e.cli.Grant(ctx, int64(secs))
+	lease, err := cli.Grant(ctx, int64(secs))
 	if err != nil {
 		return nil, fmt.Errorf("etcd grant lease: %w", err)
 	}
-	s, err := concurrency.NewSession(e.cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(secs))
+	s, err := concurrency.NewSession(cli, concurrency.WithLease(lease.ID), concurrency.WithTTL(secs))
 	if err != nil {
 		return nil, fmt.Errorf("etcd session: %w", err)
 	}
@@ -62,11 +97,17 @@ func (e *Etcd) NewLocker(ctx context.Context, id int, ttl time.Duration) (bench.
 }
 
 // Close implements bench.System.
-func (e *Etcd) Close() error { return e.cli.Close() }
+func (e *Etcd) Close() error {
+	if e.cli == nil {
+		return nil
+	}
+	return e.cli.Close()
+}
 
 // etcdLocker is one session and a Mutex per lock name it has used.
 type etcdLocker struct {
 	s       *concurrency.Session
+	own     *clientv3.Client // the locker's own client, closed with it; nil if shared
 	mu      sync.Mutex
 	mutexes map[string]*concurrency.Mutex
 	permits map[string]etcdPermit
@@ -109,5 +150,9 @@ func (l *etcdLocker) Unlock(ctx context.Context, name string) error {
 func (l *etcdLocker) Close() error {
 	// Session.Close revokes the lease (deleting any lock keys on it),
 	// bounded by the lease's TTL.
-	return l.s.Close()
+	err := l.s.Close()
+	if l.own != nil {
+		err = errors.Join(err, l.own.Close())
+	}
+	return err
 }

@@ -50,7 +50,7 @@ func launchFor(t *testing.T, name string) *cluster {
 // lockers opens n lockers of c's system.
 func lockers(t *testing.T, ctx context.Context, c *cluster, n int) []bench.Locker {
 	t.Helper()
-	sys, err := c.system()
+	sys, err := c.system(false, 2)
 	if err != nil {
 		t.Fatal(err)
 	}

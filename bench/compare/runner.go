@@ -68,7 +68,7 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 	}
 	defer cl.stop()
 	m.StartupS = time.Since(start).Seconds()
-	sys, err := cl.system()
+	sys, err := cl.system(c.PerLocker, c.Clients)
 	if err != nil {
 		m.Error = err.Error()
 		return m

@@ -23,8 +23,11 @@ type summary struct {
 	P99Ms        float64
 	CycleP99Ms   float64
 	CPUPercent   float64
-	RSSMiB       float64
-	BytesPerSess float64
+	// CPUUsPerCycle is the server processes' CPU time per cycle in
+	// microseconds (CPU over wall time over cycles per second, per run).
+	CPUUsPerCycle float64
+	RSSMiB        float64
+	BytesPerSess  float64
 	// Errors and TokenOrderViolations are summed over runs.
 	Errors               int64
 	TokenOrderViolations int64
@@ -48,7 +51,7 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 	for _, c := range cases {
 		for _, t := range c.Targets {
 			s := summary{Case: c.ID, Target: t}
-			var cyc, p50, p99, cp99, cpu, rss, bps []float64
+			var cyc, p50, p99, cp99, cpu, cpc, rss, bps []float64
 			var fo []*failoverResult
 			for _, m := range ms {
 				if m.Case != c.ID || m.Target != t {
@@ -81,13 +84,16 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 				cyc, p50, p99, cp99 = append(cyc, r.CyclesPerS), append(p50, r.P50Ms), append(p99, r.P99Ms), append(cp99, r.CycleP99Ms)
 				if r.Server != nil {
 					cpu, rss = append(cpu, r.Server.CPUPercent), append(rss, r.Server.RSSMiB)
+					if r.CyclesPerS > 0 {
+						cpc = append(cpc, r.Server.CPUPercent/100*1e6/r.CyclesPerS)
+					}
 					if r.Server.BytesPerSession != 0 {
 						bps = append(bps, r.Server.BytesPerSession)
 					}
 				}
 			}
 			s.CyclesPerS, s.P50Ms, s.P99Ms, s.CycleP99Ms = median(cyc), median(p50), median(p99), median(cp99)
-			s.CPUPercent, s.RSSMiB, s.BytesPerSess = median(cpu), median(rss), median(bps)
+			s.CPUPercent, s.CPUUsPerCycle, s.RSSMiB, s.BytesPerSess = median(cpu), median(cpc), median(rss), median(bps)
 			s.FailoverMs, s.FailoverMinMs, s.FailoverMaxMs, s.Failovers = summarizeFailover(fo)
 			for _, f := range fo {
 				for _, ms := range f.FailoverMs {

@@ -17,6 +17,7 @@ const (
 	LostAckCheck         = "lost-ack"
 	LivenessCheck        = "liveness"
 	OwnershipCheck       = "ownership"
+	ScopeCheck           = "scope"
 	SemaphoreCheck       = "semaphore"
 	RWExclusionCheck     = "rw-exclusion"
 	ElectionCheck        = "election"
@@ -58,8 +59,8 @@ type Options struct {
 
 // All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
-// linearizability, lost-ack, liveness, ownership, semaphore, rw-exclusion,
-// election; within a checker in the
+// linearizability, lost-ack, liveness, ownership, scope, semaphore,
+// rw-exclusion, election; within a checker in the
 // order of keys, names and time. An empty result means the history passed.
 func All(h history.History, o Options) []Violation {
 	var out []Violation
@@ -70,6 +71,7 @@ func All(h history.History, o Options) []Violation {
 	out = append(out, LostAcks(h)...)
 	out = append(out, Liveness(h, o)...)
 	out = append(out, Ownership(h)...)
+	out = append(out, Scopes(h)...)
 	out = append(out, Semaphores(h)...)
 	out = append(out, RWExclusion(h)...)
 	out = append(out, Elections(h)...)

@@ -29,7 +29,10 @@ const (
 	// reported the grant lost.
 	OpExpire Kind = "expire"
 	// OpWrite is a fenced kv put of Key with Token and Value; on success
-	// Version; rejected writes have Outcome "stale" and Required.
+	// Version; rejected writes have Outcome "stale" and Required. A
+	// worker's cross-scope attack (a key outside its grant's scope) has
+	// Target, the attack, and the GrantKind and Scope of the grant whose
+	// token it presents; the kv refuses it (Outcome "fail").
 	OpWrite Kind = "write"
 	// OpRead is a kv get of Key; on success Value, Version and Token (the
 	// key's watermark); Outcome "not_found" for a missing key.
@@ -127,7 +130,7 @@ type Op struct {
 	Version   uint64 `json:"version,omitempty"`    // kv version after a write, or read
 	Result    string `json:"result,omitempty"`     // release answer (release, hijack)
 	Fault     string `json:"fault,omitempty"`      // fault kind
-	Target    string `json:"target,omitempty"`     // fault target (node, process, link)
+	Target    string `json:"target,omitempty"`     // fault target (node, process, link), hijack call, write attack
 	Seq       uint64 `json:"seq,omitempty"`        // apply order of server events
 	Error     string `json:"error,omitempty"`      // error text of failed or unknown ops
 }

@@ -102,6 +102,7 @@ committed history when their workload does.`,
 	f.StringVar(&faults, "faults", "all", "fault kinds: pause-client,pause-server,kill,partition,transfer,skew,membership or all")
 	f.DurationVar(&cfg.TTL, "ttl", cfg.TTL, "the TTL of the workers' sessions and TTL locks")
 	f.StringVar(&cfg.Resource, "resource", cfg.Resource, "fenced, or unfenced: the kv accepts every write (a negative control: the stale-write check must fail)")
+	f.BoolVar(&cfg.UnscopedKV, "unscoped-kv", false, "negative control: the kv skips the scope rule but keeps the stale check, so a live token writes any key (the scope check must fail)")
 	f.BoolVar(&cfg.ResetTokens, "reset-tokens", false, "negative control: every new leader reports tokens as if it had reset the token counter (the token-order check must fail)")
 	f.BoolVar(&cfg.AnyOwner, "any-owner", false, "negative control: the servers let any request act for any session, whatever its secret (the ownership check must fail)")
 	f.BoolVar(&cfg.OverCapacity, "over-capacity", false, "negative control: semaphores grant one permit over their capacity (the semaphore check must fail; needs --workload semaphore)")

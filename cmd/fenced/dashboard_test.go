@@ -154,6 +154,7 @@ func TestDashboard_LockHolderWaitersRelease(t *testing.T) {
 	waitPage(t, ctx, row+"td.holder", strconv.FormatUint(b.ID(), 10), uiDeadline)
 	waitPage(t, ctx, row+"td.token", mb.Token().String(), uiDeadline)
 	waitPage(t, ctx, row+"td.waiters", strconv.FormatUint(d.ID(), 10), uiDeadline)
+	saveScreenshot(t, ctx)
 	if mb.Token() <= tokA {
 		t.Fatalf("next holder's token %v is not above %v", mb.Token(), tokA)
 	}
@@ -280,4 +281,24 @@ func TestDashboard_AuthNeedsTokenAndFilters(t *testing.T) {
 	if !strings.Contains(notes, "hidden") {
 		t.Fatalf("notes %q do not say that objects are hidden", notes)
 	}
+}
+
+// saveScreenshot writes a PNG of the page to the file named by
+// FENCED_DASHBOARD_SCREENSHOT, when it is set: the README's picture of the
+// dashboard (docs/dashboard.png) is made this way, by this test, with
+// FENCED_DASHBOARD_SCREENSHOT=$PWD/docs/dashboard.png go test -run
+// TestDashboard_LockHolderWaitersRelease ./cmd/fenced/
+func saveScreenshot(t *testing.T, ctx context.Context) {
+	path := os.Getenv("FENCED_DASHBOARD_SCREENSHOT")
+	if path == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot of the dashboard written to %s (%d bytes)", path, len(png))
 }

@@ -9,7 +9,7 @@ import (
 // A production build has no fault flags and refuses the dial hook's
 // variable, so that no fault can be turned on in it.
 func TestServe_ProductionBuildHasNoFaults(t *testing.T) {
-	for _, flag := range []string{"--test-unfenced-kv", "--test-reset-tokens", "--test-clock-rate=2"} {
+	for _, flag := range []string{"--test-unfenced-kv", "--test-unscoped-kv", "--test-reset-tokens", "--test-clock-rate=2"} {
 		_, stderr, code := runFenced(t, "serve", "--data-dir", t.TempDir(), flag)
 		if code != 2 || !strings.Contains(stderr, "unknown flag") {
 			t.Errorf("serve %s: exit %d, stderr %q; want exit 2, unknown flag", flag, code, stderr)

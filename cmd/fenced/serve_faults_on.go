@@ -18,12 +18,13 @@ import (
 func addFaultFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.Float64Var(&cfg.Test.ClockRate, "test-clock-rate", 0, "test only: run the lease clock at this rate (a skewed server)")
 	f.BoolVar(&cfg.Test.UnfencedKV, "test-unfenced-kv", false, "test only: the kv accepts stale writes (negative control)")
+	f.BoolVar(&cfg.Test.UnscopedKV, "test-unscoped-kv", false, "test only: the kv skips the scope rule but keeps the stale check (negative control)")
 	f.BoolVar(&cfg.Test.ResetTokens, "test-reset-tokens", false, "test only: a new leader reports tokens as if its counter were reset (negative control)")
 	f.BoolVar(&cfg.Test.AnyOwner, "test-any-owner", false, "test only: any request may act for any session, whatever its secret (negative control)")
 	f.BoolVar(&cfg.Test.OverCapacity, "test-over-capacity", false, "test only: semaphores grant one permit over their capacity (negative control)")
 	f.BoolVar(&cfg.Test.ReaderWithWriter, "test-reader-with-writer", false, "test only: read/write locks admit a reader beside a writer (negative control)")
 	f.BoolVar(&cfg.Test.SecondLeader, "test-second-leader", false, "test only: elections make a new candidate leader while another leads (negative control)")
-	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-reset-tokens", "test-any-owner", "test-over-capacity", "test-reader-with-writer", "test-second-leader"} {
+	for _, name := range []string{"test-clock-rate", "test-unfenced-kv", "test-unscoped-kv", "test-reset-tokens", "test-any-owner", "test-over-capacity", "test-reader-with-writer", "test-second-leader"} {
 		f.MarkHidden(name)
 	}
 }

@@ -2,6 +2,7 @@ package testdb_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -40,5 +41,23 @@ func TestStartRedis(t *testing.T) {
 	defer rc.Close()
 	if err := rc.Ping(context.Background()).Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestStartRedisCluster(t *testing.T) {
+	r, err := testdb.StartRedisCluster()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{r.Addr}})
+	defer rdb.Close()
+	if err := rdb.Set(ctx, "a", "1", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.MSet(ctx, "a", "1", "b", "2").Err(); err == nil || !strings.Contains(err.Error(), "CROSSSLOT") {
+		t.Fatalf("MSET of two slots=%v, want CROSSSLOT: the cluster checks slots", err)
 	}
 }

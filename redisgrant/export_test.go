@@ -1,0 +1,4 @@
+package redisgrant
+
+// KeySlot is keySlot, for tests.
+var KeySlot = keySlot
