@@ -86,9 +86,17 @@ func TestInterrupt_WaitingAcquireServerGone(t *testing.T) {
 		t.Fatalf("first acquire: exit %d %s", code, errOut)
 	}
 	w := startFenced(t, nil, "acquire", "q", "--wait", "1m", "--endpoints", srv.Addr)
-	w2 := startFenced(t, nil, "acquire", "q", "--wait", "2s", "--endpoints", srv.Addr)
+	// Long enough a wait that both are seen waiting on a loaded machine.
+	w2 := startFenced(t, nil, "acquire", "q", "--wait", "10s", "--endpoints", srv.Addr)
+	var last string
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the last status: %s", last)
+		}
+	})
 	eventually(t, "both acquires wait", 20*time.Second, func() bool {
-		out, _, _ := runFenced(t, "status", "q", "--endpoints", srv.Addr)
+		out, errOut, _ := runFenced(t, "status", "q", "--endpoints", srv.Addr)
+		last = out + errOut
 		return strings.Contains(out, "waiting: 2")
 	})
 	srv.Kill()
