@@ -2,9 +2,11 @@ package bench_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,12 +75,24 @@ func TestRun_Handoff(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sys.Close()
+	var mu sync.Mutex
+	var progress []bench.Progress
 	r, err := bench.Run(context.Background(), sys, bench.Options{
-		Workload: bench.WorkloadHandoff, Clients: 4, Duration: time.Second, Warmup: 100 * time.Millisecond,
+		Workload: bench.WorkloadHandoff, Clients: 4, Duration: 2500 * time.Millisecond, Warmup: 100 * time.Millisecond,
 		ServerPIDs: []int{os.Getpid()},
+		Progress:   func(p bench.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() },
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(progress) == 0 {
+		t.Fatal("no progress reported in a 2.5s measurement")
+	}
+	last := progress[len(progress)-1]
+	if last.Phase != "measuring" || last.Total != 2500*time.Millisecond || last.Done <= 0 || last.Done > r.Cycles+int64(4) {
+		t.Fatalf("last progress %+v: want the measuring phase, its total, and cycles done so far (the run counted %d)", last, r.Cycles)
 	}
 	if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 {
 		t.Fatalf("handoff result %+v: want cycles, no errors, no token order violations", r)
@@ -106,5 +120,53 @@ func TestRun_Semaphore(t *testing.T) {
 	}
 	if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 || r.CapacityViolations != 0 {
 		t.Fatalf("semaphore result %+v: want cycles, no errors, no violations", r)
+	}
+}
+
+// TestRun_LimiterProgressAndPartial interrupts the limiter workload (the
+// progress and partial results live in the measurement every cycle
+// workload shares): progress comes during the measurement, and a run
+// interrupted then returns what it measured, marked partial, with the
+// interruption; one interrupted during the warm-up returns no result.
+func TestRun_LimiterProgressAndPartial(t *testing.T) {
+	srv := testserver.Start(t)
+	sys, err := bench.NewFenced([]string{srv.Addr()}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var once sync.Once
+	var mu sync.Mutex
+	var measured []bench.Progress
+	r, err := bench.Run(ctx, sys, bench.Options{
+		Workload: bench.WorkloadLimiter, Clients: 4, Duration: time.Minute, Warmup: 100 * time.Millisecond,
+		Progress: func(p bench.Progress) {
+			if p.Phase == "measuring" && p.Done > 0 {
+				mu.Lock()
+				measured = append(measured, p)
+				mu.Unlock()
+				once.Do(cancel)
+			}
+		},
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("interrupted run: err %v, want context.Canceled", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(measured) == 0 || measured[0].Total != time.Minute {
+		t.Fatalf("progress %+v: want the measuring phase with its total", measured)
+	}
+	if !r.Partial || r.Cycles == 0 || r.DurationS <= 0 || r.DurationS > 50 {
+		t.Fatalf("interrupted result %+v: want a partial result with the cycles of the time measured", r)
+	}
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	cancel2()
+	r, err = bench.Run(ctx2, sys, bench.Options{Workload: bench.WorkloadLimiter, Clients: 2, Duration: time.Second, Warmup: time.Minute})
+	if !errors.Is(err, context.Canceled) || r.Partial || r.Cycles != 0 {
+		t.Fatalf("run interrupted in its warm-up: %+v, %v; want no result and context.Canceled", r, err)
 	}
 }

@@ -15,7 +15,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	defer closeLockers(lockers)
+	defer func() { closeLockersAfter(ctx, lockers) }()
 	if o.Workload == WorkloadFencedWrite {
 		if _, ok := lockers[0].(FencedWriter); !ok {
 			return Result{}, fmt.Errorf("bench: %s has no fenced resource to write to; the fenced-write workload needs one", sys.Name())
@@ -45,6 +45,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 	var (
 		measuring atomic.Bool
+		completed atomic.Int64 // cycles completed, for Progress
 		errs      errorCount
 		order     tokenOrder
 		mu        sync.Mutex
@@ -93,6 +94,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 					pause(runCtx, 10*time.Millisecond)
 					continue
 				}
+				completed.Add(1)
 				if counted && measuring.Load() {
 					myAcquire = append(myAcquire, acquired)
 					myCycle = append(myCycle, time.Since(start))
@@ -105,7 +107,7 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		}()
 	}
 
-	elapsed, server, err := measure(ctx, o, &measuring, stop, &wg)
+	m, err := measure(ctx, o, &measuring, &completed, stop, &wg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -116,9 +118,9 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		System:               sys.Name(),
 		Workload:             o.Workload,
 		Clients:              o.Clients,
-		DurationS:            elapsed.Seconds(),
+		DurationS:            m.elapsed.Seconds(),
 		Cycles:               int64(len(cycle)),
-		CyclesPerS:           float64(len(cycle)) / elapsed.Seconds(),
+		CyclesPerS:           float64(len(cycle)) / m.elapsed.Seconds(),
 		P50Ms:                acquire.percentile(0.50),
 		P90Ms:                acquire.percentile(0.90),
 		P99Ms:                acquire.percentile(0.99),
@@ -127,13 +129,10 @@ func runCycles(ctx context.Context, sys System, o Options) (Result, error) {
 		CycleP99Ms:           cycle.percentile(0.99),
 		TokenOrderViolations: order.violations.Load() + sem.tokenViolations(),
 		CapacityViolations:   sem.capacityViolations(),
-		Server:               server,
+		Server:               m.server,
 	}
 	errs.fill(&r)
-	if r.Cycles == 0 {
-		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
-	}
-	return r, nil
+	return m.finish(r)
 }
 
 // rwOps are the cycles of the rwlock workload: the write grant in every

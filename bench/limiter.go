@@ -24,6 +24,7 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 	}
 	var (
 		measuring atomic.Bool
+		completed atomic.Int64 // decisions handed out, for Progress
 		errs      errorCount
 		mu        sync.Mutex
 		lat       latencies
@@ -52,6 +53,7 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 					}
 					continue
 				}
+				completed.Add(1)
 				if counted && measuring.Load() {
 					mine = append(mine, time.Since(start))
 				}
@@ -61,20 +63,17 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 			mu.Unlock()
 		}()
 	}
-	elapsed, server, err := measure(ctx, o, &measuring, stop, &wg)
+	m, err := measure(ctx, o, &measuring, &completed, stop, &wg)
 	if err != nil {
 		return Result{}, err
 	}
 	lat.sort()
 	r := Result{
 		System: f.Name(), Workload: o.Workload, Clients: o.Clients, Batch: o.Batch,
-		DurationS: elapsed.Seconds(), Cycles: int64(len(lat)), CyclesPerS: float64(len(lat)) / elapsed.Seconds(),
+		DurationS: m.elapsed.Seconds(), Cycles: int64(len(lat)), CyclesPerS: float64(len(lat)) / m.elapsed.Seconds(),
 		P50Ms: lat.percentile(0.50), P90Ms: lat.percentile(0.90), P99Ms: lat.percentile(0.99), MaxMs: lat.percentile(1),
-		CycleP50Ms: lat.percentile(0.50), CycleP99Ms: lat.percentile(0.99), Server: server,
+		CycleP50Ms: lat.percentile(0.50), CycleP99Ms: lat.percentile(0.99), Server: m.server,
 	}
 	errs.fill(&r)
-	if r.Cycles == 0 {
-		return r, fmt.Errorf("%w (errors: %d, first: %s)", errNoCycles, r.Errors, r.FirstError)
-	}
-	return r, nil
+	return m.finish(r)
 }

@@ -63,6 +63,48 @@ type Options struct {
 	// ServerPIDs are the server processes whose CPU and RSS are sampled
 	// during the measurement, when they run on this machine. Empty: none.
 	ServerPIDs []int
+	// Progress, when set, is called about once a second while the
+	// workload runs, from a goroutine of its own.
+	Progress func(Progress)
+}
+
+// Progress is how far a run has got.
+type Progress struct {
+	// Phase is "warmup", "opening" (the sessions workload's holders) or
+	// "measuring".
+	Phase string
+	// Elapsed and Total are the time spent in the phase and its length
+	// (0 when it has none, as "opening").
+	Elapsed, Total time.Duration
+	// Done counts cycles completed, or holders opened, in the phase.
+	Done int64
+}
+
+// progressEvery is how often Options.Progress is called.
+const progressEvery = time.Second
+
+// reportProgress calls o.Progress every progressEvery with what now
+// returns, until the returned stop is called.
+func reportProgress(o Options, now func() Progress) (stop func()) {
+	if o.Progress == nil {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(progressEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				o.Progress(now())
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
 }
 
 // DefaultTTL is the session TTL lockers get when Options.TTL is 0.
@@ -145,6 +187,10 @@ type Result struct {
 	// Server is the servers' resource use during the measurement, when
 	// Options.ServerPIDs named them.
 	Server *ServerUsage `json:"server,omitempty"`
+	// Partial marks the result of a run interrupted during its
+	// measurement (Run also returns the context's error): it covers the
+	// DurationS measured until then.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Run runs one workload against sys and measures it. It returns an error
@@ -226,6 +272,26 @@ func openLockers(ctx context.Context, sys System, n, parallel int, ttl time.Dura
 		return nil, firstErr
 	}
 	return lockers, nil
+}
+
+// interruptedClose is how long the lockers of an interrupted run get to
+// close: a server that went away would hold each close for its timeout,
+// and the servers end the sessions by their TTL anyway.
+const interruptedClose = 300 * time.Millisecond
+
+// closeLockersAfter closes the lockers; when ctx has ended (the run was
+// interrupted) it waits for them at most interruptedClose.
+func closeLockersAfter(ctx context.Context, lockers []Locker) {
+	if ctx.Err() == nil {
+		closeLockers(lockers)
+		return
+	}
+	done := make(chan struct{})
+	go func() { closeLockers(lockers); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(interruptedClose):
+	}
 }
 
 // closeLockers closes every non-nil locker, in parallel.

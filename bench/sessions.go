@@ -15,15 +15,24 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	before := rssOf(o.ServerPIDs)
 	id := runID()
 	lockers := make([]Locker, o.Sessions)
-	defer closeLockers(lockers)
+	defer func() { closeLockersAfter(ctx, lockers) }()
 	var (
-		errs  errorCount
-		next  atomic.Int64
-		mu    sync.Mutex
-		lat   latencies
-		wg    sync.WaitGroup
-		start = time.Now()
+		errs   errorCount
+		next   atomic.Int64
+		mu     sync.Mutex
+		lat    latencies
+		wg     sync.WaitGroup
+		start  = time.Now()
+		opened atomic.Int64
 	)
+	measuredAt := atomic.Int64{} // UnixNano; 0 while opening
+	stopProgress := reportProgress(o, func() Progress {
+		if at := measuredAt.Load(); at != 0 {
+			return Progress{Phase: "measuring", Elapsed: time.Duration(time.Now().UnixNano() - at), Total: o.Duration, Done: opened.Load()}
+		}
+		return Progress{Phase: "opening", Elapsed: time.Since(start), Done: opened.Load()}
+	})
+	defer stopProgress()
 	for range min(o.Clients, o.Sessions) {
 		wg.Add(1)
 		go func() {
@@ -51,6 +60,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 					return
 				}
 				mine = append(mine, time.Since(t0))
+				opened.Add(1)
 			}
 		}()
 	}
@@ -73,6 +83,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	// Every holder is open and holds its lock: measure the steady state.
 	usage := startUsage(o.ServerPIDs)
 	measured := time.Now()
+	measuredAt.Store(measured.UnixNano())
 	pause(ctx, o.Duration)
 	elapsed := time.Since(measured)
 	r.Server = usage.stop(elapsed)
@@ -80,9 +91,7 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 		r.Server.RSSBeforeMiB = float64(before) / (1 << 20)
 		r.Server.BytesPerSession = float64(int64(r.Server.rssBytes)-before) / float64(o.Sessions)
 	}
-	if err := ctx.Err(); err != nil {
-		return Result{}, err
-	}
+	interrupted := ctx.Err()
 
 	lat.sort()
 	r.DurationS = elapsed.Seconds()
@@ -92,5 +101,11 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 	r.P90Ms = lat.percentile(0.90)
 	r.P99Ms = lat.percentile(0.99)
 	r.MaxMs = lat.percentile(1)
+	if interrupted != nil {
+		// Interrupted while the holders were kept alive: what was
+		// measured until then, marked partial.
+		r.Partial = true
+		return r, interrupted
+	}
 	return r, nil
 }

@@ -75,19 +75,41 @@ func (n *nemesis) run(ctx context.Context) {
 		<-ctx.Done()
 		return
 	}
+	d := &deck{rng: n.rng, kinds: n.faults}
 	for ctx.Err() == nil {
 		sleepCtx(ctx, time.Duration(500+n.rng.IntN(1500))*time.Millisecond)
 		if ctx.Err() != nil {
 			return
 		}
-		fault := n.faults[n.rng.IntN(len(n.faults))]
-		if n.rng.IntN(3) == 0 && slices.Contains(n.faults, history.FaultPauseClient) {
-			// The stale writer is what fencing is for: make it common.
-			fault = history.FaultPauseClient
-		}
+		fault := d.next()
 		hold := time.Duration(1000+n.rng.IntN(2500)) * time.Millisecond
 		n.inject(ctx, fault, hold)
 	}
+}
+
+// deck deals fault kinds: every enabled kind once, in a seeded random
+// order, before any is repeated, so a short run still injects each kind.
+// After the first round each round deals pause-client (the stale writer,
+// what fencing is for) once more.
+type deck struct {
+	rng    *rand.Rand
+	kinds  []string
+	rounds int
+	hand   []string
+}
+
+func (d *deck) next() string {
+	if len(d.hand) == 0 {
+		d.hand = append([]string(nil), d.kinds...)
+		if d.rounds > 0 && len(d.kinds) > 1 && slices.Contains(d.kinds, history.FaultPauseClient) {
+			d.hand = append(d.hand, history.FaultPauseClient)
+		}
+		d.rng.Shuffle(len(d.hand), func(i, j int) { d.hand[i], d.hand[j] = d.hand[j], d.hand[i] })
+		d.rounds++
+	}
+	k := d.hand[0]
+	d.hand = d.hand[1:]
+	return k
 }
 
 // leader returns the index of the current leader, or -1.

@@ -1,6 +1,7 @@
 package check
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -94,6 +95,24 @@ type Config struct {
 	Secure bool
 	// Log receives progress; nil means stderr.
 	Log io.Writer
+	// Progress, when set, is called about once a second while faults are
+	// injected, from a goroutine of its own.
+	Progress func(Progress)
+	// KeepData keeps the nodes' data dirs, logs and the workers' files
+	// (OutDir/run) after a run without violations; a failed run always
+	// keeps them.
+	KeepData bool
+}
+
+// Progress is how far the fault phase of a run has got.
+type Progress struct {
+	// Elapsed and Total are the time faults have been injected for and
+	// Config.Duration.
+	Elapsed, Total time.Duration
+	// Ops counts the client operations the workers have recorded so far.
+	Ops int
+	// Faults counts the faults injected so far.
+	Faults int
 }
 
 // Validate says what is wrong with c.
@@ -200,11 +219,69 @@ type Result struct {
 
 // Run starts the cluster and the workers, injects faults for
 // cfg.Duration, heals, lets every client show it can still get a grant,
-// reads every key back, checks the history and writes the report.
+// reads every key back, checks the history and writes the report. The
+// nodes' data dirs and logs (OutDir/run) are removed after a run without
+// violations unless cfg.KeepData is set; it says on cfg.Log what it wrote
+// and kept.
 func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	res, err := run(ctx, cfg)
+	logw := cfg.Log
+	if logw == nil {
+		logw = os.Stderr
+	}
+	work := filepath.Join(cfg.OutDir, "run")
+	if _, serr := os.Stat(work); serr != nil {
+		return res, err
+	}
+	size := dirSize(work)
+	switch {
+	case err == nil && len(res.Violations) == 0 && !cfg.KeepData:
+		if rerr := os.RemoveAll(work); rerr != nil {
+			return res, fmt.Errorf("remove the nodes' data: %w", rerr)
+		}
+		fmt.Fprintf(logw, "check: removed the nodes' data dirs and logs (%s in %s; --keep-data keeps them)\n", mib(size), work)
+	default:
+		fmt.Fprintf(logw, "check: kept the nodes' data dirs and logs: %s in %s\n", mib(size), work)
+	}
+	if err == nil {
+		var files []string
+		for _, name := range []string{"history.jsonl", "summary.json", "violations.json", "report.html"} {
+			if st, serr := os.Stat(filepath.Join(cfg.OutDir, name)); serr == nil {
+				files = append(files, fmt.Sprintf("%s (%s)", name, mib(st.Size())))
+			}
+		}
+		fmt.Fprintf(logw, "check: wrote %s to %s\n", strings.Join(files, ", "), cfg.OutDir)
+	}
+	return res, err
+}
+
+// dirSize is the bytes of the regular files under dir.
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, ierr := d.Info(); ierr == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+// mib formats a size for a person.
+func mib(n int64) string {
+	if n < 1<<20 {
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+}
+
+// run is Run without the clean-up of OutDir/run.
+func run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := requireFaultsBuild(cfg.Binary); err != nil {
 		return nil, err
 	}
@@ -291,8 +368,20 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	defer nem.admin.Close()
 	say("workload %s: %d clients on %d objects each for %v, faults %s, seed %d", strings.Join(cfg.workloads(), ","), cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	stopProgress := reportProgress(fctx, cfg, workers, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := 0
+		for _, op := range nemesisOps {
+			if op.Kind == history.OpFault && op.Outcome == "start" {
+				n++
+			}
+		}
+		return n
+	})
 	nem.run(fctx)
 	cancel()
+	stopProgress()
 
 	say("healing every fault")
 	if err := nem.healAll(ctx); err != nil {
@@ -333,7 +422,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	for _, w := range workers {
 		live = append(live, w.id)
 	}
-	say("checking %d operations", len(h))
+	pre := report.Summarize(h, nil)
+	say("checking ops=%d client operations and %d fault and server events (faults=%d injected)", pre.Ops, len(h)-pre.Ops, pre.FaultsInjected)
 	violations := checker.All(h, checker.Options{OutDir: cfg.OutDir, HealedAt: healedAt, LivenessBound: cfg.LivenessBound, LiveProcesses: live})
 	sum := report.Summarize(h, violations)
 	sum.Seed, sum.Nodes, sum.Duration, sum.Faults, sum.Resource = cfg.Seed, cfg.Nodes, cfg.Duration, cfg.Faults, cfg.Resource
@@ -429,4 +519,61 @@ func finalReads(ctx context.Context, c *cluster, keys []string) history.History 
 		h = append(h, op)
 	}
 	return h
+}
+
+// reportProgress calls cfg.Progress every second until ctx ends or the
+// returned stop is called, counting the lines the workers have appended
+// to their history files (one operation each).
+func reportProgress(ctx context.Context, cfg Config, workers []*workerProc, faults func() int) (stop func()) {
+	if cfg.Progress == nil {
+		return func() {}
+	}
+	start := time.Now()
+	counts := make([]lineCounter, len(workers))
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			ops := 0
+			for i, w := range workers {
+				ops += counts[i].count(w.out)
+			}
+			cfg.Progress(Progress{Elapsed: time.Since(start), Total: cfg.Duration, Ops: ops, Faults: faults()})
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+// lineCounter counts the lines of a file that only grows, reading only
+// what was appended since the last count.
+type lineCounter struct {
+	offset int64
+	lines  int
+}
+
+func (c *lineCounter) count(path string) int {
+	f, err := os.Open(path)
+	if err != nil {
+		return c.lines
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := f.ReadAt(buf, c.offset)
+		c.offset += int64(n)
+		c.lines += bytes.Count(buf[:n], []byte{'\n'})
+		if err != nil || n == 0 {
+			return c.lines
+		}
+	}
 }

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 func run(t *testing.T, cfg check.Config) *check.Result {
 	t.Helper()
 	cfg.Binary = proctest.FaultBinary(t)
-	cfg.OutDir = t.TempDir()
+	if cfg.OutDir == "" {
+		cfg.OutDir = t.TempDir()
+	}
 	if cfg.Clients == 0 {
 		cfg.Clients = 4
 	}
@@ -38,10 +42,16 @@ func run(t *testing.T, cfg check.Config) *check.Result {
 	if cfg.LivenessBound == 0 {
 		cfg.LivenessBound = 5 * time.Second
 	}
-	cfg.Log = io.Discard
+	var log syncBuffer
+	cfg.Log = &log
 	if testing.Verbose() {
-		cfg.Log = os.Stderr
+		cfg.Log = io.MultiWriter(&log, os.Stderr)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("check's progress:\n%s", log.String())
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+5*time.Minute)
 	defer cancel()
 	res, err := check.Run(ctx, cfg)
@@ -53,13 +63,32 @@ func run(t *testing.T, cfg check.Config) *check.Result {
 }
 
 // A short mix of every fault kind on 3 nodes, three seeds: no violations,
-// and the pauses made stale writes that the kv rejected.
+// every kind injected at least once, and the nodes' data removed after
+// the passing run.
 func TestRun_AllFaultsNoViolations(t *testing.T) {
 	for _, seed := range []int64{1, 2, 3} {
 		t.Run(fmt.Sprint("seed=", seed), func(t *testing.T) {
-			res := run(t, check.Config{Nodes: 3, Duration: 30 * time.Second, Seed: seed, Faults: history.AllFaults})
+			out := t.TempDir()
+			res := run(t, check.Config{Nodes: 3, Duration: 30 * time.Second, Seed: seed, Faults: history.AllFaults, OutDir: out})
 			for _, v := range res.Violations {
 				t.Errorf("violation: %s: %s", v.Check, v.Message)
+			}
+			injected := map[string]bool{}
+			for _, op := range res.History {
+				if op.Kind == history.OpFault && op.Outcome == "start" {
+					injected[op.Fault] = true
+				}
+			}
+			for _, k := range history.AllFaults {
+				if !injected[k] {
+					t.Errorf("fault kind %s was never injected in 30s (injected: %v)", k, injected)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(out, "run")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("a passing run left %s/run behind (stat: %v)", out, err)
+			}
+			if _, err := os.Stat(filepath.Join(out, "history.jsonl")); err != nil {
+				t.Errorf("history.jsonl: %v", err)
 			}
 			if res.Summary.Grants == 0 || res.Summary.FaultsInjected == 0 {
 				t.Fatalf("a run without grants or faults proves nothing: %s", res.Summary.Line())
@@ -118,9 +147,22 @@ func hijacks(res *check.Result, outcome string) int {
 // Negative control: with a kv that accepts every write, paused clients'
 // late writes get through and the stale-write checker must say so.
 func TestRun_UnfencedResourceFailsStaleWriteCheck(t *testing.T) {
-	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{history.FaultPauseClient}, Resource: "unfenced"})
+	out := t.TempDir()
+	var mu sync.Mutex
+	var progress []check.Progress
+	res := run(t, check.Config{Nodes: 1, Duration: 20 * time.Second, Seed: 7, Faults: []string{history.FaultPauseClient}, Resource: "unfenced", OutDir: out,
+		Progress: func(p check.Progress) { mu.Lock(); progress = append(progress, p); mu.Unlock() }})
+	mu.Lock()
+	if n := len(progress); n < 5 || progress[n-1].Ops <= progress[0].Ops || progress[n-1].Ops > res.Summary.Ops || progress[n-1].Total != 20*time.Second {
+		t.Errorf("progress %+v: want one a second, ops growing up to at most the run's %d", progress, res.Summary.Ops)
+	}
+	mu.Unlock()
 	if !hasViolation(res, "stale-write") {
 		t.Fatalf("the stale-write checker did not catch the unfenced resource: %s", res.Summary.Line())
+	}
+	// A failed run keeps the nodes' data for the post-mortem.
+	if _, err := os.Stat(filepath.Join(out, "run", "n1")); err != nil {
+		t.Errorf("a failed run removed the nodes' data: %v", err)
 	}
 }
 
@@ -333,4 +375,22 @@ func TestRun_QueueAndLatchNoViolations(t *testing.T) {
 			t.Errorf("checks run %v: no %s", res.Summary.ChecksRun, c)
 		}
 	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the harness's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -298,6 +298,16 @@ func (c *Client) failover(i int64) {
 func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn func(ctx context.Context, ep *endpoint) error) error {
 	const minBackoff, maxBackoff = 10 * time.Millisecond, time.Second
 	backoff := minBackoff
+	// last is the last failure of an attempt that ended on its own. The
+	// failure of an attempt cut short by ctx ("write envelope: EOF") is a
+	// symptom of the end of ctx, not a reason, and is not reported.
+	var last error
+	ended := func() error {
+		if last == nil {
+			return fmt.Errorf("%w (no answer yet)", context.Cause(ctx))
+		}
+		return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), last)
+	}
 	for n := 1; ; n++ {
 		i, ep := c.endpoint()
 		actx, cancel := context.WithTimeout(ctx, attempt)
@@ -307,12 +317,13 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
+			return ended()
 		}
 		err = wireconnect.Decode(err, wire.Call{})
 		if !transient(err) {
 			return err
 		}
+		last = err
 		c.log.Debug("fenced: retrying", "op", op, "endpoint", ep.addr, "attempt", n, "err", err)
 		c.hooks.retry(op, ep.addr, n, err)
 		c.failover(i)
@@ -324,7 +335,7 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (last error: %v)", context.Cause(ctx), err)
+			return ended()
 		}
 		backoff = min(2*backoff, maxBackoff)
 	}

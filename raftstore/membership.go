@@ -114,6 +114,23 @@ func (n *Node) changeMembers(ctx context.Context, op string, start func(timeout 
 // wrapping fence.ErrInvalidArgument.
 func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error) {
 	var addr string
+	if id == "" {
+		// hashicorp/raft says only "cannot find peer" when there is no
+		// other voter.
+		ms, err := n.Members()
+		if err != nil {
+			return "", err
+		}
+		others := 0
+		for _, m := range ms {
+			if m.ID != n.cfg.NodeID && m.Voter {
+				others++
+			}
+		}
+		if others == 0 {
+			return "", fmt.Errorf("transfer leadership: %w: this cluster has no other voting member to hand leadership to; add one first (fenced serve --join on the new node, then fenced cluster add ID PEER-ADDR)", fence.ErrInvalidArgument)
+		}
+	}
 	if id != "" {
 		if err := fence.ValidateNodeID(id); err != nil {
 			return "", fmt.Errorf("transfer leadership: %w", err)

@@ -6,6 +6,7 @@ import (
 
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
@@ -91,6 +92,9 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		},
 		Transport:     transport,
 		FlushInterval: -1,
+		// Its errors (a stream cut while copying) go to the JSON log, not
+		// to the standard logger's plain lines on stderr.
+		ErrorLog: slog.NewLogLogger(s.log.With("component", "forward").Handler(), slog.LevelWarn),
 		ModifyResponse: func(res *http.Response) error {
 			if b, ok := res.Request.Context().Value(upstreamBodyKey{}).(*upstreamBody); ok {
 				b.set(res.Body)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -40,13 +41,15 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			ctx, cancel := cf.context(cmd.Context(), wait)
 			defer cancel()
+			stopWaiting := showWait(newProgress(os.Stderr, cf.json), name, wait)
 			g, secret, err := acquire(ctx, c, name, ttl, wait, opts...)
+			stopWaiting()
 			if errors.Is(err, fence.ErrNotGranted) {
 				c.Close()
 				if wait == 0 && errors.Is(err, client.ErrLockDelayed) {
@@ -56,7 +59,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			}
 			if err != nil {
 				c.Close()
-				return classify(err)
+				return classify(cf.explain(err))
 			}
 			// No Close: closing the client would close a waiting session and
 			// release the grant. The grant lives on until its TTL.
@@ -89,7 +92,9 @@ func acquire(ctx context.Context, c *client.Client, name string, ttl, wait time.
 	defer cancel()
 	m := client.NewMutex(s, name, opts...)
 	if err := m.Lock(wctx); err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if wctx.Err() != nil && ctx.Err() == nil {
 			return fence.Grant{}, "", fmt.Errorf("%w: %v", fence.ErrNotGranted, err)
 		}
@@ -106,4 +111,29 @@ func exactArgs(n int) cobra.PositionalArgs {
 		}
 		return nil
 	}
+}
+
+// showWait shows, on a terminal, how long an acquire has waited, from a
+// second after it started until the returned stop is called.
+func showWait(line *progressLine, name string, wait time.Duration) (stop func()) {
+	if wait <= time.Second {
+		return func() {}
+	}
+	start := time.Now()
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				line.update("fenced: waiting for %s: %v of %v", shown(name), time.Since(start).Round(time.Second), wait)
+			}
+		}
+	}()
+	return func() { close(done); <-finished; line.clear() }
 }

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -67,12 +69,12 @@ serves other users only if a little extra load is acceptable.`,
 				if err != nil {
 					return classify(err)
 				}
-				defer sys.Close()
+				defer closeWithin(cmd.Context(), sys.Close)
 				return runBench(cmd, cf.json, sys, o)
 			}
-			eps := cf.endpointList()
-			if len(eps) == 0 {
-				return usageError("--endpoints is empty; want host:port[,host:port...]")
+			eps, err := cf.validEndpoints()
+			if err != nil {
+				return err
 			}
 			if len(o.ServerPIDs) == 0 {
 				o.ServerPIDs = localServerPIDs(eps)
@@ -92,7 +94,12 @@ serves other users only if a little extra load is acceptable.`,
 			if err != nil {
 				return classify(err)
 			}
-			defer sys.Close()
+			// An interrupted run does not wait for a server that went away
+			// to answer the sessions' closes: their TTLs end them.
+			defer closeWithin(cmd.Context(), sys.Close)
+			if err := cf.reach(cmd.Context(), eps); err != nil {
+				return err
+			}
 			return runBench(cmd, cf.json, sys, o)
 		},
 	}
@@ -114,12 +121,26 @@ serves other users only if a little extra load is acceptable.`,
 	return cmd
 }
 
-// runBench runs o against sys and prints the result (as JSON with
-// asJSON); a safety violation or a failed call makes it fail.
+// runBench runs o against sys, showing its progress on stderr, and
+// prints the result (as JSON with asJSON); an interrupted run prints what
+// was measured until then, marked partial, and exits as interrupted; a
+// safety violation or a failed call makes it fail.
 func runBench(cmd *cobra.Command, asJSON bool, sys bench.System, o bench.Options) error {
+	line := newProgress(os.Stderr, asJSON)
+	o.Progress = func(p bench.Progress) {
+		if p.Total > 0 {
+			line.update("fenced bench: %s %v/%v, %d done", p.Phase, p.Elapsed.Round(time.Second), p.Total, p.Done)
+		} else {
+			line.update("fenced bench: %s, %d done", p.Phase, p.Done)
+		}
+	}
 	r, err := bench.Run(cmd.Context(), sys, o)
-	if err != nil {
+	line.clear()
+	if err != nil && !r.Partial {
 		return err
+	}
+	if r.Partial && !asJSON {
+		fmt.Fprintf(cmd.OutOrStdout(), "interrupted: partial results, %.1fs of %v measured\n", r.DurationS, o.Duration)
 	}
 	if asJSON {
 		if err := json.NewEncoder(cmd.OutOrStdout()).Encode(r); err != nil {
@@ -129,6 +150,8 @@ func runBench(cmd *cobra.Command, asJSON bool, sys bench.System, o bench.Options
 		printBench(cmd.OutOrStdout(), r)
 	}
 	switch {
+	case r.Partial:
+		return withExit(exitInterrupted, errors.New("interrupted"))
 	case r.CapacityViolations > 0:
 		return fmt.Errorf("%d permits were held by more clients at once than the capacity: a safety bug, please report it", r.CapacityViolations)
 	case r.TokenOrderViolations > 0:
@@ -193,5 +216,20 @@ func printBench(w io.Writer, r bench.Result) {
 			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// closeWithin runs closeFn; when ctx has ended (the command was
+// interrupted) it waits for it at most 300ms.
+func closeWithin(ctx context.Context, closeFn func() error) {
+	if ctx.Err() == nil {
+		closeFn()
+		return
+	}
+	done := make(chan struct{})
+	go func() { closeFn(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(300 * time.Millisecond):
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"strings"
@@ -69,7 +70,13 @@ committed history when their workload does.`,
 			if err := cfg.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
+			line := newProgress(os.Stderr, false)
+			cfg.Progress = func(p check.Progress) {
+				line.update("check: %v/%v ops=%d faults=%d", p.Elapsed.Round(time.Second), p.Total, p.Ops, p.Faults)
+			}
+			cfg.Log = &clearingWriter{line: line, w: os.Stderr}
 			res, err := check.Run(cmd.Context(), cfg)
+			line.clear()
 			if err != nil {
 				return err
 			}
@@ -104,6 +111,7 @@ committed history when their workload does.`,
 	f.BoolVar(&cfg.AckAnyToken, "ack-any-token", false, "negative control: queues accept an ack of a claimed item with any token (the queue check must fail; needs --workload queue)")
 	f.BoolVar(&cfg.LatchEarly, "latch-early", false, "negative control: latches release waiters one count early (the latch check must fail; needs --workload latch)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")
+	f.BoolVar(&cfg.KeepData, "keep-data", false, "keep the nodes' data dirs and logs (--out/run) after a run without violations; a failed run always keeps them")
 	f.BoolVar(&cfg.Secure, "secure", false, "run the cluster with TLS (API and peer mutual TLS, certificates made in --out) and bearer-token auth")
 	f.DurationVar(&cfg.LivenessBound, "liveness-bound", cfg.LivenessBound, "after healing, every client must get a grant within this")
 	// Worker mode: the harness runs this binary as its client processes.
@@ -133,4 +141,16 @@ func runCheckWorker(cfg check.WorkerConfig, out string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	return check.RunWorker(ctx, cfg)
+}
+
+// clearingWriter clears the progress line before each write, so that
+// log lines do not land in the middle of it.
+type clearingWriter struct {
+	line *progressLine
+	w    io.Writer
+}
+
+func (c *clearingWriter) Write(p []byte) (int, error) {
+	c.line.clear()
+	return c.w.Write(p)
 }

@@ -102,18 +102,50 @@ func (f *clientFlags) endpointList() []string {
 // maxTimeout is the longest --timeout.
 const maxTimeout = 24 * time.Hour
 
-// client connects to the endpoints.
-func (f *clientFlags) client() (*client.Client, error) {
+// reachable checks the endpoints and --timeout, and waits (up to
+// --timeout) until one endpoint accepts a connection.
+func (f *clientFlags) reachable(ctx context.Context) ([]string, error) {
+	eps, err := f.validEndpoints()
+	if err != nil {
+		return nil, err
+	}
+	return eps, f.reach(ctx, eps)
+}
+
+// reach waits (up to --timeout) until one of eps accepts a connection.
+func (f *clientFlags) reach(ctx context.Context, eps []string) error {
+	rctx, cancel := context.WithTimeout(ctx, f.timeout)
+	defer cancel()
+	return reach(rctx, eps, f.timeout, noticeTo(os.Stderr))
+}
+
+// validEndpoints checks --endpoints and --timeout without dialing.
+func (f *clientFlags) validEndpoints() ([]string, error) {
 	eps := f.endpointList()
 	if len(eps) == 0 {
 		return nil, usageError("--endpoints is empty; want host:port[,host:port...]")
+	}
+	for _, ep := range eps {
+		if err := validateEndpoint(ep); err != nil {
+			return nil, err
+		}
 	}
 	if f.timeout <= 0 || f.timeout > maxTimeout {
 		// Bounded so that --timeout plus a --wait (at most fence.MaxWait)
 		// cannot overflow.
 		return nil, usageError("--timeout must be between 1ns and %v, got %v", maxTimeout, f.timeout)
 	}
+	return eps, nil
+}
+
+// client checks the endpoints, waits (up to --timeout) until one accepts
+// a connection, and connects to them.
+func (f *clientFlags) client(ctx context.Context) (*client.Client, error) {
 	opts, err := f.options()
+	if err != nil {
+		return nil, err
+	}
+	eps, err := f.reachable(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -127,14 +159,22 @@ func (f *clientFlags) client() (*client.Client, error) {
 // withClient connects, runs fn with a context bounded by --timeout, and
 // closes the client. fn's error is returned as it is.
 func (f *clientFlags) withClient(ctx context.Context, fn func(ctx context.Context, c *client.Client) error) error {
-	c, err := f.client()
+	c, err := f.client(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	ctx, cancel := f.context(ctx, 0)
 	defer cancel()
-	return fn(ctx, c)
+	return f.explain(fn(ctx, c))
+}
+
+// explain adds to an error that ended with --timeout which limit ran out.
+func (f *clientFlags) explain(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("--timeout %v ran out: %w", f.timeout, err)
+	}
+	return err
 }
 
 // classify gives an error from the SDK its exit code: invalid arguments
@@ -172,4 +212,23 @@ func printGrant(w io.Writer, asJSON bool, g fence.Grant, secret string) error {
 	}
 	_, err := fmt.Fprintf(w, "%s: granted token %d (issuer %s, session %d, ttl %v)\n", shown(g.Name), g.Token, shown(g.Issuer), g.Session, g.TTL)
 	return err
+}
+
+// Bounds of the clean-up a command does after its own work (closing a
+// session, releasing a lock), which must never wait forever for a server
+// that went away.
+const (
+	cleanupWait        = 2 * time.Second
+	interruptedCleanup = 300 * time.Millisecond
+)
+
+// cleanupContext bounds a clean-up call made after the command's context
+// cmdCtx may have ended: cleanupWait, or interruptedCleanup once the
+// command was interrupted.
+func cleanupContext(cmdCtx context.Context) (context.Context, context.CancelFunc) {
+	d := cleanupWait
+	if cmdCtx.Err() != nil {
+		d = interruptedCleanup
+	}
+	return context.WithTimeout(context.WithoutCancel(cmdCtx), d)
 }

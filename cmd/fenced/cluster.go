@@ -3,11 +3,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fenced-dev/fenced/client"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
 func newClusterCommand() *cobra.Command {
@@ -16,9 +18,20 @@ func newClusterCommand() *cobra.Command {
 		Short: "Show and change the cluster's membership and leadership",
 	}
 	cmd.AddCommand(
-		clusterCommand("status", "Members, roles, leader, term, commit index, last token, per-node lag", exactArgs(0),
+		clusterCommand("status", "Members, roles, leader, term, commit index, last token, per-node lag (waits up to 3s for members that have just started)", exactArgs(0),
 			func(ctx context.Context, cmd *cobra.Command, c *client.Client, f *clientFlags, args []string) error {
 				st, err := c.ClusterStatus(ctx)
+				// A member that has just started registers its API address
+				// with the leader within a moment; until then it shows as
+				// unreachable. Give it that moment.
+				for wait := time.Now().Add(registerWait); err == nil && !allRegistered(st) && time.Now().Before(wait); {
+					select {
+					case <-ctx.Done():
+						return ctx.Err()
+					case <-time.After(100 * time.Millisecond):
+					}
+					st, err = c.ClusterStatus(ctx)
+				}
 				if err != nil {
 					return err
 				}
@@ -91,4 +104,18 @@ func clusterCommand(use, short string, args cobra.PositionalArgs, run clientRun)
 	}
 	f.register(cmd)
 	return cmd
+}
+
+// registerWait is how long cluster status waits for members that have not
+// registered their API address yet.
+const registerWait = 3 * time.Second
+
+// allRegistered reports whether every member has an API address.
+func allRegistered(st *fencedv1.ClusterStatusResponse) bool {
+	for _, m := range st.Members {
+		if m.ApiAddr == "" {
+			return false
+		}
+	}
+	return true
 }

@@ -59,7 +59,7 @@ Exit status: CMD's status; 3 not elected within --wait; 4 leadership lost;
 			if grace < 0 || grace > maxTimeout {
 				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,9 @@ func runElected(ctx context.Context, cf *clientFlags, c *client.Client, name, va
 	_, err = e.Campaign(wctx, value)
 	cancel()
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return withExit(exitNotGranted, fmt.Errorf("%s: not elected within %v", name, wait))
 		}
@@ -156,7 +158,7 @@ skipped.`,
 			if count < 0 {
 				return usageError("--count must be 0 (no limit) or more, got %d", count)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

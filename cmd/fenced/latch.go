@@ -140,7 +140,7 @@ func newLatchWaitCommand() *cobra.Command {
 			if wait < 0 {
 				return usageError("--wait %v is negative", wait)
 			}
-			c, err := f.client()
+			c, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}

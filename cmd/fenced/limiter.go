@@ -99,7 +99,7 @@ queue and is answered when its permits are granted.`,
 			if wait < 0 {
 				return usageError("--wait %v is negative", wait)
 			}
-			c, err := f.client()
+			c, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}

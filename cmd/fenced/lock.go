@@ -69,7 +69,7 @@ func runUnder(cmd *cobra.Command, cf *clientFlags, name string, ttl, wait, grace
 	if grace < 0 || grace > maxTimeout {
 		return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 	}
-	c, err := cf.client()
+	c, err := cf.client(cmd.Context())
 	if err != nil {
 		return err
 	}
@@ -137,7 +137,9 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	m, err := take(wctx, s)
 	cancel()
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 			return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
 		}

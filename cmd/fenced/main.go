@@ -12,7 +12,6 @@
 //	fenced rwlock read NAME -- CMD ARGS...    run CMD under a shared read grant of a read/write lock
 //	fenced rwlock write NAME -- CMD ARGS...   run CMD under its exclusive write grant
 //	fenced rwlock describe NAME           readers, writer, waiters in order with their modes
-//	fenced rwlock MODE ...                any other MODE than read, write or describe is refused (exit 2)
 //	fenced status [NAME]                  holders, tokens, waiters, sessions
 //	fenced semaphore acquire NAME --capacity N [--permits K]   take permits, print them
 //	fenced semaphore release NAME --session ID --secret S      release a session's permits
@@ -51,6 +50,11 @@
 //	fenced snapshot restore FILE --data-dir DIR --token-floor N   build a new cluster from a backup (offline, new issuer epoch)
 //	fenced snapshot lineage               the issuer and the restores it descends from
 //	fenced version                        release, commit, Go version, replicated format versions
+//	fenced man --dir DIR                  write a man page for every command into DIR
+//
+// "fenced completion bash|zsh|fish|powershell" prints a shell completion
+// script. "fenced rwlock MODE" with any other MODE than read, write or
+// describe is refused (exit 2).
 //
 // Exit codes: 0 success, 1 error, 2 usage, 3 not granted (or elected) in
 // time, 4 lock, grant or leadership lost while CMD ran (fenced lock, fenced
@@ -67,7 +71,9 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
+	"time"
 )
 
 // Exit codes scripts can rely on.
@@ -77,6 +83,8 @@ const (
 	exitUsage      = 2
 	exitNotGranted = 3
 	exitLockLost   = 4
+	// exitInterrupted is the shell's code for a command ended by SIGINT.
+	exitInterrupted = 130
 )
 
 // exitCodeError carries an exit code out of a command.
@@ -104,7 +112,45 @@ func usageError(format string, args ...any) error {
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if !cleansUpItself(os.Args[1:]) {
+		go exitAfterInterrupt(ctx)
+	}
 	os.Exit(run(ctx, os.Args[1:]))
+}
+
+// interruptGrace is how long a command has, after SIGINT or SIGTERM, to
+// end on its own before the process exits anyway.
+const interruptGrace = 750 * time.Millisecond
+
+// exitAfterInterrupt ends the process interruptGrace after ctx ends (a
+// signal), for a command still waiting on a server that went away: what
+// it leaves on a server (a session, a queued acquire) ends by its TTL.
+func exitAfterInterrupt(ctx context.Context) {
+	<-ctx.Done()
+	time.Sleep(interruptGrace)
+	fmt.Fprintln(os.Stderr, "fenced: interrupted")
+	os.Exit(exitInterrupted)
+}
+
+// cleansUpItself reports whether the command line runs a command that
+// handles SIGINT and SIGTERM itself and must be left to finish: the
+// server's graceful shutdown, the commands that run CMD under a grant
+// (fenced lock, rwlock read|write, elect, semaphore run: CMD gets the
+// signal and its status is theirs), fenced work (it ends its current
+// item), the harness (it stops its cluster) and bench (it prints what it
+// measured, with bounded clean-up).
+func cleansUpItself(args []string) bool {
+	c, _, err := newRootCommand().Find(args)
+	if err != nil || c == nil {
+		return false
+	}
+	for ; c != nil && c.HasParent(); c = c.Parent() {
+		switch strings.TrimPrefix(c.CommandPath(), c.Root().Name()+" ") {
+		case "serve", "lock", "rwlock read", "rwlock write", "elect", "semaphore run", "work", "check", "bench":
+			return true
+		}
+	}
+	return false
 }
 
 // run executes the command line and returns the process exit code.
@@ -121,6 +167,11 @@ func run(ctx context.Context, args []string) int {
 			fmt.Fprintln(os.Stderr, "fenced:", ec.err)
 		}
 		return ec.code
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		// Ctrl-C or SIGTERM: the cancellation is ours, not an error.
+		fmt.Fprintln(os.Stderr, "fenced: interrupted")
+		return exitInterrupted
 	}
 	fmt.Fprintln(os.Stderr, "fenced:", err)
 	if isUsage(at, err) {

@@ -136,7 +136,7 @@ Exit status: 0 claimed; 3 no item within --wait; 2 usage; 1 other error.`,
 			if err := errors.Join(fsm.ValidateQueueName(args[0]), fsm.ValidateVisibilityMillis(visibility.Milliseconds()), fence.ValidateWait(wait)); err != nil {
 				return withExit(exitUsage, err)
 			}
-			c, err := f.client()
+			c, err := f.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -163,7 +163,9 @@ Exit status: 0 claimed; 3 no item within --wait; 2 usage; 1 other error.`,
 				cl, err = q.TryClaim(ctx, s, visibility)
 			}
 			if errors.Is(err, fence.ErrNotGranted) {
-				s.Close(context.Background())
+				cctx, ccancel := cleanupContext(cmd.Context())
+				s.Close(cctx)
+				ccancel()
 				return withExit(exitNotGranted, fmt.Errorf("%s: no item available", shown(args[0])))
 			}
 			if err != nil {
@@ -340,7 +342,7 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 			if maxItems < 0 {
 				return usageError("--max-items must not be negative, got %d", maxItems)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

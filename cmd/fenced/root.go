@@ -41,7 +41,9 @@ func newRootCommand() *cobra.Command {
 		newWorkCommand(),
 		newLatchCommand(),
 		newLimiterCommand(),
+		newManCommand(),
 	)
+	root.InitDefaultCompletionCmd() // now, so that usageArgs covers it
 	usageArgs(root)
 	return root
 }
@@ -49,6 +51,16 @@ func newRootCommand() *cobra.Command {
 // usageArgs gives the errors of every argument check in the tree under c
 // (cobra.NoArgs, cobra.MaximumNArgs and the like) the usage exit code.
 func usageArgs(c *cobra.Command) {
+	if c.HasParent() && c.HasSubCommands() && !c.Runnable() {
+		// A group such as "fenced cluster": cobra would print its help
+		// and exit 0 for a subcommand it does not have.
+		c.RunE = func(cmd *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError("unknown command %q for %q (see %s --help)", args[0], cmd.CommandPath(), cmd.CommandPath())
+			}
+			return cmd.Help()
+		}
+	}
 	if check := c.Args; check != nil {
 		c.Args = func(cmd *cobra.Command, args []string) error {
 			err := check(cmd, args)

@@ -77,7 +77,7 @@ Exit status: 0 granted, 3 not granted in time, 2 usage, 1 other error.`,
 			if err := sf.validate(name); err != nil {
 				return withExit(exitUsage, err)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -118,7 +118,9 @@ func acquirePermits(ctx context.Context, c *client.Client, name string, sf semap
 		cancel()
 	}
 	if err != nil {
-		s.Close(context.Background())
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
 		switch {
 		case errors.Is(err, fence.ErrNotGranted) && sf.wait == 0:
 			return nil, nil, withExit(exitNotGranted, err)
@@ -304,7 +306,7 @@ Exit status: CMD's status; 3 not granted within --wait; 4 permits lost;
 			if grace < 0 || grace > maxTimeout {
 				return usageError("--grace must be between 0 and %v, got %v", maxTimeout, grace)
 			}
-			c, err := cf.client()
+			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}

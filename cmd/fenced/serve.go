@@ -178,7 +178,8 @@ func serve(ctx context.Context, cfg server.Config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "fenced: serving on %s (peer %s, data %s)\n", srv.Addr(), srv.PeerAddr(), cfg.Raft.DataDir)
+	// A JSON line like every other: the log is JSON from its first line.
+	cfg.Logger.Info("serving", "api", srv.Addr(), "peer", srv.PeerAddr(), "data_dir", cfg.Raft.DataDir)
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
