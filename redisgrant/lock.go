@@ -209,7 +209,7 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 func (g *Grantor) try(ctx context.Context, name string, ks []string, ttl time.Duration) (*Lease, time.Duration, error) {
 	owner := newSecret()
 	sent := time.Now()
-	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), newIssuer()).Slice()
+	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), g.issuer).Slice()
 	if err != nil {
 		if unknownOutcome(err) {
 			g.withdraw(ctx, ks[0], name, owner)
