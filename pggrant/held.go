@@ -76,6 +76,9 @@ func (h *held) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	case err != nil:
 		return "", fmt.Errorf("pggrant: release lock %q (token %d): %w; the grant ends with its TTL at the latest", h.grant.Name, h.grant.Token, err)
 	case released:
+		// A hint for this Grantor's own waiters, ahead of the NOTIFY's
+		// trip through PostgreSQL: the grant statement they run decides.
+		h.g.lis.wake(h.grant.Name)
 		return fence.Released, nil
 	case other:
 		return fence.NotOwned, nil

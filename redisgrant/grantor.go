@@ -46,6 +46,7 @@ type Grantor struct {
 	prefix  string
 	keyOf   func(name, part string) string
 	recheck time.Duration
+	issuer  string // the issuer id a counter this Grantor creates gets
 
 	mu      sync.Mutex
 	checked bool // Check passed once
@@ -86,7 +87,7 @@ func WithRecheck(d time.Duration) Option { return func(g *Grantor) { g.recheck =
 // New returns a Grantor on rdb (a *redis.Client, *redis.ClusterClient or
 // *redis.Ring). It does not contact Redis; the first operation runs Check.
 func New(rdb redis.UniversalClient, opts ...Option) *Grantor {
-	g := &Grantor{rdb: rdb, prefix: "fenced:", recheck: DefaultRecheck}
+	g := &Grantor{rdb: rdb, prefix: "fenced:", recheck: DefaultRecheck, issuer: newIssuer()}
 	for _, o := range opts {
 		o(g)
 	}
@@ -183,8 +184,8 @@ func newSecret() string {
 	return hex.EncodeToString(b)
 }
 
-// newIssuer returns a random issuer id (8 bytes in hex, as the server's);
-// a counter keeps the first one it was given.
+// newIssuer returns a random issuer id (8 bytes in hex, as the server's),
+// one per Grantor; a counter keeps the first one it was given.
 func newIssuer() string {
 	b := make([]byte, 8)
 	rand.Read(b)

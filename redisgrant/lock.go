@@ -47,7 +47,9 @@ local function fenced_next(key, c, issuer)
   local n = redis.call('HINCRBY', key, 'token', 1)
   if not c[2] then redis.call('HSET', key, 'issuer', issuer); c[2] = issuer end
   -- A Lua number holds the reply exactly below 2^53; above, read the
-  -- decimal string back.
+  -- decimal string back. '%d' (a C long, 32 bits on some builds) is far
+  -- cheaper than '%.0f', so it writes the common small tokens.
+  if n < 2147483648 then return string.format('%d', n), nil end
   if n < 9007199254740992 then return string.format('%.0f', n), nil end
   return redis.call('HGET', key, 'token'), nil
 end
@@ -98,9 +100,21 @@ return {1, tok, c[2], t[1], t[2]}
 // 1 released, 0 not held (released or expired), 2 held by another owner.
 // A release publishes the freed token on the channel, for waiters.
 var releaseScript = redis.NewScript(leaseLua + `
-local cur, err = fenced_get(KEYS[1])
+local v = redis.pcall('GET', KEYS[1])
+if type(v) == 'table' and v.err then return redis.error_reply('FENCED_CORRUPT ' .. KEYS[1] .. ' is not a string') end
+if not v then return 0 end
+-- The owner's own lease, "owner|token|...", needs no full parse.
+local p = #ARGV[1] + 1
+if string.sub(v, 1, p) == ARGV[1] .. '|' then
+  local e = string.find(v, '|', p + 1, true)
+  if e then
+    redis.call('DEL', KEYS[1])
+    redis.call('PUBLISH', ARGV[2], string.sub(v, p + 1, e - 1))
+    return 1
+  end
+end
+local cur, err = fenced_lease(v)
 if err then return err end
-if not cur then return 0 end
 if cur[1] ~= ARGV[1] then return 2 end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[2], cur[2])
@@ -209,7 +223,7 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 func (g *Grantor) try(ctx context.Context, name string, ks []string, ttl time.Duration) (*Lease, time.Duration, error) {
 	owner := newSecret()
 	sent := time.Now()
-	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), newIssuer()).Slice()
+	r, err := acquireScript.Run(ctx, g.rdb, ks, owner, ttl.Milliseconds(), g.issuer).Slice()
 	if err != nil {
 		if unknownOutcome(err) {
 			g.withdraw(ctx, ks[0], name, owner)

@@ -176,26 +176,31 @@ func TestLease_RenewKeepsToken(t *testing.T) {
 	wantIs(t, "Renew after Release", l.Renew(ctx(t)), fence.ErrReleased)
 }
 
+// Tokens come out exact across each way the acquire script writes them:
+// '%d' below 2^31, '%.0f' below 2^53, read back as a string above.
 func TestLease_TokensAbove2To53(t *testing.T) {
 	rdb := newClient(t)
 	g := redisgrant.New(rdb)
-	name := uniqueName(t)
-	const start = 1<<53 + 1 // a double cannot hold start+1
-	if err := rdb.HSet(ctx(t), "fenced:{"+name+"}:counter", "token", strconv.FormatUint(start, 10)).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for i := uint64(1); i <= 3; i++ {
-		l := mustAcquire(t, g, name, time.Minute)
-		if want := fence.Token(start + i); l.Token() != want {
-			t.Fatalf("Token()=%d, want %d exactly", l.Token(), want)
+	for _, start := range []uint64{1<<31 - 2, 1<<53 - 2, 1<<53 + 1} { // a double cannot hold 2^53+2
+		name := uniqueName(t) + "-" + strconv.FormatUint(start, 10)
+		if err := rdb.HSet(ctx(t), "fenced:{"+name+"}:counter", "token", strconv.FormatUint(start, 10)).Err(); err != nil {
+			t.Fatal(err)
 		}
-		if ok, _, err := g.Verify(ctx(t), name, l.Token()); err != nil || !ok {
-			t.Fatalf("Verify(%d)=%v, %v", l.Token(), ok, err)
+		for i := uint64(1); i <= 3; i++ {
+			l := mustAcquire(t, g, name, time.Minute)
+			if want := fence.Token(start + i); l.Token() != want {
+				t.Fatalf("Token()=%d, want %d exactly", l.Token(), want)
+			}
+			if ok, _, err := g.Verify(ctx(t), name, l.Token()); err != nil || !ok {
+				t.Fatalf("Verify(%d)=%v, %v", l.Token(), ok, err)
+			}
+			if ok, _, _ := g.Verify(ctx(t), name, l.Token()+1); ok {
+				t.Fatalf("Verify(%d) true for the holder of %d", l.Token()+1, l.Token())
+			}
+			if res, err := l.Release(ctx(t)); err != nil || res != fence.Released {
+				t.Fatalf("Release of token %d=%v, %v; want released", l.Token(), res, err)
+			}
 		}
-		if ok, _, _ := g.Verify(ctx(t), name, l.Token()+1); ok {
-			t.Fatalf("Verify(%d) true for the holder of %d", l.Token()+1, l.Token())
-		}
-		l.Release(ctx(t))
 	}
 }
 

@@ -272,7 +272,7 @@ func (m *Semaphore) acquire(ctx context.Context, k int, wait bool) (*Permits, er
 func (m *Semaphore) try(ctx context.Context, ks []string, k int) (*Permits, time.Duration, error) {
 	owner := newSecret()
 	sent := time.Now()
-	r, err := semAcquireScript.Run(ctx, m.g.rdb, ks, owner, m.capacity, k, m.ttl.Milliseconds(), newIssuer()).Slice()
+	r, err := semAcquireScript.Run(ctx, m.g.rdb, ks, owner, m.capacity, k, m.ttl.Milliseconds(), m.g.issuer).Slice()
 	if err != nil {
 		if unknownOutcome(err) {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -19,7 +19,16 @@ func keySlot(key string) int {
 	}
 	var crc uint16
 	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
+		crc = crc<<8 ^ crc16Table[byte(crc>>8)^key[k]]
+	}
+	return int(crc) % slotCount
+}
+
+// crc16Table is CRC16 (XMODEM, polynomial 0x1021) of every byte value,
+// for keySlot's byte-at-a-time loop.
+var crc16Table = func() (t [256]uint16) {
+	for i := range t {
+		crc := uint16(i) << 8
 		for b := 0; b < 8; b++ {
 			if crc&0x8000 != 0 {
 				crc = crc<<1 ^ 0x1021
@@ -27,15 +36,17 @@ func keySlot(key string) int {
 				crc <<= 1
 			}
 		}
+		t[i] = crc
 	}
-	return int(crc) % slotCount
-}
+	return t
+}()
 
 // sameSlot returns an error wrapping ErrCrossSlot unless every key is in
 // the first key's hash slot.
 func sameSlot(keys ...string) error {
+	a := keySlot(keys[0])
 	for _, k := range keys[1:] {
-		if a, b := keySlot(keys[0]), keySlot(k); a != b {
+		if b := keySlot(k); a != b {
 			return fmt.Errorf("%w: %q is in slot %d, %q in slot %d; give them one hash tag", ErrCrossSlot, keys[0], a, k, b)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 func TestLockers(t *testing.T) {
 	tmp := t.TempDir()
 	e := env{tmp: tmp}
-	for _, name := range []string{"etcd", "zookeeper", "redis", "fenced", "pggrant"} {
+	for _, name := range []string{"etcd", "zookeeper", "redis", "fenced", "pggrant", "redisgrant"} {
 		t.Run(name, func(t *testing.T) {
 			tg, _ := targetByName(name)
 			if tg.Kind == "fenced" {

@@ -14,8 +14,9 @@ import (
 type target struct {
 	// Name is how results name it: the kind, with "-N" for N > 1 nodes.
 	Name string
-	// Kind is fenced, etcd, zookeeper, redis or pggrant (the PostgreSQL
-	// grantor on a PostgreSQL server).
+	// Kind is fenced, etcd, zookeeper, redis, pggrant (the PostgreSQL
+	// grantor on a PostgreSQL server) or redisgrant (the Redis grantor on
+	// a Redis server started like redis's).
 	Kind string
 	// Nodes is the cluster size.
 	Nodes int
@@ -28,6 +29,7 @@ var targets = []target{
 	{"zookeeper", "zookeeper", 1},
 	{"redis", "redis", 1},
 	{"pggrant", "pggrant", 1},
+	{"redisgrant", "redisgrant", 1},
 	{"fenced-3", "fenced", 3},
 	{"etcd-3", "etcd", 3},
 }
@@ -73,7 +75,7 @@ func launch(e env, t target) (*cluster, error) {
 		err = c.startEtcd()
 	case "zookeeper":
 		err = c.startZooKeeper()
-	case "redis":
+	case "redis", "redisgrant":
 		err = c.startRedis()
 	case "pggrant":
 		err = c.startPostgres()
@@ -126,6 +128,8 @@ func (c *cluster) system(perLocker bool, clients int) (bench.System, error) {
 		return NewRedis(c.endpoints[0])
 	case "pggrant":
 		return pgGrantor(c.endpoints[0])
+	case "redisgrant":
+		return redisGrantor(c.endpoints[0])
 	}
 	return nil, fmt.Errorf("unknown kind %q", c.target.Kind)
 }

@@ -2,11 +2,17 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fenced-dev/fenced/bench"
+	"github.com/fenced-dev/fenced/redisgrant"
 )
 
 // redisBin is where Debian's redis-server package puts the server.
@@ -63,4 +69,26 @@ func redisPing(addr string) error {
 		return fmt.Errorf("PING answered %s", strconv.Quote(line))
 	}
 	return nil
+}
+
+// redisGrantor returns the bench.System of a redisgrant Grantor on the
+// Redis at addr, with one go-redis client shared by every locker and a
+// pool sized like the redis target's (RedisPoolSize). It runs the
+// grantor's Check (Lua, eviction policy) before any workload.
+func redisGrantor(addr string) (bench.System, error) {
+	rdb := redis.NewClient(&redis.Options{
+		Addr:         addr,
+		PoolSize:     RedisPoolSize,
+		DialTimeout:  5 * time.Second,
+		ReadTimeout:  10 * time.Second,
+		WriteTimeout: 10 * time.Second,
+	})
+	g := redisgrant.New(rdb)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := g.Check(ctx); err != nil {
+		rdb.Close()
+		return nil, err
+	}
+	return bench.NewGrantor("redisgrant", g, rdb), nil
 }

@@ -174,10 +174,11 @@ func render(raw rawResults, s settings) error {
 // selected cases need is missing.
 func checkInstalled(cases []benchCase) error {
 	need := map[string][]string{
-		"etcd":      {etcdBin},
-		"zookeeper": {javaBin, zkJar},
-		"redis":     {redisBin},
-		"pggrant":   {filepath.Join(postgresBinDir, "postgres"), filepath.Join(postgresBinDir, "initdb")},
+		"etcd":       {etcdBin},
+		"zookeeper":  {javaBin, zkJar},
+		"redis":      {redisBin},
+		"redisgrant": {redisBin},
+		"pggrant":    {filepath.Join(postgresBinDir, "postgres"), filepath.Join(postgresBinDir, "initdb")},
 	}
 	for _, c := range cases {
 		for _, name := range c.Targets {

@@ -47,7 +47,7 @@ var singleNode = []string{"fenced", "etcd", "zookeeper", "redis"}
 
 // withGrantors adds the library grantors (fence.Grantor on a store the
 // team already runs) to the single-node targets, for the lock workloads.
-var withGrantors = append(append([]string{}, singleNode...), "pggrant")
+var withGrantors = append(append([]string{}, singleNode...), "pggrant", "redisgrant")
 
 // matrix is the whole comparison, in the order each run goes through it.
 var matrix = []benchCase{

@@ -48,6 +48,13 @@ type Hold struct {
 	inJeopardy bool
 	renewMu    sync.Mutex // one renewal at a time
 	stopped    chan struct{}
+
+	// The renewal loop is a timer, not a goroutine: a grant released
+	// before its first renewal (the common short hold) costs no goroutine.
+	// renewTimer runs renewTick TTL/3 after the last confirmed renewal; it
+	// is armed whenever the grant has not ended and no renewTick runs.
+	renewTimer *time.Timer
+	retry      time.Duration // the pause after a failed renewal
 }
 
 // Start begins keeping a grant alive whose granting request was sent at
@@ -64,10 +71,11 @@ func Start(sent time.Time, ttl time.Duration, what string, renew RenewFunc) *Hol
 		stopped:    make(chan struct{}),
 	}
 	h.ctx, h.cancel = context.WithCancelCause(context.Background())
+	h.retry = min(max(ttl/10, 10*time.Millisecond), time.Second)
 	h.mu.Lock()
 	h.armLocked()
+	h.renewTimer = time.AfterFunc(ttl/3, h.renewTick)
 	h.mu.Unlock()
-	go h.loop()
 	return h
 }
 
@@ -140,6 +148,11 @@ func (h *Hold) End(cause error) {
 	h.ended, h.err = true, cause
 	if h.timer != nil {
 		h.timer.Stop()
+	}
+	if h.renewTimer.Stop() {
+		// No renewTick runs or will run; one that runs closes stopped
+		// itself when it sees the end.
+		close(h.stopped)
 	}
 	if !h.inJeopardy {
 		close(h.jeopardy)
@@ -249,30 +262,27 @@ func (h *Hold) tick() {
 	h.mu.Unlock()
 }
 
-// loop renews TTL/3 after the last confirmed renewal was sent, and after a
-// failed one again after a short pause, until the grant ends.
-func (h *Hold) loop() {
-	defer close(h.stopped)
-	retry := min(max(h.ttl/10, 10*time.Millisecond), time.Second)
-	var failedAt time.Time
-	for {
-		h.mu.Lock()
-		due := h.confirmed.Add(h.ttl / 3)
+// renewTick is the renewal loop's step: it renews TTL/3 after the last
+// confirmed renewal was sent, and after a failed one again after a short
+// pause, until the grant ends. It runs on renewTimer, one at a time.
+func (h *Hold) renewTick() {
+	h.mu.Lock()
+	if h.ended {
+		close(h.stopped)
 		h.mu.Unlock()
-		if !failedAt.IsZero() {
-			due = failedAt.Add(retry)
-		}
-		t := time.NewTimer(time.Until(due))
-		select {
-		case <-h.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if h.renewOnce(h.ctx) != nil {
-			failedAt = time.Now()
-		} else {
-			failedAt = time.Time{}
-		}
+		return
 	}
+	h.mu.Unlock()
+	err := h.renewOnce(h.ctx)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended {
+		close(h.stopped)
+		return
+	}
+	due := time.Now().Add(h.retry)
+	if err == nil {
+		due = h.confirmed.Add(h.ttl / 3)
+	}
+	h.renewTimer.Reset(time.Until(due))
 }
