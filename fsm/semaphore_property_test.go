@@ -230,6 +230,10 @@ func TestSemaphore_Properties(t *testing.T) {
 		perGrant := map[uint64]bool{}       // sessions created by a per-grant acquire (its seq 1)
 		withdrawn := map[[2]uint64]string{} // withdrawn (session, seq) -> name
 		var sent []*statev1.Command         // acquires applied so far, to resend
+		// released are the (session, seq) of the releases applied: a later
+		// release of the same seq is answered with that first result and
+		// does nothing, whatever withdraw_seq it carries.
+		released := map[[2]uint64]bool{}
 		for i := 0; i < n; i++ {
 			if i == cut {
 				snap = mustSnapshot(t, m)
@@ -270,7 +274,12 @@ func TestSemaphore_Properties(t *testing.T) {
 			if a != nil && a.GetSession() == 0 && res.Session != 0 {
 				perGrant[res.Session] = true
 			}
-			if r := cmd.GetSemRelease(); r != nil && r.GetWithdrawSeq() != 0 && wasLive && res.Err == nil {
+			r := cmd.GetSemRelease()
+			retried := r != nil && released[[2]uint64{r.GetSession(), r.GetSeq()}]
+			if r != nil && r.GetSession() != 0 && r.GetSeq() != 0 && wasLive && res.Err == nil {
+				released[[2]uint64{r.GetSession(), r.GetSeq()}] = true
+			}
+			if r != nil && r.GetWithdrawSeq() != 0 && wasLive && res.Err == nil && !retried {
 				// A withdrawal undoes its acquire: none of the permits it
 				// was granted is live any more, and a copy of it applied
 				// later is refused.

@@ -1,6 +1,7 @@
 package fsm_test
 
 import (
+	"bytes"
 	"errors"
 	"testing"
 
@@ -146,5 +147,83 @@ func TestMachine_WithdrawInvalid(t *testing.T) {
 	}
 	if res := withdraw(m, a, 0, 1, "x"); !errors.Is(res.Err, fence.ErrInvalidArgument) {
 		t.Errorf("withdraw of a forgotten acquire = %+v, want fence.ErrInvalidArgument", res)
+	}
+}
+
+// A release whose seq repeats an earlier release of the session is a
+// retry of it: it is answered with the first outcome and does nothing,
+// even if it now carries a withdraw_seq, so the acquire it names is
+// applied as any other when it arrives. The SDK's withdrawals carry seq 0
+// and are never answered from a remembered reply: the same withdrawal
+// sent after that plain release withdraws the acquire. The same for the
+// lock, the read/write lock and the semaphore, which all de-duplicate by
+// (session, seq). (The semaphore property test once recorded such a
+// retried release as a withdrawal: rapid seed 17853568048862501723.)
+func TestWithdraw_ReusedReleaseSeqIsARetry(t *testing.T) {
+	type prim struct {
+		name    string
+		acquire func(session, seq uint64) *statev1.Command
+		release func(session, seq, withdrawSeq uint64) *statev1.Command
+	}
+	prims := []prim{
+		{"lock",
+			func(s, seq uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: s, Seq: seq, Name: "x", Wait: true}}}
+			},
+			func(s, seq, w uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: s, Seq: seq, Name: "x", WithdrawSeq: w}}}
+			}},
+		{"rwlock",
+			func(s, seq uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_RwAcquire{RwAcquire: &statev1.RWAcquire{Session: s, Seq: seq, Name: "x", Mode: statev1.RWMode_RW_MODE_WRITE, Wait: true}}}
+			},
+			func(s, seq, w uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_RwRelease{RwRelease: &statev1.RWRelease{Session: s, Seq: seq, Name: "x", WithdrawSeq: w}}}
+			}},
+		{"semaphore",
+			func(s, seq uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_SemAcquire{SemAcquire: &statev1.SemAcquire{Session: s, Seq: seq, Name: "x", Capacity: 3, Permits: 2, Wait: true}}}
+			},
+			func(s, seq, w uint64) *statev1.Command {
+				return &statev1.Command{Op: &statev1.Command_SemRelease{SemRelease: &statev1.SemRelease{Session: s, Seq: seq, Name: "x", WithdrawSeq: w}}}
+			}},
+	}
+	for _, p := range prims {
+		t.Run(p.name, func(t *testing.T) {
+			m := newMachine(t)
+			a := createSession(t, m)
+			if res := m.Apply(p.release(a, 2, 0)); res.Err != nil || res.Release != fsm.AlreadyReleased {
+				t.Fatalf("plain release seq 2 = %+v, want AlreadyReleased", res)
+			}
+			// Seq 2 again, now naming acquire seq 3: the retry's answer.
+			before := mustSnapshot(t, m)
+			if res := m.Apply(p.release(a, 2, 3)); res.Err != nil || res.Release != fsm.AlreadyReleased {
+				t.Fatalf("release seq 2 again with withdraw_seq 3 = %+v, want the first answer AlreadyReleased", res)
+			}
+			if !bytes.Equal(before, mustSnapshot(t, m)) {
+				t.Fatal("a retried release seq changed the state")
+			}
+			if res := m.Apply(p.acquire(a, 3)); res.Err != nil || !res.Granted {
+				t.Fatalf("acquire seq 3 after a retried release = %+v, want granted (nothing withdrew it)", res)
+			}
+
+			// The SDK's form, seq 0, is applied every time it arrives.
+			b := createSession(t, m)
+			if res := m.Apply(p.release(b, 2, 0)); res.Err != nil {
+				t.Fatalf("b's plain release seq 2: %+v", res)
+			}
+			for i := 0; i < 2; i++ {
+				if res := m.Apply(p.release(b, 0, 3)); res.Err != nil || res.Release != fsm.NotOwned {
+					t.Fatalf("b's withdrawal of seq 3 (copy %d) = %+v, want NotOwned (a holds it)", i, res)
+				}
+			}
+			before = mustSnapshot(t, m)
+			if res := m.Apply(p.acquire(b, 3)); !errors.Is(res.Err, fence.ErrInvalidArgument) || res.Granted || res.Queued {
+				t.Fatalf("b's withdrawn acquire seq 3 = %+v, want refused with fence.ErrInvalidArgument", res)
+			}
+			if !bytes.Equal(before, mustSnapshot(t, m)) {
+				t.Fatal("the refused withdrawn acquire changed the state")
+			}
+		})
 	}
 }
