@@ -161,32 +161,9 @@ none and other sessions hold permits; nothing changed). The session's
 secret proves the release comes from its owner. Exit status 0, except 1
 for not_owned and for a refused release.`,
 		Args: exactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			id, err := strconv.ParseUint(session, 10, 64)
-			if err != nil || id == 0 {
-				return usageError("--session %q: want the session id printed by acquire (a positive integer)", session)
-			}
-			if secret == "" {
-				return usageError("--secret is empty: want the session's secret printed by \"fenced semaphore acquire --json\" (or set FENCED_SESSION_SECRET)")
-			}
-			var res client.ReleaseResult
-			err = cf.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) (err error) {
-				res, err = c.ReleaseSemaphore(ctx, args[0], id, secret)
-				return err
-			})
-			if err != nil {
-				return classify(err)
-			}
-			if cf.json {
-				err = json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]string{"result": string(res)})
-			} else {
-				_, err = fmt.Fprintln(cmd.OutOrStdout(), res)
-			}
-			if err == nil && res == client.NotOwned {
-				return withExit(exitError, nil)
-			}
-			return err
-		},
+		RunE: runRelease(&cf, &session, &secret, "fenced semaphore acquire --json", func(ctx context.Context, c *client.Client, name string, id uint64, secret string) (client.ReleaseResult, error) {
+			return c.ReleaseSemaphore(ctx, name, id, secret)
+		}),
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&session, "session", os.Getenv("FENCED_SESSION"), "the session holding the permits (env FENCED_SESSION; required)")
