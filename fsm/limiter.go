@@ -367,6 +367,7 @@ func (t *limiterTable) take(c *statev1.LimiterTake, now int64) Result {
 	return Result{Limiter: res}
 }
 
+// String describes the limiter's configuration, for messages.
 func (s LimiterSpec) String() string {
 	switch s.Algorithm {
 	case TokenBucket:

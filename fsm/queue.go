@@ -159,6 +159,7 @@ type QueueLimitError struct {
 	Limit, Have uint64
 }
 
+// Error names the limit that was hit and what to do.
 func (e *QueueLimitError) Error() string {
 	return fmt.Sprintf("%v: the work queues hold %d %s, at their limit of %d; ack or drain items first", fence.ErrLimitExceeded, e.Have, e.Resource, e.Limit)
 }
