@@ -18,7 +18,9 @@
 //     page whose "## " subsections build on each other),
 //     server="--flag ..." (flags for the section's server), dir=repo (run in
 //     the repository, for `go run ./examples/...`), needs=jq,curl (skip when
-//     a tool is missing), timeout=60s (per command).
+//     a tool is missing), build=./PKG (built into the section's directory),
+//     copy=deploy (repository paths copied into it), timeout=60s (per
+//     command).
 package readmetest
 
 import (
@@ -55,6 +57,7 @@ type marks struct {
 	repoDir  bool          // the section runs in the repository root
 	needs    []string      // tools that must be on PATH
 	build    []string      // packages of the repository built into the section's directory
+	copy     []string      // files or directories of the repository copied into the section's directory
 	timeout  time.Duration // per command
 }
 
@@ -226,6 +229,13 @@ func parseMarks(lines []string) (marks, error) {
 					}
 					m.build = append(m.build, pkg)
 				}
+			case "copy":
+				for _, path := range strings.Split(val, ",") {
+					if path == "" || strings.HasPrefix(path, "/") || strings.Contains(path, "..") {
+						return m, fmt.Errorf("copy=%s: want paths inside the repository such as deploy", val)
+					}
+					m.copy = append(m.copy, path)
+				}
 			case "timeout":
 				d, err := time.ParseDuration(val)
 				if err != nil || d <= 0 {
@@ -233,7 +243,7 @@ func parseMarks(lines []string) (marks, error) {
 				}
 				m.timeout = d
 			default:
-				return m, fmt.Errorf("unknown readme-test setting %q (want skip, vary, no-server, continue, server, dir, needs, build or timeout)", key)
+				return m, fmt.Errorf("unknown readme-test setting %q (want skip, vary, no-server, continue, server, dir, needs, build, copy or timeout)", key)
 			}
 		}
 	}

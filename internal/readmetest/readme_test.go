@@ -123,6 +123,14 @@ func runSection(t *testing.T, bin string, sec section) error {
 			}
 		}
 	}
+	for _, b := range sec.blocks {
+		for _, path := range b.marks.copy {
+			cp := exec.Command("cp", "-R", filepath.Join(repoRoot(), path), filepath.Join(dir, path))
+			if out, err := cp.CombinedOutput(); err != nil {
+				return fmt.Errorf("%s:%d: copy=%s: %v\n%s", b.file, b.line, path, err, out)
+			}
+		}
+	}
 	env := baseEnv(dir)
 	var srv *proctest.Server
 	if !noServer {
