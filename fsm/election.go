@@ -453,7 +453,7 @@ func (t *electionTable) cancelWait(sid uint64, name string) Result {
 	if e == nil {
 		return Result{Session: sid}
 	}
-	if e.leader == sid {
+	if e.leader != 0 && e.leader == sid {
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(e)}
 	}
 	leader := e.leader

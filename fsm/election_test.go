@@ -305,3 +305,26 @@ func TestElection_RevokedLeaderReplaced(t *testing.T) {
 		t.Fatalf("after the revoke: %+v, want session %d leading above token %d", info, b, won.Grant.Token)
 	}
 }
+
+// An election without a leader is not "led by session 0": a cancelled wait
+// of session 0, or of a session that does not exist, on an election that
+// lost its leader (its history kept) wins nothing and changes nothing.
+func TestElection_CancelledWaitOfNobodyWinsNothing(t *testing.T) {
+	m := newMachine(t)
+	a := createSession(t, m)
+	campaign(m, a, 1, "e", "v")
+	resign(m, a, 2, "e")
+	if m.Election("e").HasLeader() {
+		t.Fatalf("after resign: %+v, want no leader", m.Election("e"))
+	}
+	before := mustSnapshot(t, m)
+	for _, sid := range []uint64{0, a + 100} {
+		res := m.Apply(&statev1.Command{Op: &statev1.Command_Resign{Resign: &statev1.Resign{Session: sid, Name: "e", CancelWait: true}}})
+		if res.Granted || res.Grant.Token != 0 {
+			t.Fatalf("cancelled wait of session %d on a leaderless election: %+v, want nothing granted", sid, res)
+		}
+		if !bytes.Equal(mustSnapshot(t, m), before) {
+			t.Fatalf("cancelled wait of session %d changed the state", sid)
+		}
+	}
+}
