@@ -70,7 +70,7 @@ func (m *Machine) SessionsAfter(after uint64, limit int) ([]SessionInfo, bool) {
 }
 
 // SessionsVisible is SessionsAfter for a reader who may see only the
-// names visible accepts (nil: all): a session is shown with the locks it
+// names visible accepts (nil: all): a session is shown with the objects it
 // holds and waits for that are visible, and hidden (counted) when none is;
 // a session that holds and waits for nothing is shown only when visible
 // is nil.
@@ -80,8 +80,8 @@ func (m *Machine) SessionsVisible(after uint64, visible func(string) bool, limit
 	for _, id := range ids {
 		si := m.sessions[id].info()
 		if visible != nil {
-			si.Held, si.Waiting = keepNames(si.Held, visible), keepNames(si.Waiting, visible)
-			if len(si.Held) == 0 && len(si.Waiting) == 0 {
+			si.Held, si.Waiting, si.Others = keepNames(si.Held, visible), keepNames(si.Waiting, visible), keepBindings(si.Others, visible)
+			if len(si.Held) == 0 && len(si.Waiting) == 0 && len(si.Others) == 0 {
 				skipped++
 				continue
 			}
@@ -93,6 +93,18 @@ func (m *Machine) SessionsVisible(after uint64, visible func(string) bool, limit
 		hidden, skipped = hidden+skipped, 0
 	}
 	return sessions, hidden + skipped, false
+}
+
+// keepBindings returns the bindings whose names visible accepts, in their
+// order.
+func keepBindings(bs []Binding, visible func(string) bool) []Binding {
+	var out []Binding
+	for _, b := range bs {
+		if visible(b.Name) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // keepNames returns the names visible accepts, in their order.

@@ -36,6 +36,10 @@ type SessionInfo struct {
 	Held []string
 	// Waiting lists the locks the session waits for, sorted.
 	Waiting []string
+	// Others lists what the session holds and waits for in the other
+	// primitives (semaphores, elections, read/write locks, queue claims),
+	// by primitive, then held before waited for, then name.
+	Others []Binding
 	// Owner is the identity the session is charged to; "" when none.
 	Owner string
 }
@@ -188,7 +192,47 @@ func (m *Machine) Sessions() []SessionInfo {
 // SessionCount returns the number of live sessions.
 func (m *Machine) SessionCount() int { return len(m.sessions) }
 
+// Binding is one object of a primitive other than the lock that a
+// session holds or waits for.
+type Binding struct {
+	// Primitive is semaphore, election, rwlock or queue.
+	Primitive string
+	// Name is the object's name; for a queue claim, the claim's scope
+	// (ClaimScope), for a queue waited on, the queue's name.
+	Name string
+	// Waiting is true for an object waited for, false for one held.
+	Waiting bool
+}
+
+// Shown lists what the session holds and what it waits for as people
+// read it: lock names as they are, the other primitives' objects as
+// "PRIMITIVE:NAME" (semaphore:pool).
+func (si SessionInfo) Shown() (held, waiting []string) {
+	held, waiting = append(held, si.Held...), append(waiting, si.Waiting...)
+	for _, b := range si.Others {
+		if b.Waiting {
+			waiting = append(waiting, b.Primitive+":"+b.Name)
+		} else {
+			held = append(held, b.Primitive+":"+b.Name)
+		}
+	}
+	return held, waiting
+}
+
+// primitiveNames name the kinds as SessionInfo.Others shows them.
+var primitiveNames = [numKinds]string{kindLock: "lock", kindSemaphore: "semaphore", kindElection: "election", kindRWLock: "rwlock", kindQueue: "queue"}
+
 func (s *session) info() SessionInfo {
 	b := &s.bound[kindLock]
-	return SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
+	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
+	for k := kindLock + 1; k < numKinds; k++ {
+		b := &s.bound[k]
+		for _, name := range sortedKeys(b.held) {
+			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name})
+		}
+		for _, name := range sortedKeys(b.waiting) {
+			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name, Waiting: true})
+		}
+	}
+	return si
 }

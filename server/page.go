@@ -111,10 +111,19 @@ func statusPage(fm *fsm.Machine, resp *fencedv1.StatusResponse, name, token stri
 	sessions, hidden, more := fm.SessionsVisible(after, visible, size)
 	resp.HiddenSessions = uint32(hidden)
 	for _, si := range sessions {
-		resp.Sessions = append(resp.Sessions, &fencedv1.SessionInfo{Session: si.ID, TtlMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting})
+		resp.Sessions = append(resp.Sessions, sessionInfoProto(si))
 	}
 	if more {
 		resp.NextPageToken = encodeCursor(cursorSession, strconv.FormatUint(sessions[len(sessions)-1].ID, 10))
 	}
 	return nil
+}
+
+// sessionInfoProto is the API's form of a session.
+func sessionInfoProto(si fsm.SessionInfo) *fencedv1.SessionInfo {
+	out := &fencedv1.SessionInfo{Session: si.ID, TtlMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting}
+	for _, b := range si.Others {
+		out.Others = append(out.Others, &fencedv1.SessionBinding{Primitive: b.Primitive, Name: b.Name, Waiting: b.Waiting})
+	}
+	return out
 }

@@ -164,6 +164,8 @@ type uiElection struct {
 type uiSession struct {
 	ID      uint64   `json:"id"`
 	TTLMs   int64    `json:"ttl_ms"`
+	// Held and Waiting are what it holds and waits for, every primitive's
+	// (fsm.SessionInfo.Shown).
 	Held    []string `json:"held"`
 	Waiting []string `json:"waiting"`
 	// SinceRenewalMs is how long ago the leader last renewed the session;
@@ -341,7 +343,8 @@ func (s *Server) view(ctx context.Context, prefix string, visible func(string) b
 		v.Truncated = v.Truncated || more
 	})
 	for _, si := range sessions {
-		us := uiSession{ID: si.ID, TTLMs: si.TTLMs, Held: si.Held, Waiting: si.Waiting}
+		held, waiting := si.Shown()
+		us := uiSession{ID: si.ID, TTLMs: si.TTLMs, Held: held, Waiting: waiting}
 		if leader {
 			if d, ok := s.expiry.sinceRenewal(si.ID); ok {
 				ms := max(0, d.Milliseconds())

@@ -147,3 +147,16 @@ func TestSemaphore_RunPassesPermits(t *testing.T) {
 		t.Fatalf("describe after refused acquires: %q", out)
 	}
 }
+
+// fenced status lists a session's semaphore permits beside its locks,
+// instead of showing a permit holder as holding nothing.
+func TestSemaphore_StatusShowsPermitHolder(t *testing.T) {
+	srv := proctest.StartServer(t)
+	if _, errOut, code := runFenced(t, "semaphore", "acquire", "pool", "--capacity", "2", "--ttl", "30s", "--endpoints", srv.Addr); code != 0 {
+		t.Fatalf("semaphore acquire: exit %d, %s", code, errOut)
+	}
+	out, _, _ := runFenced(t, "status", "--endpoints", srv.Addr)
+	if !strings.Contains(out, "holds [semaphore:pool] waits []") {
+		t.Fatalf("status:\n%s\nwant the session shown holding semaphore:pool", out)
+	}
+}

@@ -77,9 +77,25 @@ func printStatus(w io.Writer, st *fencedv1.StatusResponse) error {
 	}
 	fmt.Fprintf(w, "\nsessions (%d%s):\n", len(st.Sessions), hiddenNote(st.HiddenSessions))
 	for _, s := range st.Sessions {
-		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, shownAll(s.Held), shownAll(s.Waiting))
+		held, waiting := shownBindings(s)
+		fmt.Fprintf(w, "  %-8d ttl %-8v holds %v waits %v\n", s.Session, time.Duration(s.TtlMs)*time.Millisecond, held, waiting)
 	}
 	return nil
+}
+
+// shownBindings lists what a session holds and waits for: lock names,
+// then the other primitives' objects as "PRIMITIVE:NAME", each shown safely.
+func shownBindings(s *fencedv1.SessionInfo) (held, waiting []string) {
+	held, waiting = shownAll(s.Held), shownAll(s.Waiting)
+	for _, b := range s.Others {
+		n := shown(b.Primitive + ":" + b.Name)
+		if b.Waiting {
+			waiting = append(waiting, n)
+		} else {
+			held = append(held, n)
+		}
+	}
+	return held, waiting
 }
 
 // hiddenNote says how many items the server left out because the caller

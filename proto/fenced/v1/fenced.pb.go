@@ -3135,11 +3135,14 @@ func (x *ListResponse) GetHiddenLocks() uint32 {
 }
 
 type SessionInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	TtlMs         int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	Held          []string               `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
-	Waiting       []string               `protobuf:"bytes,4,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Session uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	TtlMs   int64                  `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// held and waiting are the locks the session holds and waits for.
+	Held    []string `protobuf:"bytes,3,rep,name=held,proto3" json:"held,omitempty"`
+	Waiting []string `protobuf:"bytes,4,rep,name=waiting,proto3" json:"waiting,omitempty"`
+	// others are what it holds and waits for in the other primitives.
+	Others        []*SessionBinding `protobuf:"bytes,5,rep,name=others,proto3" json:"others,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3202,6 +3205,79 @@ func (x *SessionInfo) GetWaiting() []string {
 	return nil
 }
 
+func (x *SessionInfo) GetOthers() []*SessionBinding {
+	if x != nil {
+		return x.Others
+	}
+	return nil
+}
+
+// SessionBinding is one object of a primitive other than the lock that a
+// session holds or waits for.
+type SessionBinding struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// primitive is semaphore, election, rwlock or queue.
+	Primitive string `protobuf:"bytes,1,opt,name=primitive,proto3" json:"primitive,omitempty"`
+	// name is the object's name; for a queue claim, the claim's scope
+	// (QUEUE/ITEM), for a queue waited on, the queue's name.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// waiting is true for an object waited for, false for one held.
+	Waiting       bool `protobuf:"varint,3,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionBinding) Reset() {
+	*x = SessionBinding{}
+	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionBinding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionBinding) ProtoMessage() {}
+
+func (x *SessionBinding) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionBinding.ProtoReflect.Descriptor instead.
+func (*SessionBinding) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{46}
+}
+
+func (x *SessionBinding) GetPrimitive() string {
+	if x != nil {
+		return x.Primitive
+	}
+	return ""
+}
+
+func (x *SessionBinding) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SessionBinding) GetWaiting() bool {
+	if x != nil {
+		return x.Waiting
+	}
+	return false
+}
+
 type StatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// name limits locks to this one lock when set.
@@ -3217,7 +3293,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3229,7 +3305,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[46]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3242,7 +3318,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{46}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *StatusRequest) GetName() string {
@@ -3292,7 +3368,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3380,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_fenced_proto_msgTypes[47]
+	mi := &file_fenced_v1_fenced_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3393,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{47}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *StatusResponse) GetIssuer() string {
@@ -3609,12 +3685,17 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\fListResponse\x12)\n" +
 	"\x05locks\x18\x01 \x03(\v2\x13.fenced.v1.LockInfoR\x05locks\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\x12!\n" +
-	"\fhidden_locks\x18\x03 \x01(\rR\vhiddenLocks\"l\n" +
+	"\fhidden_locks\x18\x03 \x01(\rR\vhiddenLocks\"\x9f\x01\n" +
 	"\vSessionInfo\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\x03R\x05ttlMs\x12\x12\n" +
 	"\x04held\x18\x03 \x03(\tR\x04held\x12\x18\n" +
-	"\awaiting\x18\x04 \x03(\tR\awaiting\"_\n" +
+	"\awaiting\x18\x04 \x03(\tR\awaiting\x121\n" +
+	"\x06others\x18\x05 \x03(\v2\x19.fenced.v1.SessionBindingR\x06others\"\\\n" +
+	"\x0eSessionBinding\x12\x1c\n" +
+	"\tprimitive\x18\x01 \x01(\tR\tprimitive\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x18\n" +
+	"\awaiting\x18\x03 \x01(\bR\awaiting\"_\n" +
 	"\rStatusRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
 	"\tpage_size\x18\x02 \x01(\x05R\bpageSize\x12\x1d\n" +
@@ -3682,7 +3763,7 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 49)
+var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_fenced_v1_fenced_proto_goTypes = []any{
 	(RenewResult)(0),               // 0: fenced.v1.RenewResult
 	(ReleaseResult)(0),             // 1: fenced.v1.ReleaseResult
@@ -3732,9 +3813,10 @@ var file_fenced_v1_fenced_proto_goTypes = []any{
 	(*ListRequest)(nil),            // 45: fenced.v1.ListRequest
 	(*ListResponse)(nil),           // 46: fenced.v1.ListResponse
 	(*SessionInfo)(nil),            // 47: fenced.v1.SessionInfo
-	(*StatusRequest)(nil),          // 48: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),         // 49: fenced.v1.StatusResponse
-	nil,                            // 50: fenced.v1.PipelineError.MetaEntry
+	(*SessionBinding)(nil),         // 48: fenced.v1.SessionBinding
+	(*StatusRequest)(nil),          // 49: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 50: fenced.v1.StatusResponse
+	nil,                            // 51: fenced.v1.PipelineError.MetaEntry
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	0,  // 0: fenced.v1.RenewResponse.result:type_name -> fenced.v1.RenewResult
@@ -3743,7 +3825,7 @@ var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	35, // 3: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
 	9,  // 4: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
 	4,  // 5: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
-	50, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	51, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
 	34, // 7: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
 	38, // 8: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
 	10, // 9: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
@@ -3760,55 +3842,56 @@ var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	41, // 20: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
 	42, // 21: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
 	42, // 22: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	47, // 23: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	42, // 24: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	27, // 25: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	29, // 26: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	29, // 27: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	31, // 28: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	33, // 29: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	35, // 30: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	39, // 31: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	43, // 32: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	45, // 33: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	48, // 34: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	36, // 35: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
-	5,  // 36: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
-	2,  // 37: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
-	9,  // 38: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	11, // 39: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	13, // 40: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	16, // 41: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	18, // 42: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	20, // 43: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	22, // 44: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	24, // 45: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	28, // 46: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	30, // 47: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	30, // 48: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	32, // 49: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	34, // 50: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	38, // 51: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	40, // 52: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	44, // 53: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	46, // 54: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	49, // 55: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	37, // 56: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
-	8,  // 57: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
-	3,  // 58: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
-	10, // 59: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	12, // 60: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	14, // 61: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	17, // 62: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	19, // 63: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	21, // 64: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	23, // 65: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	25, // 66: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	46, // [46:67] is the sub-list for method output_type
-	25, // [25:46] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	48, // 23: fenced.v1.SessionInfo.others:type_name -> fenced.v1.SessionBinding
+	47, // 24: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	42, // 25: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	27, // 26: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	29, // 27: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	29, // 28: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	31, // 29: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	33, // 30: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	35, // 31: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	39, // 32: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	43, // 33: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	45, // 34: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	49, // 35: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	36, // 36: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
+	5,  // 37: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	2,  // 38: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
+	9,  // 39: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	11, // 40: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	13, // 41: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	16, // 42: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	18, // 43: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	20, // 44: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	22, // 45: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	24, // 46: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	28, // 47: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	30, // 48: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	30, // 49: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	32, // 50: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	34, // 51: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	38, // 52: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	40, // 53: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	44, // 54: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	46, // 55: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	50, // 56: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	37, // 57: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
+	8,  // 58: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	3,  // 59: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
+	10, // 60: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	12, // 61: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	14, // 62: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	17, // 63: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	19, // 64: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	21, // 65: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	23, // 66: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	25, // 67: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	47, // [47:68] is the sub-list for method output_type
+	26, // [26:47] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -3836,7 +3919,7 @@ func file_fenced_v1_fenced_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   49,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
