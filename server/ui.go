@@ -162,8 +162,8 @@ type uiElection struct {
 }
 
 type uiSession struct {
-	ID      uint64   `json:"id"`
-	TTLMs   int64    `json:"ttl_ms"`
+	ID    uint64 `json:"id"`
+	TTLMs int64  `json:"ttl_ms"`
 	// Held and Waiting are what it holds and waits for, every primitive's
 	// (fsm.SessionInfo.Shown).
 	Held    []string `json:"held"`
