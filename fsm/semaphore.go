@@ -337,120 +337,57 @@ func (t *semaphoreTable) leave(sem *semaphore, s *session, now int64) bool {
 	return true
 }
 
+// release applies r through the releases shared by every primitive
+// (withdraw.go): a session's permits of r.name are released, its place in
+// the queue given up, or one acquire withdrawn.
 func (t *semaphoreTable) release(r *statev1.SemRelease, now int64) Result {
-	m, name, sid, seq := t.m, r.GetName(), r.GetSession(), r.GetSeq()
-	if err := fence.ValidateName(name); err != nil {
-		return Result{Err: err}
-	}
-	if err := validateSecretHash(r.GetSecretHash()); err != nil {
-		return Result{Err: err}
-	}
-	if sid == 0 && r.GetRequestId() != "" {
-		return t.withdrawPerGrant(r, now)
-	}
-	s := m.sessions[sid]
-	if s != nil {
-		// A release for a session that does not exist changes nothing.
-		if err := s.checkOwner(r.GetSecretHash()); err != nil {
-			return Result{Err: err}
-		}
-	}
-	rname := semReplyName(name)
-	if s != nil && seq > 0 {
-		rep, ok, err := s.replies.get(seq, rname)
-		if err != nil {
-			return Result{Err: err}
-		}
-		if ok && !rep.kind.isRelease() {
-			return Result{Err: fmt.Errorf("%w: request seq %d was already used for an acquire; every request needs its own seq", fence.ErrInvalidArgument, seq)}
-		}
-		if ok {
-			return Result{Session: sid, Release: rep.kind.release()}
-		}
-	}
-	if w := r.GetWithdrawSeq(); w != 0 {
-		return t.withdraw(s, sid, seq, w, name, now)
-	}
+	return t.m.release(t, r, now)
+}
+
+// releaseOwn implements releaser.
+func (t *semaphoreTable) releaseOwn(name string, s *session, sid uint64, now int64) ReleaseResult {
 	sem := t.byName[name]
-	var out ReleaseResult
 	switch {
 	case sem == nil:
-		out = AlreadyReleased
+		return AlreadyReleased
 	case len(sem.held[sid]) > 0:
 		t.releaseHolding(sem, sid, Unlocked, now)
-		out = Released
-	default:
-		if s != nil {
-			t.leave(sem, s, now)
-		}
-		out = AlreadyReleased
-		if sem := t.byName[name]; sem != nil && len(sem.bySlot) > 0 {
-			out = NotOwned
-		}
+		return Released
 	}
-	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: rname})
+	t.leave(sem, s, now)
+	if t.heldByOther(name, sid) {
+		return NotOwned
 	}
-	return Result{Session: sid, Release: out}
+	return AlreadyReleased
 }
 
-// withdraw undoes the acquire (session sid, seq w) of name whose caller
-// gave up on it, as lockTable.withdraw does for a lock (withdraw.go): its
-// permits are released if the session still holds the ones it granted,
-// its waiter leaves the queue if still there, and in every case the
-// acquire's reply becomes withdrawn, so a copy applied later is refused.
-func (t *semaphoreTable) withdraw(s *session, sid, seq, w uint64, name string, now int64) Result {
-	if w == seq {
-		return Result{Err: fmt.Errorf("%w: withdraw seq %d is the release's own seq; it must name the acquire to withdraw", fence.ErrInvalidArgument, w)}
-	}
-	rname := semReplyName(name)
+// undoGrant implements releaser: the permits of an acquire are released
+// while the session still holds them, tokens included.
+func (t *semaphoreTable) undoGrant(name string, sid uint64, tok fence.Token, now int64) bool {
 	sem := t.byName[name]
-	released := false
-	if s != nil {
-		if w <= s.replies.floor {
-			return Result{Err: fmt.Errorf("%w: acquire seq %d is too old to withdraw (only the newest %d requests of a session are remembered)",
-				fence.ErrInvalidArgument, w, replyWindow)}
-		}
-		rep, ok, err := s.replies.get(w, rname)
-		switch {
-		case err != nil:
-			return Result{Err: err}
-		case ok && rep.kind.isRelease():
-			return Result{Err: fmt.Errorf("%w: withdraw seq %d was used for a release, not an acquire", fence.ErrInvalidArgument, w)}
-		case ok && rep.kind == replyGranted && sem != nil && len(sem.held[sid]) > 0 && sem.bySlot[sem.held[sid][0]].token == rep.token:
-			t.releaseHolding(sem, sid, Unlocked, now)
-			released = true
-		case ok && rep.kind == replyQueued && sem != nil && sem.queue.queuedBy(sid, w):
-			t.leave(sem, s, now)
-		}
-		s.replies.put(reply{seq: w, kind: replyWithdrawn, name: rname})
+	if sem == nil || len(sem.held[sid]) == 0 || sem.bySlot[sem.held[sid][0]].token != tok {
+		return false
 	}
-	out := AlreadyReleased
-	if released {
-		out = Released
-	} else if cur := t.byName[name]; cur != nil && len(cur.bySlot) > len(cur.held[sid]) {
-		out = NotOwned
-	}
-	if s != nil {
-		s.replies.put(reply{seq: seq, kind: releaseReply(out), name: rname})
-	}
-	return Result{Session: sid, Release: out}
+	t.releaseHolding(sem, sid, Unlocked, now)
+	return true
 }
 
-// withdrawPerGrant withdraws the acquire that asked for a per-grant
-// session with r's request id, as lockTable.withdrawPerGrant does.
-func (t *semaphoreTable) withdrawPerGrant(r *statev1.SemRelease, now int64) Result {
-	m := t.m
-	if r.GetWithdrawSeq() != 1 || r.GetSeq() != 0 {
-		return Result{Err: fmt.Errorf("%w: a release by request id withdraws a per-grant acquire: it needs withdraw_seq 1 and seq 0, not %d and %d",
-			fence.ErrInvalidArgument, r.GetWithdrawSeq(), r.GetSeq())}
+// undoWait implements releaser.
+func (t *semaphoreTable) undoWait(name string, s *session, seq uint64, now int64) {
+	if sem := t.byName[name]; sem != nil && sem.queue.queuedBy(s.id, seq) {
+		t.leave(sem, s, now)
 	}
-	res := m.createSession(r.GetRequestId(), r.GetTtlMs(), r.GetQuota(), r.GetSecretHash())
-	if res.Err != nil {
-		return res
-	}
-	return t.withdraw(m.sessions[res.Session], res.Session, 0, 1, r.GetName(), now)
 }
+
+// heldByOther implements releaser: some session other than sid holds
+// permits of name.
+func (t *semaphoreTable) heldByOther(name string, sid uint64) bool {
+	sem := t.byName[name]
+	return sem != nil && len(sem.bySlot) > len(sem.held[sid])
+}
+
+// replyName implements releaser.
+func (t *semaphoreTable) replyName(name string) string { return semReplyName(name) }
 
 // cancelWait takes session sid out of name's queue after its call gave
 // up; if its permits won the race, it reports them granted.
