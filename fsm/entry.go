@@ -66,8 +66,9 @@ func EncodeEntry(n int, cmd func(i int) *statev1.Command) ([]byte, error) {
 // entry rather than skip it.
 //
 // The commands of a batch are decoded into one array (decodeBatch), so a
-// command kept beyond its apply would keep its whole batch in memory; the
-// state keeps no command, only values copied out of them.
+// command kept beyond its apply would keep its whole batch in memory. The
+// state keeps no command: a name, value or payload it keeps from one is an
+// allocation of its own.
 func DecodeEntry(entry []byte) ([]*statev1.Command, error) {
 	cmds, err := decodeBatch(entry)
 	batch := true
