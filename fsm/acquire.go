@@ -51,7 +51,8 @@ func (m *Machine) startAcquire(a acquireRequest, replyName string) (s *session, 
 	case ok && rep.kind == replyWithdrawn:
 		return nil, 0, false, nil, fmt.Errorf("%w: request seq %d was withdrawn by a release; every request needs its own seq", fence.ErrInvalidArgument, seq)
 	case ok && rep.kind == replyGranted:
-		return s, seq, created, &rep, nil
+		granted := rep // copied here, so that only a retry moves it to the heap
+		return s, seq, created, &granted, nil
 	}
 	return s, seq, created, nil, nil
 }

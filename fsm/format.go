@@ -41,12 +41,18 @@ func formatOf(v uint32) uint32 {
 	return v
 }
 
+// applies reports whether this build applies format version v (0 is 1).
+func applies(v uint32) bool {
+	v = formatOf(v)
+	return v >= MinFormatVersion && v <= FormatVersion
+}
+
 // checkFormat returns an error matching ErrFormatVersion unless version v
 // (0 is 1) of what names is one this build applies.
 func checkFormat(what string, v uint32) error {
-	v = formatOf(v)
-	if v >= MinFormatVersion && v <= FormatVersion {
+	if applies(v) {
 		return nil
 	}
+	v = formatOf(v)
 	return fmt.Errorf("%w: %s is in format version %d; this build applies versions %d to %d: run a fenced release that applies version %d on this member (docs/operations.md, \"Upgrades\"); the node stops rather than skip it", ErrFormatVersion, what, v, MinFormatVersion, FormatVersion, v)
 }

@@ -27,7 +27,15 @@ type lock struct {
 type lockTable struct {
 	m      *Machine
 	byName map[string]*lock
+	// spare are locks dropped, up to maxSpareLocks, which new locks reuse,
+	// so that a lock cycle on a name nobody else uses allocates no lock.
+	// Nothing else points to them.
+	spare []*lock
 }
+
+// maxSpareLocks bounds lockTable.spare: the locks of as many clients as
+// take and release locks of their own in the same entries.
+const maxSpareLocks = 256
 
 var _ primitive = (*lockTable)(nil)
 
@@ -59,7 +67,23 @@ func (l *lock) heldBy(sid uint64) bool { return l.holder != 0 && l.holder == sid
 func (t *lockTable) dropIfIdle(name string) {
 	if l := t.byName[name]; l != nil && l.holder == 0 && l.queue.len() == 0 && !l.delay.pending() {
 		delete(t.byName, name)
+		if len(t.spare) < maxSpareLocks {
+			t.spare = append(t.spare, l)
+		}
 	}
+}
+
+// newLock returns a free lock named name, a spare one if there is one.
+func (t *lockTable) newLock(name string) *lock {
+	n := len(t.spare)
+	if n == 0 {
+		return &lock{name: name}
+	}
+	l := t.spare[n-1]
+	t.spare[n-1] = nil
+	t.spare = t.spare[:n-1]
+	*l = lock{name: name}
+	return l
 }
 
 // A lock's grants are of kind lock with the lock's name as their scope.
@@ -82,7 +106,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	}
 	l := t.byName[name]
 	if l == nil {
-		l = &lock{name: name}
+		l = t.newLock(name)
 		t.byName[name] = l
 	}
 	free := l.holder == 0 && !l.delay.pending()

@@ -16,7 +16,7 @@ import (
 
 // testConfig returns a config for a node in dir with fast timings and a free
 // loopback port.
-func testConfig(t *testing.T, dir string) raftstore.Config {
+func testConfig(t testing.TB, dir string) raftstore.Config {
 	t.Helper()
 	cfg := raftstore.DefaultConfig()
 	cfg.DataDir = dir
@@ -32,7 +32,7 @@ func testConfig(t *testing.T, dir string) raftstore.Config {
 }
 
 // open opens a node and shuts it down when the test ends.
-func open(t *testing.T, cfg raftstore.Config, fsm *counter) *raftstore.Node {
+func open(t testing.TB, cfg raftstore.Config, fsm *counter) *raftstore.Node {
 	t.Helper()
 	n, err := raftstore.Open(cfg, fsm)
 	if err != nil {
@@ -47,7 +47,7 @@ func open(t *testing.T, cfg raftstore.Config, fsm *counter) *raftstore.Node {
 }
 
 // waitLeader waits up to 10s until n says it leads, following Leadership.
-func waitLeader(t *testing.T, n *raftstore.Node) raftstore.Leadership {
+func waitLeader(t testing.TB, n *raftstore.Node) raftstore.Leadership {
 	t.Helper()
 	timeout := time.After(10 * time.Second)
 	for {

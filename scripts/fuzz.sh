@@ -27,6 +27,7 @@ targets=(
   "./fsm FuzzMachine"
   "./fsm FuzzDecodeApply"
   "./fsm FuzzRestore"
+  "./fsm FuzzDecodeEntry"
   "./server FuzzKVHTTP"
   "./server FuzzJSONAPI"
 )

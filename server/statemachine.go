@@ -1,12 +1,8 @@
 package server
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 	"time"
-
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
@@ -52,77 +48,24 @@ func newStateMachine(obs fsm.Observer) *stateMachine {
 func (s *stateMachine) Size(cmd any) int { return fsm.EncodedSize(cmd.(*statev1.Command)) }
 
 // Encode implements raftstore.Codec: one command as itself, several as a
-// statev1.Batch.
+// statev1.Batch (fsm.EncodeEntry).
 func (s *stateMachine) Encode(cmds []any) ([]byte, error) {
-	if len(cmds) == 1 {
-		return fsm.Encode(cmds[0].(*statev1.Command))
-	}
-	batch := make([]*statev1.Command, len(cmds))
-	for i, c := range cmds {
-		batch[i] = c.(*statev1.Command)
-	}
-	return fsm.Encode(&statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{Commands: batch}}})
+	return fsm.EncodeEntry(len(cmds), func(i int) *statev1.Command { return cmds[i].(*statev1.Command) })
 }
 
 // Decode implements raftstore.Codec: the commands of a batch, or the entry's
 // one command. An entry is refused (and the node stops, see
 // raftstore.Codec) unless every command in it is one this version knows,
-// whole: a command of no known kind, a field this version does not know
-// (written by a newer one, or garbled bytes that still parse), or a batch
-// inside a batch.
+// whole (fsm.DecodeEntry).
 func (s *stateMachine) Decode(entry []byte, dst []any) ([]any, error) {
-	cmd, err := fsm.Decode(entry)
+	cmds, err := fsm.DecodeEntry(entry)
 	if err != nil {
 		return dst, err
 	}
-	if err := knownFields(cmd.ProtoReflect()); err != nil {
-		return dst, fmt.Errorf("decode command: %w", err)
-	}
-	b, ok := cmd.GetOp().(*statev1.Command_Batch)
-	if !ok {
-		if err := knownCommand(cmd); err != nil {
-			return dst, err
-		}
-		return append(dst, cmd), nil
-	}
-	for i, c := range b.Batch.GetCommands() {
-		if err := knownCommand(c); err != nil {
-			return dst, fmt.Errorf("command %d of a batch: %w", i, err)
-		}
+	for _, c := range cmds {
 		dst = append(dst, c)
 	}
 	return dst, nil
-}
-
-// knownCommand checks that cmd is of a kind Apply knows and not a batch.
-func knownCommand(cmd *statev1.Command) error {
-	switch cmd.GetOp().(type) {
-	case nil:
-		return errors.New("decode command: a command of no kind this version knows (written by a newer version?)")
-	case *statev1.Command_Batch:
-		return errors.New("decode command: a batch inside a batch")
-	}
-	return nil
-}
-
-// knownFields reports a field this version does not know anywhere in m.
-func knownFields(m protoreflect.Message) error {
-	if len(m.GetUnknown()) > 0 {
-		return fmt.Errorf("%s holds a field this version does not know", m.Descriptor().FullName())
-	}
-	var err error
-	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
-		switch {
-		case fd.IsList() && fd.Message() != nil:
-			for i := 0; i < v.List().Len() && err == nil; i++ {
-				err = knownFields(v.List().Get(i).Message())
-			}
-		case fd.Message() != nil && !fd.IsMap():
-			err = knownFields(v.Message())
-		}
-		return err == nil
-	})
-	return err
 }
 
 // recordReservations makes the machine record each new end of its token
