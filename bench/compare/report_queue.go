@@ -28,7 +28,7 @@ func writeQueueLimiterTable(b *strings.Builder, cases []benchCase, sums map[summ
 		return
 	}
 	fmt.Fprintf(b, "## Work queue and rate limiter\n\n")
-	fmt.Fprintf(b, "Medians over %s. queue: every worker pushes an item to one shared queue, claims the oldest item (waiting for one, pushed by the server; Redis: a Lua LMOVE to the processing list with an INCR claim token, BLMOVE when empty) and acks it with the claim token; the throughput is items/s (pushed, claimed and acked), the latency the claim's, and every claim's token must be above the item's earlier claims' (token-order violations). limiter: every client asks one token bucket (too large to refuse) for one permit at a time; the throughput is decisions/s, the latency a decision's; fenced-batch takes %d permits per round trip (`client.WithBatch`) and hands them out locally. × redis divides the throughput by Redis's (appendfsync always, one node) in the same case, × unbatched by fenced's one-permit-per-decision figure.\n\n", plural(runs, "run"), limiterBatch)
+	fmt.Fprintf(b, "Medians over %s. queue: every worker pushes an item to one shared queue, claims the oldest item (waiting for one, pushed by the server; Redis: a Lua LMOVE to the processing list with an INCR claim token, BLMOVE when empty) and acks it with the claim token; the throughput is items/s (pushed, claimed and acked), the latency the claim's, and every claim's token must be above the item's earlier claims' (token-order violations). limiter: every client asks one token bucket (too large to refuse) for one permit at a time; the throughput is decisions/s, the latency a decision's; fenced-batch takes %d permits per round trip (`client.WithBatch`) and hands them out locally. × redis divides the throughput by Redis's (appendfsync always, one node) in the same case, × unbatched divides fenced-batch's by fenced's one-permit-per-decision figure.\n\n", plural(runs, "run"), limiterBatch)
 	fmt.Fprintf(b, "| case | system | throughput | × redis | × unbatched | latency p50 ms | latency p99 ms | cycle p99 ms | server CPU %% | server CPU µs/item | server RSS MiB | runs ok | failed calls |\n")
 	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range mine {
@@ -47,7 +47,7 @@ func writeQueueLimiterTable(b *strings.Builder, cases []benchCase, sums map[summ
 				errs += fmt.Sprintf(", %d token-order violations", s.TokenOrderViolations)
 			}
 			unbatched := ""
-			if c.Workload == bench.WorkloadLimiter && t != "fenced" {
+			if c.Workload == bench.WorkloadLimiter && c.batchFor(t) > 1 {
 				unbatched = ratio(s.CyclesPerS, sums, c.ID, "fenced")
 			}
 			fmt.Fprintf(b, "| %s | %s | %.0f %s | %s | %s | %.2f | %.2f | %.2f | %.0f | %.1f | %.0f | %d/%d | %s |\n",
