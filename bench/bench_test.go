@@ -170,3 +170,31 @@ func TestRun_LimiterProgressAndPartial(t *testing.T) {
 		t.Fatalf("run interrupted in its warm-up: %+v, %v; want no result and context.Canceled", r, err)
 	}
 }
+
+// TestRun_Queue runs the queue workload in process, over one connection
+// and over several: every item pushed is claimed and acked, with no
+// failed call, no redelivery and no claim token out of order.
+func TestRun_Queue(t *testing.T) {
+	srv := testserver.Start(t)
+	for _, conns := range []int{1, 3} {
+		sys, err := bench.NewFenced([]string{srv.Addr()}, conns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := bench.Run(context.Background(), sys, bench.Options{
+			Workload: bench.WorkloadQueue, Clients: 6, Duration: time.Second, Warmup: 100 * time.Millisecond,
+		})
+		sys.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Cycles == 0 || r.Errors != 0 || r.TokenOrderViolations != 0 || r.Redeliveries != 0 {
+			t.Fatalf("%d connections: queue result %+v: want items, no errors, no redeliveries, no violations", conns, r)
+		}
+		// Each claim is part of its cycle, so each percentile of the
+		// claims is at most the cycles'.
+		if r.P50Ms <= 0 || r.P50Ms > r.CycleP50Ms || r.P99Ms > r.CycleP99Ms {
+			t.Fatalf("%d connections: claim p50 %v p99 %v against cycle p50 %v p99 %v: a claim is part of its cycle", conns, r.P50Ms, r.P99Ms, r.CycleP50Ms, r.CycleP99Ms)
+		}
+	}
+}

@@ -22,6 +22,12 @@
 //     capacity and that each slot's tokens increase.
 //   - rwlock: every client takes and releases the same read/write lock,
 //     a read grant in nine cycles of ten and the write grant in the tenth.
+//   - limiter: every client asks one token bucket for one permit at a
+//     time (systems implementing LimiterSystem), or Batch permits per
+//     round trip.
+//   - queue: every client is a worker on one shared work queue, looping
+//     push → claim → ack (lockers implementing Queuer), checking that each
+//     claim of an item carries a token above its earlier claims'.
 //
 // Results are figures of one machine at one moment; compare systems only
 // within one run on the same machine.

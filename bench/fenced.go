@@ -48,7 +48,8 @@ func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Lock
 	if err != nil {
 		return nil, err
 	}
-	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, permits: map[string]*client.Permits{}, rw: map[string]*client.RWMutex{}}, nil
+	return &fencedLocker{c: c, s: s, mutexes: map[string]*client.Mutex{}, permits: map[string]*client.Permits{}, rw: map[string]*client.RWMutex{},
+		queues: map[string]*client.Queue{}, claims: map[string]*client.Claim{}}, nil
 }
 
 // Close implements System.
@@ -68,6 +69,8 @@ type fencedLocker struct {
 	mutexes map[string]*client.Mutex
 	permits map[string]*client.Permits // held, by semaphore name
 	rw      map[string]*client.RWMutex
+	queues  map[string]*client.Queue
+	claims  map[string]*client.Claim // held, by "queue/item"
 }
 
 var _ RWLocker = (*fencedLocker)(nil)

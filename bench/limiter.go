@@ -6,8 +6,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+)
 
-	"github.com/fenced-dev/fenced/client"
+// Limiter bucket of the limiter workload: too large to refuse at any rate
+// a benchmark reaches, so every take is decided and granted.
+const (
+	limiterCapacity = 1_000_000_000
+	limiterRate     = 1_000_000_000
 )
 
 // runLimiter runs the limiter workload: every client asks one rate
@@ -15,12 +20,15 @@ import (
 // and granted) for one permit at a time, with Allow; with Options.Batch
 // above 1 each client's handle takes that many permits per round trip.
 // A cycle is one decision handed to the caller.
-func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
+func runLimiter(ctx context.Context, sys System, o Options) (Result, error) {
+	ls, ok := sys.(LimiterSystem)
+	if !ok {
+		return Result{}, fmt.Errorf("bench: %s has no rate limiter; the limiter workload needs one", sys.Name())
+	}
 	name := fmt.Sprintf("bench/limiter/%s", runID())
-	c := f.clients[0]
-	spec := client.LimiterSpec{Algorithm: client.TokenBucket, Limit: 1_000_000_000, Rate: 1_000_000_000, Window: time.Millisecond}
-	if _, err := c.LimiterConfig(ctx, name, spec, false); err != nil {
-		return Result{}, fmt.Errorf("bench: configure limiter %s: %w", name, err)
+	handles, err := ls.NewLimiters(ctx, name, limiterCapacity, limiterRate, o.Clients, o.Batch)
+	if err != nil {
+		return Result{}, fmt.Errorf("bench: limiter %s on %s: %w", name, sys.Name(), err)
 	}
 	var (
 		measuring atomic.Bool
@@ -32,12 +40,7 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 	)
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	for i := range o.Clients {
-		var opts []client.LimiterOption
-		if o.Batch > 1 {
-			opts = append(opts, client.WithBatch(uint64(o.Batch), time.Second))
-		}
-		l := f.clients[i%len(f.clients)].Limiter(name, opts...)
+	for _, l := range handles {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -69,7 +72,7 @@ func runLimiter(ctx context.Context, f *Fenced, o Options) (Result, error) {
 	}
 	lat.sort()
 	r := Result{
-		System: f.Name(), Workload: o.Workload, Clients: o.Clients, Batch: o.Batch,
+		System: sys.Name(), Workload: o.Workload, Clients: o.Clients, Batch: o.Batch,
 		DurationS: m.elapsed.Seconds(), Cycles: int64(len(lat)), CyclesPerS: float64(len(lat)) / m.elapsed.Seconds(),
 		P50Ms: lat.percentile(0.50), P90Ms: lat.percentile(0.90), P99Ms: lat.percentile(0.99), MaxMs: lat.percentile(1),
 		CycleP50Ms: lat.percentile(0.50), CycleP99Ms: lat.percentile(0.99), Server: m.server,

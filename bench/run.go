@@ -22,8 +22,12 @@ const (
 	WorkloadFencedWrite Workload = "fenced-write"
 	WorkloadSemaphore   Workload = "semaphore"
 	WorkloadRWLock      Workload = "rwlock"
-	// WorkloadLimiter asks a rate limiter for permits (fenced only).
+	// WorkloadLimiter asks a rate limiter for permits (systems
+	// implementing LimiterSystem).
 	WorkloadLimiter Workload = "limiter"
+	// WorkloadQueue pushes, claims and acks items of one shared work
+	// queue (lockers implementing Queuer).
+	WorkloadQueue Workload = "queue"
 )
 
 // RWLockWriteShare is the share of the rwlock workload's cycles that take
@@ -31,7 +35,7 @@ const (
 const RWLockWriteShare = 0.1
 
 // Workloads lists every workload, in the order they are documented.
-var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter}
+var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue}
 
 // Options configures one Run.
 type Options struct {
@@ -113,7 +117,7 @@ const DefaultTTL = 10 * time.Second
 // Validate reports what is wrong with o, if anything.
 func (o Options) Validate() error {
 	switch o.Workload {
-	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter:
+	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue:
 	default:
 		return fmt.Errorf("bench: unknown workload %q; want one of %v", o.Workload, Workloads)
 	}
@@ -160,11 +164,14 @@ type Result struct {
 	// DurationS is the measured time in seconds.
 	DurationS float64 `json:"duration_s"`
 	// Cycles completed in the measured time: acquire → (write →) release
-	// cycles, or for the sessions workload holders opened.
+	// cycles, for the sessions workload holders opened, for the limiter
+	// workload decisions, for the queue workload items pushed, claimed
+	// and acked.
 	Cycles     int64   `json:"cycles"`
 	CyclesPerS float64 `json:"cycles_per_s"`
 	// P50Ms … MaxMs are the acquire latency: from asking for the lock to
-	// holding its token (in handoff, this includes waiting in the queue).
+	// holding its token (in handoff, this includes waiting in the queue);
+	// in the queue workload, the claim's.
 	P50Ms float64 `json:"p50_ms"`
 	P90Ms float64 `json:"p90_ms"`
 	P99Ms float64 `json:"p99_ms"`
@@ -175,15 +182,19 @@ type Result struct {
 	// Errors counts failed calls; FirstError is the first of them.
 	Errors     int64  `json:"errors"`
 	FirstError string `json:"first_error,omitempty"`
-	// TokenOrderViolations counts handoff grants (rwlock: write grants)
-	// whose token was not greater than the token of the grant seen before
-	// it. Any is a bug.
+	// TokenOrderViolations counts handoff grants (rwlock: write grants;
+	// queue: claims of one item) whose token was not greater than the
+	// token of the grant seen before it. Any is a bug.
 	TokenOrderViolations int64 `json:"token_order_violations"`
 	// CapacityViolations counts, in the semaphore workload, permits that
 	// made more clients hold a permit at once than the capacity (counted
 	// from acquire's return to just before release is sent, so never above
 	// what the server holds). Any is a bug.
 	CapacityViolations int64 `json:"capacity_violations,omitempty"`
+	// Redeliveries counts, in the queue workload, claims of an item that
+	// had been claimed before (its earlier claim ended unacked, by the
+	// visibility timeout, say).
+	Redeliveries int64 `json:"redeliveries,omitempty"`
 	// Server is the servers' resource use during the measurement, when
 	// Options.ServerPIDs named them.
 	Server *ServerUsage `json:"server,omitempty"`
@@ -214,11 +225,10 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 		return runSessions(ctx, sys, o)
 	}
 	if o.Workload == WorkloadLimiter {
-		f, ok := sys.(*Fenced)
-		if !ok {
-			return Result{}, fmt.Errorf("bench: the limiter workload runs against fenced only, not %s", sys.Name())
-		}
-		return runLimiter(ctx, f, o)
+		return runLimiter(ctx, sys, o)
+	}
+	if o.Workload == WorkloadQueue {
+		return runQueue(ctx, sys, o)
 	}
 	return runCycles(ctx, sys, o)
 }

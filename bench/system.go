@@ -65,3 +65,38 @@ type Semaphorer interface {
 	// ReleasePermit releases the permit this holder holds of name.
 	ReleasePermit(ctx context.Context, name string) error
 }
+
+// Queuer is implemented by lockers of systems with a work queue; the
+// queue workload needs it. Its methods are called from one goroutine at a
+// time.
+type Queuer interface {
+	// Push enqueues payload on queue.
+	Push(ctx context.Context, queue string, payload []byte) error
+	// Claim blocks until an item of queue is handed to this holder,
+	// claimed for visibility, and returns the item's id (unique in the
+	// queue) and the claim token: a number from one counter that rises
+	// with every claim, so a redelivered item's token is above its
+	// earlier claims'.
+	Claim(ctx context.Context, queue string, visibility time.Duration) (item string, token uint64, err error)
+	// Ack ends this holder's claim of item under token: the item is done
+	// and removed. It fails when token is not the item's current claim.
+	Ack(ctx context.Context, queue, item string, token uint64) error
+}
+
+// Limiter is one client's handle on a rate limiter.
+type Limiter interface {
+	// Allow takes one permit if one is free now and reports whether it
+	// did.
+	Allow(ctx context.Context) (bool, error)
+}
+
+// LimiterSystem is implemented by systems with a rate limiter; the
+// limiter workload needs it.
+type LimiterSystem interface {
+	// NewLimiters makes name a token bucket of capacity permits that
+	// refills ratePerS permits a second and returns n handles on it, one
+	// per client, each taking batch permits from the server per round
+	// trip (0 or 1: one per decision; a system that cannot batch refuses
+	// batch above 1).
+	NewLimiters(ctx context.Context, name string, capacity, ratePerS uint64, n, batch int) ([]Limiter, error)
+}

@@ -81,9 +81,9 @@ func (q *Queue) Push(ctx context.Context, payload []byte, opts ...PushOption) (i
 	}
 	var resp *fencedv1.QueuePushResponse
 	err = q.c.retry(ctx, "queue push", q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.queues.Push(ctx, connect.NewRequest(req))
+		r, err := ep.queuePush(ctx, req)
 		if err == nil {
-			resp = r.Msg
+			resp = r
 		}
 		return err
 	})
@@ -156,11 +156,11 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 		}
 		var resp *fencedv1.QueueClaimResponse
 		err := c.retry(cctx, "claim", waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			r, err := ep.queues.Claim(actx, connect.NewRequest(&fencedv1.QueueClaimRequest{
+			r, err := ep.queueClaim(actx, &fencedv1.QueueClaimRequest{
 				Queue: q.name, Session: s.id, Secret: s.secret, Seq: seq, VisibilityMs: visibility.Milliseconds(), WaitMs: waitFor.Milliseconds(),
-			}))
+			})
 			if err == nil {
-				resp = r.Msg
+				resp = r
 			}
 			return err
 		})
@@ -286,8 +286,7 @@ var errClaimEnded = errors.New("client: claim ended by this worker")
 func (c *Claim) Ack(ctx context.Context) error {
 	c.end(errClaimEnded)
 	err := c.q.c.retry(ctx, "ack", c.q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		_, err := ep.queues.Ack(ctx, connect.NewRequest(&fencedv1.QueueAckRequest{Queue: c.Queue, Item: c.Item, Token: uint64(c.Token)}))
-		return err
+		return ep.queueAck(ctx, &fencedv1.QueueAckRequest{Queue: c.Queue, Item: c.Item, Token: uint64(c.Token)})
 	})
 	if err != nil {
 		return fmt.Errorf("client: ack %s token %d: %w", c.Scope, c.Token, err)
@@ -301,8 +300,7 @@ func (c *Claim) Ack(ctx context.Context) error {
 func (c *Claim) Nack(ctx context.Context, delay time.Duration) error {
 	c.end(errClaimEnded)
 	err := c.q.c.retry(ctx, "nack", c.q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		_, err := ep.queues.Nack(ctx, connect.NewRequest(&fencedv1.QueueNackRequest{Queue: c.Queue, Item: c.Item, Token: uint64(c.Token), DelayMs: delay.Milliseconds()}))
-		return err
+		return ep.queueNack(ctx, &fencedv1.QueueNackRequest{Queue: c.Queue, Item: c.Item, Token: uint64(c.Token), DelayMs: delay.Milliseconds()})
 	})
 	if err != nil {
 		return fmt.Errorf("client: nack %s token %d: %w", c.Scope, c.Token, err)
@@ -364,8 +362,7 @@ func (q *Queue) Stats(ctx context.Context, items uint32, after uint64) (QueueSta
 // process, as the CLI does), without a Claim.
 func (q *Queue) AckToken(ctx context.Context, item uint64, token fence.Token) error {
 	err := q.c.retry(ctx, "ack", q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		_, err := ep.queues.Ack(ctx, connect.NewRequest(&fencedv1.QueueAckRequest{Queue: q.name, Item: item, Token: uint64(token)}))
-		return err
+		return ep.queueAck(ctx, &fencedv1.QueueAckRequest{Queue: q.name, Item: item, Token: uint64(token)})
 	})
 	if err != nil {
 		return fmt.Errorf("client: ack %s token %d: %w", fsmScope(q.name, item), token, err)
@@ -376,8 +373,7 @@ func (q *Queue) AckToken(ctx context.Context, item uint64, token fence.Token) er
 // NackToken nacks item of queue with a claim token held elsewhere.
 func (q *Queue) NackToken(ctx context.Context, item uint64, token fence.Token, delay time.Duration) error {
 	err := q.c.retry(ctx, "nack", q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		_, err := ep.queues.Nack(ctx, connect.NewRequest(&fencedv1.QueueNackRequest{Queue: q.name, Item: item, Token: uint64(token), DelayMs: delay.Milliseconds()}))
-		return err
+		return ep.queueNack(ctx, &fencedv1.QueueNackRequest{Queue: q.name, Item: item, Token: uint64(token), DelayMs: delay.Milliseconds()})
 	})
 	if err != nil {
 		return fmt.Errorf("client: nack %s token %d: %w", fsmScope(q.name, item), token, err)

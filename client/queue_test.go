@@ -13,9 +13,9 @@ import (
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
-func queueClient(t *testing.T) (*client.Client, context.Context) {
+func queueClient(t *testing.T, opts ...testserver.Option) (*client.Client, context.Context) {
 	t.Helper()
-	srv := testserver.Start(t)
+	srv := testserver.Start(t, opts...)
 	c, err := client.New([]string{srv.Addr()})
 	if err != nil {
 		t.Fatal(err)

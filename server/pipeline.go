@@ -34,6 +34,7 @@ func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[f
 		s:       h.s,
 		locks:   h,
 		kv:      &kvService{h.s},
+		queues:  &queueService{h.s},
 		stream:  stream,
 		running: make(map[uint64]context.CancelFunc),
 		failed:  make(chan struct{}),
@@ -81,6 +82,7 @@ type pipeline struct {
 	s      *Server
 	locks  *lockService
 	kv     *kvService
+	queues *queueService
 	stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	// calls counts the goroutines that run a call or send answers.
 	calls sync.WaitGroup
@@ -200,6 +202,8 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		msg = c.Release
 	case *fencedv1.PipelineCall_KvPut:
 		msg = c.KvPut
+	case *fencedv1.PipelineCall_Queue:
+		return p.runQueue(ctx, id, c.Queue)
 	}
 	if msg != nil {
 		if err := p.s.authorize(ctx, fencedv1connect.LockServicePipelineProcedure, needOf(msg)); err != nil {
@@ -226,7 +230,7 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		}
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_KvPut{KvPut: resp.Msg}}
 	default:
-		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release or kv_put", fence.ErrInvalidArgument, id))
+		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put or queue", fence.ErrInvalidArgument, id))
 	}
 }
 

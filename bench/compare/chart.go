@@ -44,7 +44,8 @@ func chartPanels(cases []benchCase, sums map[summaryKey]summary) []chartPanel {
 	lat := chartPanel{Title: "Acquire latency p99 (median ms, lower is better)", Unit: " ms"}
 	mem := chartPanel{Title: "Server RSS with all holders open (median MiB, lower is better)", Unit: " MiB"}
 	for _, c := range cases {
-		if c.Workload == workloadElection {
+		// The limiter's batched decisions/s would dwarf every other bar.
+		if c.Workload == workloadElection || c.Workload == bench.WorkloadLimiter {
 			continue
 		}
 		var tg, lg, mg chartGroup

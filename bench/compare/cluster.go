@@ -32,6 +32,9 @@ var targets = []target{
 	{"redisgrant", "redisgrant", 1},
 	{"fenced-3", "fenced", 3},
 	{"etcd-3", "etcd", 3},
+	// fenced-batch is fenced on one node, measured with the case's
+	// limiter batch (benchCase.Batch).
+	{"fenced-batch", "fenced", 1},
 }
 
 // targetByName returns the target called name.

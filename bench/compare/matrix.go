@@ -33,6 +33,9 @@ type benchCase struct {
 	// all lockers. ZooKeeper and Redis are the same either way (a
 	// connection per session; a pool of one connection per client).
 	PerLocker bool `json:"per_locker,omitempty"`
+	// Batch is the permits per round trip of the limiter workload on the
+	// targets whose name ends in -batch (the others take one per decision).
+	Batch int `json:"batch,omitempty"`
 	// VsEtcd and VsRedis name the targets the report's ratios divide by;
 	// empty for none.
 	VsEtcd  string `json:"vs_etcd,omitempty"`
@@ -63,6 +66,21 @@ var matrix = []benchCase{
 	{ID: "rwlock-16", Title: "read/write lock, 16 clients, 90 % reads, 1 node", Workload: bench.WorkloadRWLock, Clients: 16, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd", VsRedis: "redis"},
 	{ID: "election-failover", Title: "election failover: SIGKILL of the leader's process to the next leader's first token, 1 node", Workload: workloadElection, Failovers: 5, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd"},
 	{ID: "fenced-write-64", Title: "fenced-write, 64 clients, 1 node", Workload: bench.WorkloadFencedWrite, Clients: 64, Targets: []string{"fenced"}},
+	{ID: "queue-64", Title: "work queue, 64 workers on one queue (push → claim → ack)", Workload: bench.WorkloadQueue, Clients: 64, Targets: []string{"fenced", "fenced-3", "redis"}, VsRedis: "redis"},
+	{ID: "limiter-64", Title: "rate limiter (token bucket), 64 clients, one permit per decision; fenced-batch takes 64 per round trip", Workload: bench.WorkloadLimiter, Clients: 64, Batch: limiterBatch, Targets: []string{"fenced", "fenced-batch", "redis"}, VsRedis: "redis"},
+}
+
+// limiterBatch is the limiter-64 case's permits per round trip on
+// fenced-batch.
+const limiterBatch = 64
+
+// batchFor returns the limiter batch of target name in c: c.Batch on the
+// -batch targets, 0 (one permit per decision) on the others.
+func (c benchCase) batchFor(name string) int {
+	if strings.HasSuffix(name, "-batch") {
+		return c.Batch
+	}
+	return 0
 }
 
 // selectMatrix returns the cases (and their targets) that the --workloads

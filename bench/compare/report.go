@@ -44,10 +44,12 @@ func writeReport(path, svgPath string, raw rawResults, sums map[summaryKey]summa
 
 	writeCycleTable(&b, raw.Cases, sums, s.Runs)
 	writeSessionTable(&b, raw.Cases, sums, s.Runs)
+	writeQueueLimiterTable(&b, raw.Cases, sums, s.Runs)
 	writeFailoverTable(&b, raw.Cases, sums, s)
 	writeFailures(&b, raw.Measurements)
 	writeLoad(&b, raw)
 	b.WriteString(methodText(s))
+	b.WriteString(queueMethodText(raw.Cases))
 	writeVersions(&b, raw.Environment)
 	return writeFile(path, []byte(b.String()))
 }
@@ -63,7 +65,7 @@ func writeCycleTable(b *strings.Builder, cases []benchCase, sums map[summaryKey]
 	fmt.Fprintf(b, "| case | system | cycles/s | × etcd | × redis | acquire p50 ms | acquire p99 ms | cycle p99 ms | server CPU %% | server CPU µs/cycle | server RSS MiB | runs ok | failed calls |\n")
 	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range cases {
-		if c.Workload == bench.WorkloadSessions || c.Workload == workloadElection {
+		if c.Workload == bench.WorkloadSessions || c.Workload == workloadElection || ownTable(c.Workload) {
 			continue
 		}
 		for _, t := range c.Targets {
@@ -176,7 +178,7 @@ func orUnknown(s string) string {
 // cycle case (false).
 func hasCases(cases []benchCase, sessions bool) bool {
 	for _, c := range cases {
-		if c.Workload != workloadElection && (c.Workload == bench.WorkloadSessions) == sessions {
+		if c.Workload != workloadElection && !ownTable(c.Workload) && (c.Workload == bench.WorkloadSessions) == sessions {
 			return true
 		}
 	}

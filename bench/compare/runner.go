@@ -99,6 +99,7 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 		Clients:    c.Clients,
 		Sessions:   c.Sessions,
 		Capacity:   c.Capacity,
+		Batch:      c.batchFor(name),
 		Duration:   s.Duration,
 		Warmup:     s.Warmup,
 		TTL:        s.TTL,

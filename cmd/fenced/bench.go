@@ -49,6 +49,11 @@ Workloads:
                 a read grant in 90% of the cycles, the write grant in 10%
   limiter       every client asks one rate limiter for a permit at a time
                 (Allow); with --batch N each takes N permits per round trip
+  queue         every client is a worker on one shared work queue: push →
+                claim (waiting, pushed by the server) → ack, one item per
+                cycle; reports items/s and the claim latency, and checks
+                that every claim of an item has a token above its earlier
+                claims'
 
 Latencies are measured on this machine's monotonic clock after --warmup.
 When the endpoints are on this machine, the server processes are found
@@ -56,7 +61,8 @@ through /proc and their CPU and RSS during the measurement are reported
 (or name them with --server-pid). Client and server sharing the same cores
 compete for them: compare figures only within one run on one machine.
 
-The lock and semaphore names used start with bench/; run it against a cluster that
+The lock, semaphore, limiter and queue names used start with bench/ (an
+interrupted queue run may leave a few items in its queue); run it against a cluster that
 serves other users only if a little extra load is acceptable.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -106,7 +112,7 @@ serves other users only if a little extra load is acceptable.`,
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB or redis://HOST:PORT/DB (lock and handoff workloads)")
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock or limiter")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock, limiter or queue")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
@@ -198,16 +204,26 @@ func printBench(w io.Writer, r bench.Result) {
 	case bench.WorkloadSessions:
 		fmt.Fprintf(w, "fenced bench %s: %d holders opened by %d clients, held for %.1fs\n", r.Workload, r.Sessions, r.Clients, r.DurationS)
 		fmt.Fprintf(w, "  opened     %d holders at %.0f/s\n", r.Cycles, r.CyclesPerS)
+	case bench.WorkloadQueue:
+		fmt.Fprintf(w, "fenced bench %s: %d workers on one queue, %.1fs measured\n", r.Workload, r.Clients, r.DurationS)
+		fmt.Fprintf(w, "  items      %d pushed, claimed and acked (%.0f/s)\n", r.Cycles, r.CyclesPerS)
 	default:
 		fmt.Fprintf(w, "fenced bench %s: %d clients, %.1fs measured\n", r.Workload, r.Clients, r.DurationS)
 		fmt.Fprintf(w, "  cycles     %d (%.0f/s)\n", r.Cycles, r.CyclesPerS)
 	}
-	fmt.Fprintf(w, "  acquire    p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs)
+	what := "acquire"
+	if r.Workload == bench.WorkloadQueue {
+		what = "claim  "
+	}
+	fmt.Fprintf(w, "  %s    p50 %.2fms  p90 %.2fms  p99 %.2fms  max %.2fms\n", what, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs)
 	if r.Workload != bench.WorkloadSessions {
 		fmt.Fprintf(w, "  cycle      p50 %.2fms  p99 %.2fms\n", r.CycleP50Ms, r.CycleP99Ms)
 	}
 	if r.Workload == bench.WorkloadSemaphore {
 		fmt.Fprintf(w, "  checks     %d capacity violations, %d slot token order violations\n", r.CapacityViolations, r.TokenOrderViolations)
+	}
+	if r.Workload == bench.WorkloadQueue {
+		fmt.Fprintf(w, "  checks     %d claim token order violations, %d redeliveries\n", r.TokenOrderViolations, r.Redeliveries)
 	}
 	fmt.Fprintf(w, "  errors     %d\n", r.Errors)
 	if s := r.Server; s != nil {

@@ -42,6 +42,14 @@ func TestBench_Smoke(t *testing.T) {
 		})
 	}
 
+	t.Run("queue over independent connections", func(t *testing.T) {
+		out, errOut, code := runFenced(t, "bench", "--endpoints", srv.Addr, "--workload", "queue", "--clients", "6", "--connections", "3",
+			"--duration", "500ms", "--warmup", "0s")
+		if code != 0 || !strings.Contains(out, "workers on one queue") || !strings.Contains(out, "claim ") || !strings.Contains(out, "0 claim token order violations") {
+			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
+		}
+	})
+
 	t.Run("text output", func(t *testing.T) {
 		out, errOut, code := runFenced(t, "bench", "--endpoints", srv.Addr, "--clients", "2", "--duration", "300ms", "--warmup", "0s")
 		if code != 0 || !strings.Contains(out, "cycles") || !strings.Contains(out, "p99") {

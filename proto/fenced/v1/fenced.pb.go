@@ -277,6 +277,7 @@ type PipelineCall struct {
 	//	*PipelineCall_Acquire
 	//	*PipelineCall_Release
 	//	*PipelineCall_KvPut
+	//	*PipelineCall_Queue
 	Call          isPipelineCall_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -353,6 +354,15 @@ func (x *PipelineCall) GetKvPut() *KVPutRequest {
 	return nil
 }
 
+func (x *PipelineCall) GetQueue() []byte {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_Queue); ok {
+			return x.Queue
+		}
+	}
+	return nil
+}
+
 type isPipelineCall_Call interface {
 	isPipelineCall_Call()
 }
@@ -369,11 +379,20 @@ type PipelineCall_KvPut struct {
 	KvPut *KVPutRequest `protobuf:"bytes,4,opt,name=kv_put,json=kvPut,proto3,oneof"`
 }
 
+type PipelineCall_Queue struct {
+	// queue is a serialized QueueCall (queue.proto, which imports this
+	// file, so it cannot be named here): a work queue push, claim, ack or
+	// nack.
+	Queue []byte `protobuf:"bytes,5,opt,name=queue,proto3,oneof"`
+}
+
 func (*PipelineCall_Acquire) isPipelineCall_Call() {}
 
 func (*PipelineCall_Release) isPipelineCall_Call() {}
 
 func (*PipelineCall_KvPut) isPipelineCall_Call() {}
+
+func (*PipelineCall_Queue) isPipelineCall_Call() {}
 
 type PipelineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -502,6 +521,7 @@ type PipelineResult struct {
 	//	*PipelineResult_Release
 	//	*PipelineResult_KvPut
 	//	*PipelineResult_Error
+	//	*PipelineResult_Queue
 	Result        isPipelineResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -587,6 +607,15 @@ func (x *PipelineResult) GetError() *PipelineError {
 	return nil
 }
 
+func (x *PipelineResult) GetQueue() []byte {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_Queue); ok {
+			return x.Queue
+		}
+	}
+	return nil
+}
+
 type isPipelineResult_Result interface {
 	isPipelineResult_Result()
 }
@@ -607,6 +636,12 @@ type PipelineResult_Error struct {
 	Error *PipelineError `protobuf:"bytes,5,opt,name=error,proto3,oneof"`
 }
 
+type PipelineResult_Queue struct {
+	// queue is a serialized QueueResult (queue.proto), the answer of a
+	// queue call.
+	Queue []byte `protobuf:"bytes,6,opt,name=queue,proto3,oneof"`
+}
+
 func (*PipelineResult_Acquire) isPipelineResult_Result() {}
 
 func (*PipelineResult_Release) isPipelineResult_Result() {}
@@ -614,6 +649,8 @@ func (*PipelineResult_Release) isPipelineResult_Result() {}
 func (*PipelineResult_KvPut) isPipelineResult_Result() {}
 
 func (*PipelineResult_Error) isPipelineResult_Result() {}
+
+func (*PipelineResult_Queue) isPipelineResult_Result() {}
 
 type PipelineResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3486,12 +3523,13 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\"g\n" +
 	"\rRenewResponse\x12.\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x16.fenced.v1.RenewResultR\x06result\x12&\n" +
-	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xc6\x01\n" +
+	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xde\x01\n" +
 	"\fPipelineCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\aacquire\x18\x02 \x01(\v2\x19.fenced.v1.AcquireRequestH\x00R\aacquire\x125\n" +
 	"\arelease\x18\x03 \x01(\v2\x19.fenced.v1.ReleaseRequestH\x00R\arelease\x120\n" +
-	"\x06kv_put\x18\x04 \x01(\v2\x17.fenced.v1.KVPutRequestH\x00R\x05kvPutB\x06\n" +
+	"\x06kv_put\x18\x04 \x01(\v2\x17.fenced.v1.KVPutRequestH\x00R\x05kvPut\x12\x16\n" +
+	"\x05queue\x18\x05 \x01(\fH\x00R\x05queueB\x06\n" +
 	"\x04call\"X\n" +
 	"\x0fPipelineRequest\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.fenced.v1.PipelineCallR\x05calls\x12\x16\n" +
@@ -3502,13 +3540,14 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04meta\x18\x03 \x03(\v2\".fenced.v1.PipelineError.MetaEntryR\x04meta\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xff\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
 	"\x0ePipelineResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
 	"\aacquire\x18\x02 \x01(\v2\x1a.fenced.v1.AcquireResponseH\x00R\aacquire\x126\n" +
 	"\arelease\x18\x03 \x01(\v2\x1a.fenced.v1.ReleaseResponseH\x00R\arelease\x121\n" +
 	"\x06kv_put\x18\x04 \x01(\v2\x18.fenced.v1.KVPutResponseH\x00R\x05kvPut\x120\n" +
-	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05errorB\b\n" +
+	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05error\x12\x16\n" +
+	"\x05queue\x18\x06 \x01(\fH\x00R\x05queueB\b\n" +
 	"\x06result\"G\n" +
 	"\x10PipelineResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\"\xb6\x01\n" +
@@ -3903,12 +3942,14 @@ func file_fenced_v1_fenced_proto_init() {
 		(*PipelineCall_Acquire)(nil),
 		(*PipelineCall_Release)(nil),
 		(*PipelineCall_KvPut)(nil),
+		(*PipelineCall_Queue)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{
 		(*PipelineResult_Acquire)(nil),
 		(*PipelineResult_Release)(nil),
 		(*PipelineResult_KvPut)(nil),
 		(*PipelineResult_Error)(nil),
+		(*PipelineResult_Queue)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[7].OneofWrappers = []any{}
 	file_fenced_v1_fenced_proto_msgTypes[11].OneofWrappers = []any{}

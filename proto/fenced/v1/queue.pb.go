@@ -954,6 +954,243 @@ func (x *QueueStatsResponse) GetItems() []*QueueItemInfo {
 	return nil
 }
 
+// QueueCall is one Push, Claim, Ack or Nack carried by the lock service's
+// Pipeline stream (PipelineCall.queue, serialized there because this
+// file imports fenced.proto, which therefore cannot name it). It does
+// exactly what the unary call of the same name does. The SDK sends its
+// queue traffic this way: one stream costs far less per call than one
+// HTTP/2 request each.
+type QueueCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*QueueCall_Push
+	//	*QueueCall_Claim
+	//	*QueueCall_Ack
+	//	*QueueCall_Nack
+	Call          isQueueCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueCall) Reset() {
+	*x = QueueCall{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueCall) ProtoMessage() {}
+
+func (x *QueueCall) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueCall.ProtoReflect.Descriptor instead.
+func (*QueueCall) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *QueueCall) GetCall() isQueueCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *QueueCall) GetPush() *QueuePushRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_Push); ok {
+			return x.Push
+		}
+	}
+	return nil
+}
+
+func (x *QueueCall) GetClaim() *QueueClaimRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_Claim); ok {
+			return x.Claim
+		}
+	}
+	return nil
+}
+
+func (x *QueueCall) GetAck() *QueueAckRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *QueueCall) GetNack() *QueueNackRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_Nack); ok {
+			return x.Nack
+		}
+	}
+	return nil
+}
+
+type isQueueCall_Call interface {
+	isQueueCall_Call()
+}
+
+type QueueCall_Push struct {
+	Push *QueuePushRequest `protobuf:"bytes,1,opt,name=push,proto3,oneof"`
+}
+
+type QueueCall_Claim struct {
+	Claim *QueueClaimRequest `protobuf:"bytes,2,opt,name=claim,proto3,oneof"`
+}
+
+type QueueCall_Ack struct {
+	Ack *QueueAckRequest `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
+}
+
+type QueueCall_Nack struct {
+	Nack *QueueNackRequest `protobuf:"bytes,4,opt,name=nack,proto3,oneof"`
+}
+
+func (*QueueCall_Push) isQueueCall_Call() {}
+
+func (*QueueCall_Claim) isQueueCall_Call() {}
+
+func (*QueueCall_Ack) isQueueCall_Call() {}
+
+func (*QueueCall_Nack) isQueueCall_Call() {}
+
+// QueueResult is the answer of a QueueCall that succeeded
+// (PipelineResult.queue); a failed one is answered with
+// PipelineResult.error as any pipelined call.
+type QueueResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*QueueResult_Push
+	//	*QueueResult_Claim
+	//	*QueueResult_Ack
+	//	*QueueResult_Nack
+	Result        isQueueResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueResult) Reset() {
+	*x = QueueResult{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueResult) ProtoMessage() {}
+
+func (x *QueueResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueResult.ProtoReflect.Descriptor instead.
+func (*QueueResult) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *QueueResult) GetResult() isQueueResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *QueueResult) GetPush() *QueuePushResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_Push); ok {
+			return x.Push
+		}
+	}
+	return nil
+}
+
+func (x *QueueResult) GetClaim() *QueueClaimResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_Claim); ok {
+			return x.Claim
+		}
+	}
+	return nil
+}
+
+func (x *QueueResult) GetAck() *QueueAckResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_Ack); ok {
+			return x.Ack
+		}
+	}
+	return nil
+}
+
+func (x *QueueResult) GetNack() *QueueNackResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_Nack); ok {
+			return x.Nack
+		}
+	}
+	return nil
+}
+
+type isQueueResult_Result interface {
+	isQueueResult_Result()
+}
+
+type QueueResult_Push struct {
+	Push *QueuePushResponse `protobuf:"bytes,1,opt,name=push,proto3,oneof"`
+}
+
+type QueueResult_Claim struct {
+	Claim *QueueClaimResponse `protobuf:"bytes,2,opt,name=claim,proto3,oneof"`
+}
+
+type QueueResult_Ack struct {
+	Ack *QueueAckResponse `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
+}
+
+type QueueResult_Nack struct {
+	Nack *QueueNackResponse `protobuf:"bytes,4,opt,name=nack,proto3,oneof"`
+}
+
+func (*QueueResult_Push) isQueueResult_Result() {}
+
+func (*QueueResult_Claim) isQueueResult_Result() {}
+
+func (*QueueResult_Ack) isQueueResult_Result() {}
+
+func (*QueueResult_Nack) isQueueResult_Result() {}
+
 var File_fenced_v1_queue_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_queue_proto_rawDesc = "" +
@@ -1026,7 +1263,19 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\awaiters\x18\x06 \x01(\rR\awaiters\x12\x1b\n" +
 	"\tlast_item\x18\a \x01(\x04R\blastItem\x12\x12\n" +
 	"\x04dead\x18\b \x01(\rR\x04dead\x12.\n" +
-	"\x05items\x18\t \x03(\v2\x18.fenced.v1.QueueItemInfoR\x05items2\xa9\x03\n" +
+	"\x05items\x18\t \x03(\v2\x18.fenced.v1.QueueItemInfoR\x05items\"\xdf\x01\n" +
+	"\tQueueCall\x121\n" +
+	"\x04push\x18\x01 \x01(\v2\x1b.fenced.v1.QueuePushRequestH\x00R\x04push\x124\n" +
+	"\x05claim\x18\x02 \x01(\v2\x1c.fenced.v1.QueueClaimRequestH\x00R\x05claim\x12.\n" +
+	"\x03ack\x18\x03 \x01(\v2\x1a.fenced.v1.QueueAckRequestH\x00R\x03ack\x121\n" +
+	"\x04nack\x18\x04 \x01(\v2\x1b.fenced.v1.QueueNackRequestH\x00R\x04nackB\x06\n" +
+	"\x04call\"\xe7\x01\n" +
+	"\vQueueResult\x122\n" +
+	"\x04push\x18\x01 \x01(\v2\x1c.fenced.v1.QueuePushResponseH\x00R\x04push\x125\n" +
+	"\x05claim\x18\x02 \x01(\v2\x1d.fenced.v1.QueueClaimResponseH\x00R\x05claim\x12/\n" +
+	"\x03ack\x18\x03 \x01(\v2\x1b.fenced.v1.QueueAckResponseH\x00R\x03ack\x122\n" +
+	"\x04nack\x18\x04 \x01(\v2\x1c.fenced.v1.QueueNackResponseH\x00R\x04nackB\b\n" +
+	"\x06result2\xa9\x03\n" +
 	"\fQueueService\x12A\n" +
 	"\x04Push\x12\x1b.fenced.v1.QueuePushRequest\x1a\x1c.fenced.v1.QueuePushResponse\x12D\n" +
 	"\x05Claim\x12\x1c.fenced.v1.QueueClaimRequest\x1a\x1d.fenced.v1.QueueClaimResponse\x12>\n" +
@@ -1047,7 +1296,7 @@ func file_fenced_v1_queue_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_queue_proto_rawDescData
 }
 
-var file_fenced_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_fenced_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_fenced_v1_queue_proto_goTypes = []any{
 	(*Claim)(nil),               // 0: fenced.v1.Claim
 	(*QueuePushRequest)(nil),    // 1: fenced.v1.QueuePushRequest
@@ -1063,31 +1312,41 @@ var file_fenced_v1_queue_proto_goTypes = []any{
 	(*QueueStatsRequest)(nil),   // 11: fenced.v1.QueueStatsRequest
 	(*QueueItemInfo)(nil),       // 12: fenced.v1.QueueItemInfo
 	(*QueueStatsResponse)(nil),  // 13: fenced.v1.QueueStatsResponse
-	(*Grant)(nil),               // 14: fenced.v1.Grant
+	(*QueueCall)(nil),           // 14: fenced.v1.QueueCall
+	(*QueueResult)(nil),         // 15: fenced.v1.QueueResult
+	(*Grant)(nil),               // 16: fenced.v1.Grant
 }
 var file_fenced_v1_queue_proto_depIdxs = []int32{
-	14, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
+	16, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
 	0,  // 1: fenced.v1.QueueClaimResponse.claim:type_name -> fenced.v1.Claim
 	0,  // 2: fenced.v1.QueueExtendResponse.claim:type_name -> fenced.v1.Claim
 	0,  // 3: fenced.v1.QueueItemInfo.item:type_name -> fenced.v1.Claim
 	12, // 4: fenced.v1.QueueStatsResponse.items:type_name -> fenced.v1.QueueItemInfo
-	1,  // 5: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
-	3,  // 6: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
-	5,  // 7: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
-	7,  // 8: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
-	9,  // 9: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
-	11, // 10: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
-	2,  // 11: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
-	4,  // 12: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
-	6,  // 13: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
-	8,  // 14: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
-	10, // 15: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
-	13, // 16: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	1,  // 5: fenced.v1.QueueCall.push:type_name -> fenced.v1.QueuePushRequest
+	3,  // 6: fenced.v1.QueueCall.claim:type_name -> fenced.v1.QueueClaimRequest
+	5,  // 7: fenced.v1.QueueCall.ack:type_name -> fenced.v1.QueueAckRequest
+	7,  // 8: fenced.v1.QueueCall.nack:type_name -> fenced.v1.QueueNackRequest
+	2,  // 9: fenced.v1.QueueResult.push:type_name -> fenced.v1.QueuePushResponse
+	4,  // 10: fenced.v1.QueueResult.claim:type_name -> fenced.v1.QueueClaimResponse
+	6,  // 11: fenced.v1.QueueResult.ack:type_name -> fenced.v1.QueueAckResponse
+	8,  // 12: fenced.v1.QueueResult.nack:type_name -> fenced.v1.QueueNackResponse
+	1,  // 13: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
+	3,  // 14: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
+	5,  // 15: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
+	7,  // 16: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
+	9,  // 17: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
+	11, // 18: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
+	2,  // 19: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
+	4,  // 20: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
+	6,  // 21: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
+	8,  // 22: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
+	10, // 23: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
+	13, // 24: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
+	19, // [19:25] is the sub-list for method output_type
+	13, // [13:19] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_queue_proto_init() }
@@ -1096,13 +1355,25 @@ func file_fenced_v1_queue_proto_init() {
 		return
 	}
 	file_fenced_v1_fenced_proto_init()
+	file_fenced_v1_queue_proto_msgTypes[14].OneofWrappers = []any{
+		(*QueueCall_Push)(nil),
+		(*QueueCall_Claim)(nil),
+		(*QueueCall_Ack)(nil),
+		(*QueueCall_Nack)(nil),
+	}
+	file_fenced_v1_queue_proto_msgTypes[15].OneofWrappers = []any{
+		(*QueueResult_Push)(nil),
+		(*QueueResult_Claim)(nil),
+		(*QueueResult_Ack)(nil),
+		(*QueueResult_Nack)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_queue_proto_rawDesc), len(file_fenced_v1_queue_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -283,16 +283,16 @@ type LockServiceClient interface {
 	// the lock has a higher token. Refused (PermissionDenied) unless the
 	// server runs with --allow-revoke.
 	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
-	// Pipeline carries many Acquire, Release and KV Put calls over one
-	// long-lived stream: a client sends calls without waiting for earlier
-	// ones, and the server answers each as soon as it completes (not in
-	// order), packing the answers ready at the same moment into one
-	// message. Each call does exactly what the unary call of the same name
-	// does, with the same validation, de-duplication and errors; a call
-	// cancelled by the client, or cut off by the stream's end, behaves like
-	// a unary call whose client went away. The SDK sends its lock and kv
-	// traffic this way: one stream costs far less per call than one HTTP/2
-	// request each.
+	// Pipeline carries many Acquire, Release, KV Put and work queue (push,
+	// claim, ack, nack) calls over one long-lived stream: a client sends
+	// calls without waiting for earlier ones, and the server answers each
+	// as soon as it completes (not in order), packing the answers ready at
+	// the same moment into one message. Each call does exactly what the
+	// unary call of the same name does, with the same validation,
+	// de-duplication and errors; a call cancelled by the client, or cut off
+	// by the stream's end, behaves like a unary call whose client went
+	// away. The SDK sends its lock, kv and queue traffic this way: one
+	// stream costs far less per call than one HTTP/2 request each.
 	Pipeline(context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse]
 	// Renew renews a grant with a TTL of its own (its session's): the
 	// session's deadline restarts with ttl_ms (0 keeps its TTL) and the
@@ -450,16 +450,16 @@ type LockServiceHandler interface {
 	// the lock has a higher token. Refused (PermissionDenied) unless the
 	// server runs with --allow-revoke.
 	Revoke(context.Context, *connect.Request[v1.RevokeRequest]) (*connect.Response[v1.RevokeResponse], error)
-	// Pipeline carries many Acquire, Release and KV Put calls over one
-	// long-lived stream: a client sends calls without waiting for earlier
-	// ones, and the server answers each as soon as it completes (not in
-	// order), packing the answers ready at the same moment into one
-	// message. Each call does exactly what the unary call of the same name
-	// does, with the same validation, de-duplication and errors; a call
-	// cancelled by the client, or cut off by the stream's end, behaves like
-	// a unary call whose client went away. The SDK sends its lock and kv
-	// traffic this way: one stream costs far less per call than one HTTP/2
-	// request each.
+	// Pipeline carries many Acquire, Release, KV Put and work queue (push,
+	// claim, ack, nack) calls over one long-lived stream: a client sends
+	// calls without waiting for earlier ones, and the server answers each
+	// as soon as it completes (not in order), packing the answers ready at
+	// the same moment into one message. Each call does exactly what the
+	// unary call of the same name does, with the same validation,
+	// de-duplication and errors; a call cancelled by the client, or cut off
+	// by the stream's end, behaves like a unary call whose client went
+	// away. The SDK sends its lock, kv and queue traffic this way: one
+	// stream costs far less per call than one HTTP/2 request each.
 	Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error
 	// Renew renews a grant with a TTL of its own (its session's): the
 	// session's deadline restarts with ttl_ms (0 keeps its TTL) and the

@@ -1,0 +1,71 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fenced-dev/fenced/client"
+)
+
+var _ Queuer = (*fencedLocker)(nil)
+
+func (l *fencedLocker) queue(name string) *client.Queue {
+	return cached(&l.mu, l.queues, name, func() *client.Queue { return client.NewQueue(l.c, name) })
+}
+
+// Push implements Queuer.
+func (l *fencedLocker) Push(ctx context.Context, queue string, payload []byte) error {
+	_, _, err := l.queue(queue).Push(ctx, payload)
+	return err
+}
+
+// Claim implements Queuer: a waiting claim held by the locker's session,
+// pushed by the server when an item is available; the SDK extends it
+// until Ack.
+func (l *fencedLocker) Claim(ctx context.Context, queue string, visibility time.Duration) (string, uint64, error) {
+	cl, err := l.queue(queue).Claim(ctx, l.s, visibility)
+	if err != nil {
+		return "", 0, err
+	}
+	item := strconv.FormatUint(cl.Item, 10)
+	l.mu.Lock()
+	l.claims[queue+"/"+item] = cl
+	l.mu.Unlock()
+	return item, uint64(cl.Token), nil
+}
+
+// Ack implements Queuer.
+func (l *fencedLocker) Ack(ctx context.Context, queue, item string, token uint64) error {
+	key := queue + "/" + item
+	l.mu.Lock()
+	cl := l.claims[key]
+	delete(l.claims, key)
+	l.mu.Unlock()
+	if cl == nil || uint64(cl.Token) != token {
+		return fmt.Errorf("bench: no claim of %s with token %d held", key, token)
+	}
+	return cl.Ack(ctx)
+}
+
+var _ LimiterSystem = (*Fenced)(nil)
+
+// NewLimiters implements LimiterSystem: the limiter is configured once,
+// and each handle is the SDK's client.Limiter on one of the connections,
+// batching with client.WithBatch (maximum age 1s) when batch is above 1.
+func (f *Fenced) NewLimiters(ctx context.Context, name string, capacity, ratePerS uint64, n, batch int) ([]Limiter, error) {
+	spec := client.LimiterSpec{Algorithm: client.TokenBucket, Limit: capacity, Rate: ratePerS, Window: time.Second}
+	if _, err := f.clients[0].LimiterConfig(ctx, name, spec, false); err != nil {
+		return nil, fmt.Errorf("configure limiter %s: %w", name, err)
+	}
+	var opts []client.LimiterOption
+	if batch > 1 {
+		opts = append(opts, client.WithBatch(uint64(batch), time.Second))
+	}
+	out := make([]Limiter, n)
+	for i := range out {
+		out[i] = f.clients[i%len(f.clients)].Limiter(name, opts...)
+	}
+	return out, nil
+}

@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fenced-dev/fenced/internal/testserver"
+	"github.com/fenced-dev/fenced/internal/wire"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
+	"github.com/fenced-dev/fenced/server"
+)
+
+func queueCall(t *testing.T, id uint64, call *fencedv1.QueueCall) *fencedv1.PipelineCall {
+	t.Helper()
+	raw, err := proto.Marshal(call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Queue{Queue: raw}}
+}
+
+func queueResult(t *testing.T, r *fencedv1.PipelineResult) *fencedv1.QueueResult {
+	t.Helper()
+	if e := r.GetError(); e != nil {
+		t.Fatalf("call %d failed: %v", r.GetId(), e)
+	}
+	var res fencedv1.QueueResult
+	if err := proto.Unmarshal(r.GetQueue(), &res); err != nil {
+		t.Fatalf("call %d: answer is not a QueueResult: %v", r.GetId(), err)
+	}
+	return &res
+}
+
+// Pipelined queue calls do what their unary calls do: a waiting claim
+// sent before the push gets the item; an ack with a token that is not the
+// claim's is refused as stale and changes nothing; the claim's ack
+// removes the item; a call that is not a QueueCall, or has no call, is
+// refused as invalid.
+func TestPipeline_QueueCalls(t *testing.T) {
+	a := newAPI(t)
+	queues := fencedv1connect.NewQueueServiceClient(&http.Client{Transport: a.counter}, "http://"+a.addr)
+	s := a.session(t, 30000)
+	// A grant first, so that the claim's token is not the first: the token
+	// below it is one the cluster issued, not the item's claim.
+	if r, err := a.acquire(t, "before", s, 100, 0); err != nil || !r.Granted {
+		t.Fatalf("acquire: %v %v", r, err)
+	}
+	p := a.pipeline(t)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		queueCall(t, 1, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Claim{Claim: &fencedv1.QueueClaimRequest{
+			Queue: "jobs", Session: s, Secret: secretOf(s), Seq: 1, VisibilityMs: 30000, WaitMs: 20000}}}),
+	}})
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		queueCall(t, 2, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Push{Push: &fencedv1.QueuePushRequest{Queue: "jobs", Payload: []byte("j1")}}}),
+		{Id: 3, Call: &fencedv1.PipelineCall_Queue{Queue: []byte{0xff, 0xff, 0xff}}},
+		queueCall(t, 4, &fencedv1.QueueCall{}),
+	}})
+	got := p.results(4)
+	item := queueResult(t, got[2]).GetPush().GetItem()
+	claim := queueResult(t, got[1]).GetClaim()
+	if item == 0 || !claim.GetClaimed() || claim.GetClaim().GetItem() != item || string(claim.GetClaim().GetPayload()) != "j1" {
+		t.Fatalf("push %v, waiting claim %v: want the pushed item claimed", got[2], claim)
+	}
+	for _, id := range []uint64{3, 4} {
+		if e := got[id].GetError(); e == nil || connect.Code(e.Code) != connect.CodeInvalidArgument {
+			t.Errorf("call %d: %v, want InvalidArgument", id, got[id])
+		}
+	}
+	token := claim.GetClaim().GetGrant().GetToken()
+	before, err := queues.Stats(context.Background(), connect.NewRequest(&fencedv1.QueueStatsRequest{Queue: "jobs", Items: 10}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		queueCall(t, 5, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Ack{Ack: &fencedv1.QueueAckRequest{Queue: "jobs", Item: item, Token: token - 1}}}),
+	}})
+	r := p.results(1)[5]
+	if e := r.GetError(); e == nil || connect.Code(e.Code) != connect.CodeFailedPrecondition || e.Meta[wire.HeaderReason] != wire.ReasonStaleToken {
+		t.Fatalf("ack with a stale token: %v, want FailedPrecondition (stale-token)", r)
+	}
+	after, err := queues.Stats(context.Background(), connect.NewRequest(&fencedv1.QueueStatsRequest{Queue: "jobs", Items: 10}))
+	if err != nil || !proto.Equal(before.Msg, after.Msg) || after.Msg.Claimed != 1 {
+		t.Fatalf("a refused ack changed the queue:\nbefore %v\nafter  %v (%v)", before.Msg, after.Msg, err)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		queueCall(t, 6, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Ack{Ack: &fencedv1.QueueAckRequest{Queue: "jobs", Item: item, Token: token}}}),
+	}})
+	queueResult(t, p.results(1)[6])
+	st, err := queues.Stats(context.Background(), connect.NewRequest(&fencedv1.QueueStatsRequest{Queue: "jobs"}))
+	if err != nil || st.Msg.Claimed != 0 || st.Msg.Available != 0 {
+		t.Fatalf("stats after the ack: %v %v, want an empty queue", st, err)
+	}
+}
+
+// Pipelined queue calls are authorized as their unary calls: a worker
+// (acquire) cannot push, a producer (enqueue) cannot claim.
+func TestPipeline_QueueCallsAuthorized(t *testing.T) {
+	authFile := filepath.Join(t.TempDir(), "auth.jsonl")
+	data := authLine(t, "producer", producerToken, server.AuthRole{Prefix: "orders", Permissions: []string{"enqueue"}}) +
+		authLine(t, "worker", workerToken, server.AuthRole{Prefix: "orders", Permissions: []string{"acquire", "read"}})
+	if err := os.WriteFile(authFile, []byte(data), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	srv := testserver.Start(t, func(c *server.Config) { c.AuthFile = authFile })
+	pipeOf := func(token string) *pipe {
+		stream := asIdentity(srv.Addr(), token).locks.Pipeline(context.Background())
+		t.Cleanup(func() { stream.CloseRequest(); stream.CloseResponse() })
+		return &pipe{t: t, stream: stream}
+	}
+	push := &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Push{Push: &fencedv1.QueuePushRequest{Queue: "orders", Payload: []byte("o1")}}}
+	w := asIdentity(srv.Addr(), workerToken)
+	sess, secret := w.session(t)
+	claim := &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Claim{Claim: &fencedv1.QueueClaimRequest{Queue: "orders", Session: sess, Secret: secret, Seq: 1, VisibilityMs: 30000}}}
+
+	worker, producer := pipeOf(workerToken), pipeOf(producerToken)
+	worker.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{queueCall(t, 1, push)}})
+	if e := worker.results(1)[1].GetError(); e == nil || connect.Code(e.Code) != connect.CodePermissionDenied {
+		t.Fatalf("worker pushes through the pipeline: %v, want PermissionDenied", e)
+	}
+	producer.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{queueCall(t, 1, claim)}})
+	if e := producer.results(1)[1].GetError(); e == nil || connect.Code(e.Code) != connect.CodePermissionDenied {
+		t.Fatalf("producer claims through the pipeline: %v, want PermissionDenied", e)
+	}
+	producer.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{queueCall(t, 2, push)}})
+	queueResult(t, producer.results(1)[2])
+	worker.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{queueCall(t, 2, claim)}})
+	if c := queueResult(t, worker.results(1)[2]).GetClaim(); !c.GetClaimed() || string(c.GetClaim().GetPayload()) != "o1" {
+		t.Fatalf("worker claims through the pipeline: %v, want the producer's item", c)
+	}
+}
