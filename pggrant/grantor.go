@@ -242,49 +242,68 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 	}
 	wake, stop := g.lis.watch(name)
 	defer stop()
+	// The offer is up for the head's whole turn, its tries included: a
+	// holder that releases while the head's first try is on its way hands
+	// the lock over rather than freeing it. A try and a handoff cannot
+	// both grant: the handoff needs a live grant of the releaser, the try
+	// none.
 	of := &offer{holder: holder, ttl: o.TTL, got: make(chan *held, 1)}
-	for {
-		h, left, err := g.try(ctx, name, holder, o.TTL)
-		if err != nil || h != nil {
-			return h, err
-		}
-		sleep := min(g.recheck, left+time.Millisecond)
-		t := time.NewTimer(sleep)
-		g.offerHandoff(name, of)
-		var (
-			handed *held
-			got    bool // of's outcome is in
-			gone   error
-		)
-		select {
-		case handed = <-of.got:
-			got = true
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-			gone = fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
-		case <-g.ctx.Done():
-			gone = fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
-		}
-		t.Stop()
-		if !got {
-			// Taken back, or a releaser took it first: then its outcome.
+	g.offerHandoff(name, of)
+	posted := true // of is up, or taken and its outcome not yet received
+	// finish withdraws the offer and returns the outcome: a grant from
+	// the try or a handoff, or err; a grant the caller no longer wants is
+	// released.
+	finish := func(h *held, err error) (fence.Held, error) {
+		var handed *held
+		if posted {
 			handed = g.withdrawOffer(name, of)
 		}
-		if handed != nil && gone == nil && ctx.Err() != nil {
-			gone = fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
-		}
-		switch {
-		case handed != nil && gone != nil:
+		if handed != nil && h == nil && err == nil {
+			h = handed
+		} else if handed != nil {
 			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			handed.Release(rctx)
 			cancel()
-			return nil, gone
-		case handed != nil:
-			return handed, nil
-		case gone != nil:
-			return nil, gone
 		}
+		if h != nil && err == nil && ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			h.Release(rctx)
+			cancel()
+			return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+	for {
+		h, left, err := g.try(ctx, name, holder, o.TTL)
+		if err != nil || h != nil {
+			return finish(h, err)
+		}
+		if !posted {
+			g.offerHandoff(name, of)
+			posted = true
+		}
+		t := time.NewTimer(min(g.recheck, left+time.Millisecond))
+		select {
+		case handed := <-of.got:
+			posted = false
+			if handed != nil {
+				t.Stop()
+				return finish(handed, nil)
+			}
+			// The releaser could not hand it over: try again.
+		case <-wake:
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err()))
+		case <-g.ctx.Done():
+			t.Stop()
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name))
+		}
+		t.Stop()
 	}
 }
 

@@ -56,8 +56,9 @@ SELECT (SELECT fencing_token FROM r), (SELECT granted_at FROM r),
 	coalesce((SELECT holder IS NOT NULL AND holder <> $2 AND expires_at > now()
 		FROM fence_lock_grants WHERE name = $1), false)`
 
-// offerHandoff posts o as name's waiting offer (only a name's head waiter
-// of this Grantor offers, so there is at most one).
+// offerHandoff posts o as name's waiting offer, for the head waiter's
+// whole turn (only a name's head waiter of this Grantor offers, so there
+// is at most one).
 func (g *Grantor) offerHandoff(name string, o *offer) {
 	if g.maxHandoffs == 0 {
 		return
@@ -83,15 +84,21 @@ func (g *Grantor) withdrawOffer(name string, o *offer) *held {
 	return <-o.got
 }
 
-// takeOffer returns name's waiting offer for a release to hand the lock
-// to, or nil: none, or the handoffs in a row reached the bound. wakeLocal
+// takeOffer returns name's waiting offer for a release by releaser to
+// hand the lock to, or nil: none, the waiter's own, or the handoffs in a
+// row reached the bound. wakeLocal
 // tells whether an ordinary release may wake this Grantor's waiters ahead
 // of the notification (not right after a run of handoffs, so that other
 // Grantors' waiters race on equal terms).
-func (g *Grantor) takeOffer(name string) (o *offer, wakeLocal bool) {
+func (g *Grantor) takeOffer(name, releaser string) (o *offer, wakeLocal bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	o = g.offers[name]
+	if o != nil && o.holder == releaser {
+		// The waiter releasing a grant it no longer wants (its context
+		// ended as it was granted): no handoff to itself.
+		return nil, true
+	}
 	if o == nil {
 		delete(g.streaks, name)
 		return nil, true

@@ -70,7 +70,7 @@ func (h *held) renew(ctx context.Context) error {
 // Release implements fence.Held.
 func (h *held) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	h.End(fence.ErrReleased)
-	o, wakeLocal := h.g.takeOffer(h.grant.Name)
+	o, wakeLocal := h.g.takeOffer(h.grant.Name, h.holder)
 	if o != nil {
 		if res, done, err := h.handOff(ctx, o); done {
 			return res, err
