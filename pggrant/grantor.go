@@ -52,9 +52,9 @@ type Grantor struct {
 	mu     sync.Mutex
 	held   map[*held]struct{}
 	closed bool
-	// offers are the head waiters' handoff offers, by name; streaks the
-	// direct handoffs in a row, by name.
-	offers  map[string]*offer
+	// offers are the waiters' handoff offers, by name, oldest first;
+	// streaks the direct handoffs in a row, by name.
+	offers  map[string][]*offer
 	streaks map[string]int
 }
 
@@ -121,7 +121,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Grantor, err
 		return nil, err
 	}
 	g := &Grantor{pool: pool, issuer: issuer, recheck: o.recheck, maxHandoffs: o.maxHandoffs,
-		held: map[*held]struct{}{}, offers: map[string]*offer{}, streaks: map[string]int{}}
+		held: map[*held]struct{}{}, offers: map[string][]*offer{}, streaks: map[string]int{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.lis = newListener(g)
 	return g, nil
@@ -208,10 +208,10 @@ SELECT NULL, NULL, extract(epoch FROM l.expires_at - now()) * 1000
 // sleeps until a release is notified, the current grant's expires_at
 // comes, or the re-check interval passes, and tries again. The waiters of
 // one Grantor take turns in arrival order (only the first of them tries);
-// waiters of different Grantors are not ordered. While it sleeps, the
-// first waiter offers to take the lock over directly: a release by a
-// holder of the same Grantor grants it to the waiter in the same
-// statement (WithMaxHandoffs).
+// waiters of different Grantors are not ordered. Every waiter also offers
+// to take the lock over directly: a release by a holder of the same
+// Grantor grants it to the oldest waiter in the same statement
+// (WithMaxHandoffs).
 func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.AcquireOption) (fence.Held, error) {
 	o, err := fence.AcquireOptionsOf(opts...)
 	if err == nil {
@@ -233,20 +233,11 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 	}
 	turn, leave := g.turns.join(name)
 	defer leave()
-	select {
-	case <-turn:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
-	case <-g.ctx.Done():
-		return nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
-	}
-	wake, stop := g.lis.watch(name)
-	defer stop()
-	// The offer is up for the head's whole turn, its tries included: a
-	// holder that releases while the head's first try is on its way hands
-	// the lock over rather than freeing it. A try and a handoff cannot
-	// both grant: the handoff needs a live grant of the releaser, the try
-	// none.
+	// The waiter's handoff offer is up from now to its end, its tries
+	// included, in arrival order with the Grantor's other waiters: a
+	// holder that releases hands the lock to the oldest. A try and a
+	// handoff cannot both grant: the handoff needs a live grant of the
+	// releaser, the try none.
 	of := &offer{holder: holder, ttl: o.TTL, got: make(chan *held, 1)}
 	g.offerHandoff(name, of)
 	posted := true // of is up, or taken and its outcome not yet received
@@ -276,24 +267,45 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 		}
 		return h, nil
 	}
+	// handedOver receives a releaser's outcome: the grant, or nil (it
+	// could not hand over: the offer goes up again).
+	handedOver := func(h *held) bool {
+		posted = false
+		if h != nil {
+			return true
+		}
+		g.offerHandoff(name, of)
+		posted = true
+		return false
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-turn:
+			waiting = false
+		case h := <-of.got:
+			if handedOver(h) {
+				return finish(h, nil)
+			}
+		case <-ctx.Done():
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err()))
+		case <-g.ctx.Done():
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name))
+		}
+	}
+	wake, stop := g.lis.watch(name)
+	defer stop()
 	for {
 		h, left, err := g.try(ctx, name, holder, o.TTL)
 		if err != nil || h != nil {
 			return finish(h, err)
 		}
-		if !posted {
-			g.offerHandoff(name, of)
-			posted = true
-		}
 		t := time.NewTimer(min(g.recheck, left+time.Millisecond))
 		select {
-		case handed := <-of.got:
-			posted = false
-			if handed != nil {
+		case h := <-of.got:
+			if handedOver(h) {
 				t.Stop()
-				return finish(handed, nil)
+				return finish(h, nil)
 			}
-			// The releaser could not hand it over: try again.
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():

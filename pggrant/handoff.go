@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -56,16 +57,31 @@ SELECT (SELECT fencing_token FROM r), (SELECT granted_at FROM r),
 	coalesce((SELECT holder IS NOT NULL AND holder <> $2 AND expires_at > now()
 		FROM fence_lock_grants WHERE name = $1), false)`
 
-// offerHandoff posts o as name's waiting offer, for the head waiter's
-// whole turn (only a name's head waiter of this Grantor offers, so there
-// is at most one).
+// offerHandoff queues o behind name's other offers (one per waiting
+// Acquire of this Grantor, in arrival order).
 func (g *Grantor) offerHandoff(name string, o *offer) {
 	if g.maxHandoffs == 0 {
 		return
 	}
 	g.mu.Lock()
-	g.offers[name] = o
+	g.offers[name] = append(g.offers[name], o)
 	g.mu.Unlock()
+}
+
+// dropOfferLocked removes o from name's offers; false if it is not there.
+func (g *Grantor) dropOfferLocked(name string, o *offer) bool {
+	q := g.offers[name]
+	i := slices.Index(q, o)
+	if i < 0 {
+		return false
+	}
+	q = slices.Delete(q, i, i+1)
+	if len(q) == 0 {
+		delete(g.offers, name)
+	} else {
+		g.offers[name] = q
+	}
+	return true
 }
 
 // withdrawOffer takes o back. If a releaser took it first, it waits for the
@@ -75,8 +91,7 @@ func (g *Grantor) withdrawOffer(name string, o *offer) *held {
 		return nil
 	}
 	g.mu.Lock()
-	if g.offers[name] == o {
-		delete(g.offers, name)
+	if g.dropOfferLocked(name, o) {
 		g.mu.Unlock()
 		return nil
 	}
@@ -84,20 +99,22 @@ func (g *Grantor) withdrawOffer(name string, o *offer) *held {
 	return <-o.got
 }
 
-// takeOffer returns name's waiting offer for a release by releaser to
-// hand the lock to, or nil: none, the waiter's own, or the handoffs in a
-// row reached the bound. wakeLocal
+// takeOffer returns name's oldest waiting offer for a release by releaser
+// to hand the lock to (never the releaser's own), or nil: none, or the
+// handoffs in a row reached the bound. wakeLocal
 // tells whether an ordinary release may wake this Grantor's waiters ahead
 // of the notification (not right after a run of handoffs, so that other
 // Grantors' waiters race on equal terms).
 func (g *Grantor) takeOffer(name, releaser string) (o *offer, wakeLocal bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	o = g.offers[name]
-	if o != nil && o.holder == releaser {
-		// The waiter releasing a grant it no longer wants (its context
-		// ended as it was granted): no handoff to itself.
-		return nil, true
+	for _, w := range g.offers[name] {
+		// Not the releaser's own offer: a waiter releasing a grant it no
+		// longer wants (its context ended as it was granted).
+		if w.holder != releaser {
+			o = w
+			break
+		}
 	}
 	if o == nil {
 		delete(g.streaks, name)
@@ -107,7 +124,7 @@ func (g *Grantor) takeOffer(name, releaser string) (o *offer, wakeLocal bool) {
 		delete(g.streaks, name)
 		return nil, false
 	}
-	delete(g.offers, name)
+	g.dropOfferLocked(name, o)
 	g.streaks[name]++
 	return o, true
 }

@@ -192,8 +192,8 @@ func TestHandoff_CancelledWaiterTakesNothing(t *testing.T) {
 	if r, err := h1.Release(ctx); err != nil || r != fence.Released {
 		t.Fatalf("release = %v, %v", r, err)
 	}
-	if held, _ := rowOf(t, name); held {
-		t.Fatal("the lock went to a waiter that had given up")
+	if held, token := rowOf(t, name); held {
+		t.Fatalf("the lock went to a waiter that had given up (token %d; the released grant's was %d)", token, h1.Grant().Token)
 	}
 }
 
