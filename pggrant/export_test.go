@@ -7,3 +7,7 @@ func Offering(g *Grantor, name string) bool {
 	defer g.mu.Unlock()
 	return len(g.offers[name]) > 0
 }
+
+// OnSleep makes g call f whenever a waiter has tried and goes to sleep.
+// Set it before any Acquire.
+func OnSleep(g *Grantor, f func(name string)) { g.onSleep = f }

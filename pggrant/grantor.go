@@ -45,6 +45,9 @@ type Grantor struct {
 	turns   turns
 	// maxHandoffs bounds direct handoffs in a row (WithMaxHandoffs).
 	maxHandoffs int
+	// onSleep, set only by tests before any Acquire, is called when a
+	// waiter has tried and goes to sleep.
+	onSleep func(name string)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -300,6 +303,9 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 			return finish(h, err)
 		}
 		t := time.NewTimer(min(g.recheck, left+time.Millisecond))
+		if g.onSleep != nil {
+			g.onSleep(name)
+		}
 		select {
 		case h := <-of.got:
 			if handedOver(h) {

@@ -170,9 +170,20 @@ func TestHandoff_BoundedSoOthersGetTheLock(t *testing.T) {
 
 // A waiter whose context ends while its offer is up takes nothing: the
 // next release frees the lock instead of handing it to the gone waiter.
+// (It is cancelled while it sleeps: a grant statement cancelled on its way
+// may still run in PostgreSQL after the release, and grant the name to
+// nobody until its TTL, which the withdrawal cannot always reach; see
+// acquireErr.)
 func TestHandoff_CancelledWaiterTakesNothing(t *testing.T) {
 	ctx := testCtx(t)
 	g := open(t, pgAddr())
+	asleep := make(chan struct{}, 1)
+	pggrant.OnSleep(g, func(string) {
+		select {
+		case asleep <- struct{}{}:
+		default:
+		}
+	})
 	name := fmt.Sprintf("handoff-cancel-%d", time.Now().UnixNano())
 	h1, err := g.Acquire(ctx, name)
 	if err != nil {
@@ -185,6 +196,11 @@ func TestHandoff_CancelledWaiterTakesNothing(t *testing.T) {
 		res <- err
 	}()
 	waitOffering(t, g, name)
+	select {
+	case <-asleep:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiter did not go to sleep within 30s")
+	}
 	cancel()
 	if err := <-res; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter = %v; want context.Canceled", err)
