@@ -144,15 +144,17 @@ func (h *held) handOff(ctx context.Context, o *offer) (res fence.ReleaseResult, 
 	err = g.pool.QueryRow(ctx, handoffSQL, h.grant.Name, h.holder, int64(h.grant.Token), o.holder, o.ttl.Milliseconds()).
 		Scan(&token, &grantedAt, &other)
 	if err != nil {
-		o.got <- nil
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && pgErr.Code == "22003" { // numeric_value_out_of_range
+			o.got <- nil
 			return "", false, nil
 		}
 		// The outcome is unknown: undo a grant to the waiter that may
-		// have been made (it tries again), and report the release as
-		// failed, as an ordinary one.
+		// have been made, and only then let the waiter try again (a
+		// withdrawal after its own new grant would end that one), and
+		// report the release as failed, as an ordinary one.
 		g.withdraw(h.grant.Name, o.holder, err)
+		o.got <- nil
 		return "", true, fmt.Errorf("pggrant: release lock %q (token %d): %w; the grant ends with its TTL at the latest", h.grant.Name, h.grant.Token, err)
 	}
 	if token == nil {
