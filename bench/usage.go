@@ -5,13 +5,15 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 )
 
 // ServerUsage is the resource use of the server processes during a
-// measurement, summed over the processes.
+// measurement, summed over the processes and their descendants (a
+// PostgreSQL's postmaster and its backends).
 type ServerUsage struct {
 	// PIDs are the processes sampled.
 	PIDs []int `json:"pids"`
@@ -65,51 +67,119 @@ func (s *usageSampler) stop(elapsed time.Duration) *ServerUsage {
 	}
 }
 
-// cpuOf returns the CPU time used so far by pids (and their waited-for
-// children), as far as /proc tells.
+// cpuOf returns the CPU time used so far by the process trees of pids:
+// each process and its live descendants (a server that forks, as
+// PostgreSQL forks a backend per connection and runuser forks the
+// postmaster), each with its own user+system time and that of the children
+// it has waited for (a backend that exited is counted in its parent's),
+// as far as /proc tells.
 func cpuOf(pids []int) time.Duration {
 	var total time.Duration
-	for _, pid := range pids {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+	for _, pid := range ProcessTree(pids) {
+		f := statFields(pid)
+		if len(f) < 15 {
 			continue
 		}
-		// Fields after the command name, which is in parentheses and may
-		// contain spaces: state is field 3, utime 14, stime 15.
-		i := bytes.LastIndexByte(b, ')')
-		if i < 0 {
-			continue
+		var ticks int64
+		for _, i := range []int{11, 12, 13, 14} { // utime stime cutime cstime
+			n, _ := strconv.ParseInt(f[i], 10, 64)
+			ticks += n
 		}
-		f := strings.Fields(string(b[i+1:]))
-		if len(f) < 13 {
-			continue
-		}
-		utime, _ := strconv.ParseInt(f[11], 10, 64)
-		stime, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(utime+stime) * time.Second / clockTicks
+		total += time.Duration(ticks) * time.Second / clockTicks
 	}
 	return total
 }
 
-// rssOf returns the summed resident set size of pids in bytes, 0 when none
-// can be read.
+// CPUTime returns the CPU time (user + system) the process trees of pids
+// have used so far: each process, its live descendants and the children
+// they waited for.
+func CPUTime(pids []int) time.Duration { return cpuOf(pids) }
+
+// statFields returns the fields of /proc/PID/stat after the command name
+// (which is in parentheses and may contain spaces): f[0] is the state
+// (field 3), f[1] the parent's pid, f[11] utime (field 14). Nil when the
+// process is gone.
+func statFields(pid int) []string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return nil
+	}
+	return strings.Fields(string(b[i+1:]))
+}
+
+// ProcessTree returns pids and every live descendant of them (from the
+// parent pids in /proc), each once, roots first.
+func ProcessTree(pids []int) []int {
+	if len(pids) == 0 {
+		return nil
+	}
+	children := map[int][]int{}
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, err := strconv.Atoi(filepath.Base(d))
+		if err != nil {
+			continue
+		}
+		if f := statFields(pid); len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				children[ppid] = append(children[ppid], pid)
+			}
+		}
+	}
+	seen := map[int]bool{}
+	var out []int
+	queue := append([]int{}, pids...)
+	for len(queue) > 0 {
+		pid := queue[0]
+		queue = queue[1:]
+		if seen[pid] {
+			continue
+		}
+		seen[pid] = true
+		out = append(out, pid)
+		queue = append(queue, children[pid]...)
+	}
+	return out
+}
+
+// rssOf returns the resident set size of the process trees of pids in
+// bytes, 0 when none can be read. Shared memory (PostgreSQL's shared
+// buffers, mapped by every backend) is counted once: the sum of each
+// process's private and file-backed resident pages plus the largest
+// shared resident size among them.
 func rssOf(pids []int) int64 {
-	var total int64
-	for _, pid := range pids {
+	var total, shmem int64
+	for _, pid := range ProcessTree(pids) {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
 			continue
 		}
+		var rss, sh int64
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
 			line := sc.Text()
 			if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-				kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-				total += kb << 10
-				break
+				rss = kib(rest)
+			} else if rest, ok := strings.CutPrefix(line, "RssShmem:"); ok {
+				sh = kib(rest)
 			}
 		}
 		_ = f.Close()
+		total += rss - sh
+		shmem = max(shmem, sh)
 	}
-	return total
+	if total+shmem <= 0 {
+		return 0
+	}
+	return total + shmem
+}
+
+// kib parses a /proc/PID/status size ("  1234 kB") in bytes.
+func kib(s string) int64 {
+	n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(s), " kB"), 10, 64)
+	return n << 10
 }

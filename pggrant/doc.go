@@ -35,7 +35,11 @@
 // waiters of one Grantor take turns in arrival order, and only the first
 // of them queries; waiters of different Grantors race (the server queues
 // every waiter FIFO). A try that finds the name held takes no row lock
-// and writes nothing.
+// and writes nothing. A release by a holder of the same Grantor as the
+// first waiter hands the lock to that waiter in the release's statement
+// (one commit, the next token), at most WithMaxHandoffs times in a row
+// (default DefaultMaxHandoffs) before an ordinary release lets the
+// waiters of other Grantors race for it.
 //
 // # What PostgreSQL can and cannot promise
 //

@@ -43,6 +43,11 @@ type Grantor struct {
 	recheck time.Duration
 	lis     *listener
 	turns   turns
+	// maxHandoffs bounds direct handoffs in a row (WithMaxHandoffs).
+	maxHandoffs int
+	// onSleep, set only by tests before any Acquire, is called when a
+	// waiter has tried and goes to sleep.
+	onSleep func(name string)
 
 	ctx    context.Context // cancelled by Close
 	cancel context.CancelFunc
@@ -50,6 +55,10 @@ type Grantor struct {
 	mu     sync.Mutex
 	held   map[*held]struct{}
 	closed bool
+	// offers are the waiters' handoff offers, by name, oldest first;
+	// streaks the direct handoffs in a row, by name.
+	offers  map[string][]*offer
+	streaks map[string]int
 }
 
 var _ fence.Grantor = (*Grantor)(nil)
@@ -58,7 +67,8 @@ var _ fence.Grantor = (*Grantor)(nil)
 type Option func(*options)
 
 type options struct {
-	recheck time.Duration
+	recheck     time.Duration
+	maxHandoffs int
 }
 
 // WithRecheck sets the fallback re-check interval, within
@@ -95,12 +105,15 @@ func Open(ctx context.Context, dsn string, opts ...Option) (*Grantor, error) {
 // that its schema is at SchemaVersion (an error wrapping ErrSchema naming
 // the migrations to run otherwise); it writes nothing.
 func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Grantor, error) {
-	o := options{recheck: DefaultRecheck}
+	o := options{recheck: DefaultRecheck, maxHandoffs: DefaultMaxHandoffs}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	if o.recheck < MinRecheck || o.recheck > MaxRecheck {
 		return nil, fmt.Errorf("pggrant: %w: recheck interval %v is outside %v..%v", fence.ErrInvalidArgument, o.recheck, MinRecheck, MaxRecheck)
+	}
+	if o.maxHandoffs < 0 || o.maxHandoffs > MaxHandoffsLimit {
+		return nil, fmt.Errorf("pggrant: %w: max handoffs %d is outside 0..%d", fence.ErrInvalidArgument, o.maxHandoffs, MaxHandoffsLimit)
 	}
 	cfg := pool.Config().ConnConfig
 	if err := pool.Ping(ctx); err != nil {
@@ -110,7 +123,8 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts ...Option) (*Grantor, err
 	if err != nil {
 		return nil, err
 	}
-	g := &Grantor{pool: pool, issuer: issuer, recheck: o.recheck, held: map[*held]struct{}{}}
+	g := &Grantor{pool: pool, issuer: issuer, recheck: o.recheck, maxHandoffs: o.maxHandoffs,
+		held: map[*held]struct{}{}, offers: map[string][]*offer{}, streaks: map[string]int{}}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.lis = newListener(g)
 	return g, nil
@@ -197,7 +211,10 @@ SELECT NULL, NULL, extract(epoch FROM l.expires_at - now()) * 1000
 // sleeps until a release is notified, the current grant's expires_at
 // comes, or the re-check interval passes, and tries again. The waiters of
 // one Grantor take turns in arrival order (only the first of them tries);
-// waiters of different Grantors are not ordered.
+// waiters of different Grantors are not ordered. Every waiter also offers
+// to take the lock over directly: a release by a holder of the same
+// Grantor grants it to the oldest waiter in the same statement
+// (WithMaxHandoffs).
 func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.AcquireOption) (fence.Held, error) {
 	o, err := fence.AcquireOptionsOf(opts...)
 	if err == nil {
@@ -219,31 +236,90 @@ func (g *Grantor) Acquire(ctx context.Context, name string, opts ...fence.Acquir
 	}
 	turn, leave := g.turns.join(name)
 	defer leave()
-	select {
-	case <-turn:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
-	case <-g.ctx.Done():
-		return nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
+	// The waiter's handoff offer is up from now to its end, its tries
+	// included, in arrival order with the Grantor's other waiters: a
+	// holder that releases hands the lock to the oldest. A try and a
+	// handoff cannot both grant: the handoff needs a live grant of the
+	// releaser, the try none.
+	of := &offer{holder: holder, ttl: o.TTL, got: make(chan *held, 1)}
+	g.offerHandoff(name, of)
+	posted := true // of is up, or taken and its outcome not yet received
+	// finish withdraws the offer and returns the outcome: a grant from
+	// the try or a handoff, or err; a grant the caller no longer wants is
+	// released.
+	finish := func(h *held, err error) (fence.Held, error) {
+		var handed *held
+		if posted {
+			handed = g.withdrawOffer(name, of)
+		}
+		if handed != nil && h == nil && err == nil {
+			h = handed
+		} else if handed != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			handed.Release(rctx)
+			cancel()
+		}
+		if h != nil && err == nil && ctx.Err() != nil {
+			rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			h.Release(rctx)
+			cancel()
+			return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
+		}
+		if err != nil {
+			return nil, err
+		}
+		return h, nil
+	}
+	// handedOver receives a releaser's outcome: the grant, or nil (it
+	// could not hand over: the offer goes up again).
+	handedOver := func(h *held) bool {
+		posted = false
+		if h != nil {
+			return true
+		}
+		g.offerHandoff(name, of)
+		posted = true
+		return false
+	}
+	for waiting := true; waiting; {
+		select {
+		case <-turn:
+			waiting = false
+		case h := <-of.got:
+			if handedOver(h) {
+				return finish(h, nil)
+			}
+		case <-ctx.Done():
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err()))
+		case <-g.ctx.Done():
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name))
+		}
 	}
 	wake, stop := g.lis.watch(name)
 	defer stop()
 	for {
 		h, left, err := g.try(ctx, name, holder, o.TTL)
 		if err != nil || h != nil {
-			return h, err
+			return finish(h, err)
 		}
-		sleep := min(g.recheck, left+time.Millisecond)
-		t := time.NewTimer(sleep)
+		t := time.NewTimer(min(g.recheck, left+time.Millisecond))
+		if g.onSleep != nil {
+			g.onSleep(name)
+		}
 		select {
+		case h := <-of.got:
+			if handedOver(h) {
+				t.Stop()
+				return finish(h, nil)
+			}
 		case <-wake:
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err()))
 		case <-g.ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
+			return finish(nil, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name))
 		}
 		t.Stop()
 	}
@@ -292,19 +368,25 @@ func (g *Grantor) try(ctx context.Context, name, holder string, ttl time.Duratio
 		return nil, 0, fmt.Errorf("pggrant: acquire %q: %w", name, ctx.Err())
 	}
 	h := g.newHeld(name, holder, fence.Token(*token), *grantedAt, ttl, sent)
-	g.mu.Lock()
-	closed := g.closed
-	if !closed {
-		g.held[h] = struct{}{}
-	}
-	g.mu.Unlock()
-	if closed {
+	if !g.keep(h) {
 		rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		h.Release(rctx)
 		return nil, 0, fmt.Errorf("pggrant: acquire %q: the grantor is closed", name)
 	}
 	return h, 0, nil
+}
+
+// keep records h among the Grantor's grants (Close releases them); false
+// when the Grantor is closed, and h must be released.
+func (g *Grantor) keep(h *held) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.held[h] = struct{}{}
+	return true
 }
 
 // acquireErr explains a failed grant statement. Its outcome is unknown

@@ -70,6 +70,12 @@ func (h *held) renew(ctx context.Context) error {
 // Release implements fence.Held.
 func (h *held) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	h.End(fence.ErrReleased)
+	o, wakeLocal := h.g.takeOffer(h.grant.Name, h.holder)
+	if o != nil {
+		if res, done, err := h.handOff(ctx, o); done {
+			return res, err
+		}
+	}
 	var released, other bool
 	err := h.g.pool.QueryRow(ctx, releaseSQL, h.grant.Name, h.holder, int64(h.grant.Token)).Scan(&released, &other)
 	switch {
@@ -78,7 +84,9 @@ func (h *held) Release(ctx context.Context) (fence.ReleaseResult, error) {
 	case released:
 		// A hint for this Grantor's own waiters, ahead of the NOTIFY's
 		// trip through PostgreSQL: the grant statement they run decides.
-		h.g.lis.wake(h.grant.Name)
+		if wakeLocal {
+			h.g.lis.wake(h.grant.Name)
+		}
 		return fence.Released, nil
 	case other:
 		return fence.NotOwned, nil

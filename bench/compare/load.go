@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fenced-dev/fenced/bench"
 )
 
 // clockTicks is the unit of /proc CPU times (USER_HZ), 100 on Linux.
@@ -21,9 +23,9 @@ type loadSample struct {
 // sampleLoad reads the CPU times now.
 func sampleLoad(pids []int) loadSample {
 	s := loadSample{at: time.Now(), self: procCPU("self")}
-	for _, pid := range pids {
-		s.servers += procCPU(strconv.Itoa(pid))
-	}
+	// The servers' process trees: PostgreSQL's backends are children of
+	// its postmaster, itself a child of runuser when run as root.
+	s.servers = bench.CPUTime(pids).Seconds()
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
 		line := strings.SplitN(string(b), "\n", 2)[0]
 		f := strings.Fields(line)
