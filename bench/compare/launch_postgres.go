@@ -81,7 +81,11 @@ func (c *cluster) startPostgres() error {
 		return err
 	}
 	c.procs = append(c.procs, p)
-	c.endpoints = []string{fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable", addrs[0])}
+	// A pool as large as the most lockers of a case (plus the grantor's
+	// listener), as a service with that many concurrent callers would
+	// size it; pgx's default of max(4, CPUs) queues 16 lockers behind 4
+	// connections and measures the pool, not the grantor.
+	c.endpoints = []string{fmt.Sprintf("postgres://postgres@%s/postgres?sslmode=disable&pool_max_conns=70", addrs[0])}
 	// Ready once it accepts a session; the (idempotent) migration is
 	// the check.
 	dsn := c.endpoints[0]
