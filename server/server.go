@@ -35,7 +35,9 @@ type Server struct {
 	faults *faultState // test faults; none in a production build
 	sm     *stateMachine
 	// calls runs the calls of Pipeline streams on kept goroutines.
-	calls   *workers
+	calls *workers
+	// signers signs grants with the current key, expanded once.
+	signers grantSigners
 	node    *raftstore.Node
 	expiry  *sessionExpiry
 	delays  *lockDelays // lock delays to end (lockdelay.go)
