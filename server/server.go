@@ -237,7 +237,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	s.uiRoutes(mux)
-	return s.identify(s.bodyDeadline(s.authenticating(s.forwarding(kvCanonicalPath(mux)))))
+	return s.identify(s.bodyDeadline(bufferStreamBodies(s.authenticating(s.forwarding(kvCanonicalPath(mux))))))
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and
