@@ -1,6 +1,7 @@
 package fence
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/binary"
@@ -99,13 +100,28 @@ func (g SignedGrant) Sign(keyID string, key ed25519.PrivateKey) (SignedGrant, er
 	if len(key) != ed25519.PrivateKeySize {
 		return SignedGrant{}, fmt.Errorf("%w: the signing key is %d bytes, want %d", ErrInvalidArgument, len(key), ed25519.PrivateKeySize)
 	}
+	return g.SignWith(keyID, key)
+}
+
+// SignWith is Sign with any crypto.Signer of an Ed25519 key (an
+// ed25519.PrivateKey, a key kept in an HSM, or the cluster's expanded
+// key): it asks signer for a pure Ed25519 signature (crypto.Hash(0)) of
+// the SigningInput, which must be ed25519.SignatureSize bytes.
+func (g SignedGrant) SignWith(keyID string, signer crypto.Signer) (SignedGrant, error) {
 	g.KeyID = keyID
 	g.IssuedAt = time.UnixMilli(g.IssuedAt.UnixMilli()).UTC()
 	msg, err := g.SigningInput()
 	if err != nil {
 		return SignedGrant{}, err
 	}
-	g.Signature = ed25519.Sign(key, msg)
+	sig, err := signer.Sign(nil, msg, crypto.Hash(0))
+	if err != nil {
+		return SignedGrant{}, fmt.Errorf("sign grant: %w", err)
+	}
+	if len(sig) != ed25519.SignatureSize {
+		return SignedGrant{}, fmt.Errorf("sign grant: the signature is %d bytes, want %d", len(sig), ed25519.SignatureSize)
+	}
+	g.Signature = sig
 	return g, nil
 }
 
@@ -118,7 +134,13 @@ func (g SignedGrant) String() string {
 		return ""
 	}
 	enc := base64.RawURLEncoding
-	return signedGrantPrefix + enc.EncodeToString(msg) + "." + enc.EncodeToString(g.Signature)
+	n := len(signedGrantPrefix) + enc.EncodedLen(len(msg))
+	b := make([]byte, n+1+enc.EncodedLen(len(g.Signature)))
+	copy(b, signedGrantPrefix)
+	enc.Encode(b[len(signedGrantPrefix):n], msg)
+	b[n] = '.'
+	enc.Encode(b[n+1:], g.Signature)
+	return string(b)
 }
 
 // ParseSignedGrant decodes the wire form of a signed grant (String)

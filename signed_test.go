@@ -1,9 +1,11 @@
 package fence_test
 
 import (
+	"crypto"
 	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -69,6 +71,29 @@ func TestSignedGrant_KnownAnswer(t *testing.T) {
 	}
 	if v.Scope != "orders/17" || v.Token != 42 || v.Kind != "lock" || !v.IssuedAt.Equal(time.UnixMilli(1764590400123)) {
 		t.Fatalf("VerifyGrant=%+v", v)
+	}
+}
+
+// badSigner is a crypto.Signer that fails, or returns a signature of the
+// wrong length.
+type badSigner struct{ sig []byte }
+
+func (b badSigner) Public() crypto.PublicKey { return nil }
+func (b badSigner) Sign(io.Reader, []byte, crypto.SignerOpts) ([]byte, error) {
+	if b.sig == nil {
+		return nil, errors.New("hsm unplugged")
+	}
+	return b.sig, nil
+}
+
+// SignWith passes a signer's failure on, and refuses a signature that is
+// not 64 bytes instead of putting it in a grant.
+func TestSignedGrant_SignWithBadSigner(t *testing.T) {
+	g := fence.SignedGrant{Issuer: "i", Kind: "lock", Scope: "s", Token: 1, IssuedAt: time.UnixMilli(1)}
+	for _, b := range []badSigner{{}, {sig: make([]byte, 63)}} {
+		if s, err := g.SignWith("k", b); err == nil {
+			t.Fatalf("signer %+v: signed %v, want an error", b, s)
+		}
 	}
 }
 

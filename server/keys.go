@@ -62,7 +62,12 @@ func (s *Server) signGrant(g fence.Grant) string {
 	if !ok {
 		return ""
 	}
-	signed, err := fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}.Sign(id, key)
+	signer, err := s.signers.of(key)
+	if err != nil {
+		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
+		return ""
+	}
+	signed, err := fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}.SignWith(id, signer)
 	if err != nil {
 		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""

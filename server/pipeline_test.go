@@ -10,6 +10,7 @@ import (
 	"connectrpc.com/connect"
 
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
+	"github.com/fenced-dev/fenced/server"
 )
 
 // pipe is a Pipeline stream with a receive helper.
@@ -213,5 +214,31 @@ func TestPipeline_WithdrawOvertakingItsAcquire(t *testing.T) {
 		if r, err := a.acquire(t, name, other, i+1, 0); err != nil || !r.Granted {
 			t.Fatalf("try %d: another session's acquire after the withdrawal: %v %v", i, r, err)
 		}
+	}
+}
+
+// A pipelined acquire that waits is not cut at the proposal timeout
+// (only its proposal is bounded by it), while a release and an acquire
+// without a wait, which carry that deadline from the start, are answered
+// as before.
+func TestPipeline_WaitOutlastsProposeTimeout(t *testing.T) {
+	const proposeTimeout = 300 * time.Millisecond
+	a := newAPI(t, func(c *server.Config) { c.ProposeTimeout = proposeTimeout })
+	holder, waiter := a.session(t, 30000), a.session(t, 30000)
+	p := a.pipeline(t)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "long", holder, 1, 0)}})
+	if r := p.results(1)[1]; !r.GetAcquire().GetGranted() {
+		t.Fatalf("acquire without a wait: %v", r)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(2, "long", waiter, 1, 60000)}})
+	waitFor(t, "the waiter to queue", func() bool { return len(a.describe(t, "long").Waiters) == 1 })
+	time.Sleep(3 * proposeTimeout) // the wait outlasts the proposal timeout; not a synchronisation
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{{Id: 3, Call: &fencedv1.PipelineCall_Release{Release: &fencedv1.ReleaseRequest{Name: "long", Session: holder, Secret: secretOf(holder), Seq: 2}}}}})
+	got := p.results(2)
+	if r := got[3].GetRelease(); r == nil {
+		t.Fatalf("release: %v", got[3])
+	}
+	if r := got[2]; !r.GetAcquire().GetGranted() {
+		t.Fatalf("the wait that outlasted the proposal timeout: %v, want the grant", r)
 	}
 }

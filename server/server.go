@@ -35,7 +35,9 @@ type Server struct {
 	faults *faultState // test faults; none in a production build
 	sm     *stateMachine
 	// calls runs the calls of Pipeline streams on kept goroutines.
-	calls   *workers
+	calls *workers
+	// signers signs grants with the current key, expanded once.
+	signers grantSigners
 	node    *raftstore.Node
 	expiry  *sessionExpiry
 	delays  *lockDelays // lock delays to end (lockdelay.go)
@@ -235,7 +237,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("/healthz", s.healthz)
 	mux.HandleFunc("/readyz", s.readyz)
 	s.uiRoutes(mux)
-	return s.identify(s.bodyDeadline(s.authenticating(s.forwarding(kvCanonicalPath(mux)))))
+	return s.identify(s.bodyDeadline(bufferStreamBodies(s.authenticating(s.forwarding(kvCanonicalPath(mux))))))
 }
 
 // readyz answers 200 when this node can serve writes: it is the leader and

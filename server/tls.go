@@ -30,7 +30,7 @@ func (s *Server) secure(ln net.Listener) (net.Listener, error) {
 	}
 	s.members = &http.Client{Transport: s.memberTransport()}
 	if s.apiTLS == nil {
-		return ln, nil
+		return readBufListener{ln}, nil
 	}
 	return tlsListener{ln, s.apiTLS, s.cfg.RequireClientCert}, nil
 }
