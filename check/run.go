@@ -380,6 +380,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer nem.admin.Close()
+	nem.keys = finalKeys(cfg, names, nil)
 	say("workload %s: %d clients on %d objects each for %v, faults %s, seed %d", strings.Join(cfg.workloads(), ","), cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	stopProgress := reportProgress(fctx, cfg, workers, func() int {
