@@ -17,9 +17,12 @@ type roleCPU struct {
 	// Leader is the index of the node that led before and after the run.
 	Leader int `json:"leader"`
 	// LeaderUsPerCycle is the leader's CPU time per cycle in microseconds;
-	// FollowerUsPerCycle that of one follower (the mean of the followers).
-	LeaderUsPerCycle   float64 `json:"leader_us_per_cycle"`
-	FollowerUsPerCycle float64 `json:"follower_us_per_cycle"`
+	// FollowerUsPerCycle that of one follower (the mean of the followers),
+	// BusiestFollowerUsPerCycle that of the follower that used the most (a
+	// follower that clients connect to also forwards their calls).
+	LeaderUsPerCycle          float64 `json:"leader_us_per_cycle"`
+	FollowerUsPerCycle        float64 `json:"follower_us_per_cycle"`
+	BusiestFollowerUsPerCycle float64 `json:"busiest_follower_us_per_cycle"`
 }
 
 // leaderIndex returns the index of c's leading node, or -1 when c has one
@@ -64,16 +67,18 @@ func rolesOf(before, after int, r *bench.Result) *roleCPU {
 		return nil
 	}
 	us := func(pct float64) float64 { return pct / 100 * 1e6 / r.CyclesPerS }
-	var followers float64
+	var followers, busiest float64
 	for i, p := range per {
 		if i != before {
 			followers += p
+			busiest = max(busiest, p)
 		}
 	}
 	return &roleCPU{
-		Leader:             before,
-		LeaderUsPerCycle:   us(per[before]),
-		FollowerUsPerCycle: us(followers / float64(len(per)-1)),
+		Leader:                    before,
+		LeaderUsPerCycle:          us(per[before]),
+		FollowerUsPerCycle:        us(followers / float64(len(per)-1)),
+		BusiestFollowerUsPerCycle: us(busiest),
 	}
 }
 
@@ -81,8 +86,8 @@ func rolesOf(before, after int, r *bench.Result) *roleCPU {
 // follower for the cases run on multi-node targets, medians over runs.
 func writeRoleTable(b *strings.Builder, cases []benchCase, ms []measurement) {
 	type row struct {
-		caseID, target   string
-		leader, follower []float64
+		caseID, target            string
+		leader, follower, busiest []float64
 	}
 	var rows []row
 	for _, c := range cases {
@@ -92,9 +97,15 @@ func writeRoleTable(b *strings.Builder, cases []benchCase, ms []measurement) {
 			}
 			r := row{caseID: c.ID, target: name}
 			for _, m := range ms {
-				if m.Case == c.ID && m.Target == name && m.Roles != nil && m.Error == "" {
-					r.leader = append(r.leader, m.Roles.LeaderUsPerCycle)
-					r.follower = append(r.follower, m.Roles.FollowerUsPerCycle)
+				if m.Case != c.ID || m.Target != name || m.Roles == nil || m.Error != "" {
+					continue
+				}
+				// From the per-process figures, so that a report
+				// rendered again from results.json computes them alike.
+				if ro := rolesOf(m.Roles.Leader, m.Roles.Leader, m.Result); ro != nil {
+					r.leader = append(r.leader, ro.LeaderUsPerCycle)
+					r.follower = append(r.follower, ro.FollowerUsPerCycle)
+					r.busiest = append(r.busiest, ro.BusiestFollowerUsPerCycle)
 				}
 			}
 			if len(r.leader) > 0 {
@@ -106,11 +117,11 @@ func writeRoleTable(b *strings.Builder, cases []benchCase, ms []measurement) {
 		return
 	}
 	fmt.Fprintf(b, "### Server CPU per role, 3 nodes\n\n")
-	fmt.Fprintf(b, "The server CPU µs/cycle of the table above split by Raft role (medians over the runs in which the same node led before and after the measurement): the leader's, and one follower's (the mean of the followers). Every node shares this machine's cores, so a follower's CPU is taken from the leader's.\n\n")
-	fmt.Fprintf(b, "| case | system | leader CPU µs/cycle | follower CPU µs/cycle | runs |\n")
-	fmt.Fprintf(b, "|---|---|--:|--:|--:|\n")
+	fmt.Fprintf(b, "The server CPU µs/cycle of the table above split by Raft role (medians over the runs in which the same node led before and after the measurement): the leader's, one follower's (the mean of the followers) and the busiest follower's (a follower the clients connect to also forwards their calls to the leader). Every node shares this machine's cores, so a follower's CPU is taken from the leader's.\n\n")
+	fmt.Fprintf(b, "| case | system | leader CPU µs/cycle | follower CPU µs/cycle | busiest follower µs/cycle | runs |\n")
+	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|\n")
 	for _, r := range rows {
-		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %d |\n", r.caseID, r.target, median(r.leader), median(r.follower), len(r.leader))
+		fmt.Fprintf(b, "| %s | %s | %.0f | %.0f | %.0f | %d |\n", r.caseID, r.target, median(r.leader), median(r.follower), median(r.busiest), len(r.leader))
 	}
 	fmt.Fprintf(b, "\n")
 }
