@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,8 +32,8 @@ func (n *nemesis) resumeProbe(ctx context.Context, i int) (wait func()) {
 	if len(n.keys) == 0 {
 		return func() {}
 	}
-	cl, err := n.c.sec.adminClient([]string{n.c.apiProxy[i].Addr()})
-	if err != nil {
+	read, done := n.probeRead(i)
+	if read == nil {
 		return func() {}
 	}
 	var wg sync.WaitGroup
@@ -40,15 +44,8 @@ func (n *nemesis) resumeProbe(ctx context.Context, i int) (wait func()) {
 				defer wg.Done()
 				op := history.Op{Process: fmt.Sprintf("probe-%s-%d", key, j), Kind: history.OpRead, Key: key, Invoke: time.Now().UnixNano()}
 				rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-				e, err := cl.KVGet(rctx, key)
+				read(rctx, &op)
 				cancel()
-				op.Outcome, op.Error = outcomeOf(err), errText(err)
-				switch {
-				case errors.Is(err, client.ErrKeyNotFound):
-					op.Outcome, op.Error, op.Token = history.NotFound, "", uint64(e.Token)
-				case err == nil:
-					op.Value, op.Version, op.Token = string(e.Value), e.Version, uint64(e.Token)
-				}
 				op.Complete = time.Now().UnixNano()
 				n.record(op)
 			}()
@@ -59,6 +56,60 @@ func (n *nemesis) resumeProbe(ctx context.Context, i int) (wait func()) {
 	sleepCtx(ctx, 200*time.Millisecond)
 	return func() {
 		wg.Wait()
-		cl.Close()
+		done()
 	}
+}
+
+// probeRead returns how resumeProbe reads a key at node i: a plain
+// HTTP/1.1 GET /v1/kv/KEY on a connection of its own, so that the request
+// is complete in the node's socket buffer and is served as soon as the
+// node runs (an SDK client would first exchange HTTP/2 settings with the
+// resumed node, and answer later than a stale lease could be used), or,
+// on a secure cluster, the admin SDK client of that node alone. The read
+// fills in op's outcome; done releases what it holds.
+func (n *nemesis) probeRead(i int) (read func(ctx context.Context, op *history.Op), done func()) {
+	addr := n.c.apiProxy[i].Addr()
+	if n.c.sec.certsDir == "" {
+		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		return func(ctx context.Context, op *history.Op) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/v1/kv/"+op.Key, nil)
+			if err != nil {
+				op.Outcome, op.Error = history.Unknown, err.Error()
+				return
+			}
+			res, err := hc.Do(req)
+			if err != nil {
+				op.Outcome, op.Error = history.Unknown, err.Error()
+				return
+			}
+			defer res.Body.Close()
+			body, err := io.ReadAll(res.Body)
+			token, _ := strconv.ParseUint(res.Header.Get("X-Fencing-Token"), 10, 64)
+			version, verr := strconv.ParseUint(strings.Trim(res.Header.Get("ETag"), `"`), 10, 64)
+			switch {
+			case err != nil:
+				op.Outcome, op.Error = history.Unknown, err.Error()
+			case res.StatusCode == http.StatusNotFound:
+				op.Outcome, op.Token = history.NotFound, token
+			case res.StatusCode == http.StatusOK && verr == nil:
+				op.Outcome, op.Value, op.Version, op.Token = history.OK, string(body), version, token
+			default:
+				op.Outcome, op.Error = history.Unknown, fmt.Sprintf("%s: %s", res.Status, body)
+			}
+		}, func() {}
+	}
+	cl, err := n.c.sec.adminClient([]string{addr})
+	if err != nil {
+		return nil, nil
+	}
+	return func(ctx context.Context, op *history.Op) {
+		e, err := cl.KVGet(ctx, op.Key)
+		op.Outcome, op.Error = outcomeOf(err), errText(err)
+		switch {
+		case errors.Is(err, client.ErrKeyNotFound):
+			op.Outcome, op.Error, op.Token = history.NotFound, "", uint64(e.Token)
+		case err == nil:
+			op.Value, op.Version, op.Token = string(e.Value), e.Version, uint64(e.Token)
+		}
+	}, func() { cl.Close() }
 }
