@@ -28,6 +28,8 @@ const (
 	// WorkloadQueue pushes, claims and acks items of one shared work
 	// queue (lockers implementing Queuer).
 	WorkloadQueue Workload = "queue"
+	// WorkloadRead reads one kv key, linearizably (fenced only).
+	WorkloadRead Workload = "read"
 )
 
 // RWLockWriteShare is the share of the rwlock workload's cycles that take
@@ -35,7 +37,7 @@ const (
 const RWLockWriteShare = 0.1
 
 // Workloads lists every workload, in the order they are documented.
-var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue}
+var Workloads = []Workload{WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue, WorkloadRead}
 
 // Options configures one Run.
 type Options struct {
@@ -117,7 +119,7 @@ const DefaultTTL = 10 * time.Second
 // Validate reports what is wrong with o, if anything.
 func (o Options) Validate() error {
 	switch o.Workload {
-	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue:
+	case WorkloadLock, WorkloadHandoff, WorkloadSessions, WorkloadFencedWrite, WorkloadSemaphore, WorkloadRWLock, WorkloadLimiter, WorkloadQueue, WorkloadRead:
 	default:
 		return fmt.Errorf("bench: unknown workload %q; want one of %v", o.Workload, Workloads)
 	}
@@ -229,6 +231,13 @@ func Run(ctx context.Context, sys System, o Options) (Result, error) {
 	}
 	if o.Workload == WorkloadQueue {
 		return runQueue(ctx, sys, o)
+	}
+	if o.Workload == WorkloadRead {
+		f, ok := sys.(*Fenced)
+		if !ok {
+			return Result{}, fmt.Errorf("bench: the read workload runs against fenced only, not %s", sys.Name())
+		}
+		return runRead(ctx, f, o)
 	}
 	return runCycles(ctx, sys, o)
 }

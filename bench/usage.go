@@ -20,6 +20,9 @@ type ServerUsage struct {
 	// CPUPercent is CPU time (user + system) over wall time; 100 is one
 	// core busy.
 	CPUPercent float64 `json:"cpu_percent"`
+	// CPUPercentPerPID is CPUPercent of each process, in the order of
+	// PIDs (to tell a cluster's leader from its followers).
+	CPUPercentPerPID []float64 `json:"cpu_percent_per_pid,omitempty"`
 	// RSSMiB is the resident set size at the end of the measurement.
 	RSSMiB float64 `json:"rss_mib"`
 	// RSSBeforeMiB is the resident set size before the sessions workload
@@ -40,13 +43,18 @@ const clockTicks = 100
 type usageSampler struct {
 	pids []int
 	cpu  time.Duration
+	each []time.Duration // per pid
 }
 
 func startUsage(pids []int) *usageSampler {
 	if len(pids) == 0 {
 		return nil
 	}
-	return &usageSampler{pids: pids, cpu: cpuOf(pids)}
+	s := &usageSampler{pids: pids, cpu: cpuOf(pids)}
+	for _, pid := range pids {
+		s.each = append(s.each, cpuOf([]int{pid}))
+	}
+	return s
 }
 
 // stop returns the usage since startUsage, over wall time elapsed; nil
@@ -59,12 +67,18 @@ func (s *usageSampler) stop(elapsed time.Duration) *ServerUsage {
 	if rss <= 0 {
 		return nil
 	}
-	return &ServerUsage{
+	u := &ServerUsage{
 		PIDs:       s.pids,
 		CPUPercent: 100 * float64(cpuOf(s.pids)-s.cpu) / float64(elapsed),
 		RSSMiB:     float64(rss) / (1 << 20),
 		rssBytes:   rss,
 	}
+	if len(s.pids) > 1 {
+		for i, pid := range s.pids {
+			u.CPUPercentPerPID = append(u.CPUPercentPerPID, 100*float64(cpuOf([]int{pid})-s.each[i])/float64(elapsed))
+		}
+	}
+	return u
 }
 
 // cpuOf returns the CPU time used so far by the process trees of pids:

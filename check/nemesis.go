@@ -52,6 +52,8 @@ type nemesis struct {
 	admin   *client.Client
 	mu      sync.Mutex
 	stopped map[int]bool // nodes currently SIGSTOPped or killed by the nemesis
+	// keys are the kv keys the workers write, which resumeProbe reads.
+	keys []string
 }
 
 func newNemesis(c *cluster, seed uint64, faults []string, ttl time.Duration, workers func() []*workerProc, record func(history.Op)) (*nemesis, error) {
@@ -166,7 +168,9 @@ func (n *nemesis) inject(ctx context.Context, fault string, hold time.Duration) 
 		n.note(fault, n.c.nodes[i].id, "start", "")
 		n.c.signal(i, syscall.SIGSTOP)
 		sleepCtx(ctx, hold)
+		probed := n.resumeProbe(ctx, i)
 		n.c.signal(i, syscall.SIGCONT)
+		probed()
 		n.note(fault, n.c.nodes[i].id, "healed", "")
 	case history.FaultKill:
 		i := n.pickNode(ctx)

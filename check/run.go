@@ -82,6 +82,14 @@ type Config struct {
 	// waiters one count early (the latch checker's negative control;
 	// needs the latch workload).
 	LatchEarly bool
+	// LeaseReads runs every node with --lease-reads: linearizable reads
+	// on the leader lease instead of a quorum round trip.
+	LeaseReads bool
+	// UncheckedLeaseReads runs every node with --lease-reads and serves
+	// every read on the lease whenever the node believes it leads, without
+	// checking the lease (the linearizability checker's negative control
+	// for lease reads: a paused leader that resumes may answer stale).
+	UncheckedLeaseReads bool
 	// OutDir receives the history, the summary and the report.
 	OutDir string
 	// LivenessBound is how soon after healing every live client must get a
@@ -327,6 +335,12 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.LatchEarly {
 		knobs = append(knobs, "--test-latch-early")
 	}
+	if cfg.LeaseReads || cfg.UncheckedLeaseReads {
+		knobs = append(knobs, "--lease-reads")
+	}
+	if cfg.UncheckedLeaseReads {
+		knobs = append(knobs, "--test-unchecked-lease-reads")
+	}
 	say("starting %d node(s) in %s", cfg.Nodes, work)
 	c, err := startCluster(ctx, cfg.Binary, work, cfg.Nodes, knobs, cfg.Secure)
 	if err != nil {
@@ -366,6 +380,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer nem.admin.Close()
+	nem.keys = finalKeys(cfg, names, nil)
 	say("workload %s: %d clients on %d objects each for %v, faults %s, seed %d", strings.Join(cfg.workloads(), ","), cfg.Clients, cfg.Locks, cfg.Duration, strings.Join(cfg.Faults, ","), cfg.Seed)
 	fctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	stopProgress := reportProgress(fctx, cfg, workers, func() int {

@@ -97,6 +97,27 @@ func TestRun_AllFaultsNoViolations(t *testing.T) {
 	}
 }
 
+// A short run with lease reads on every node under the faults that move
+// leadership or stop a leader: no violations, and pause-server's reads at
+// the resumed node (resumeProbe) were made and judged with the rest.
+func TestRun_LeaseReadsNoViolations(t *testing.T) {
+	faults := []string{history.FaultPauseServer, history.FaultSkew, history.FaultKill, history.FaultPartition, history.FaultTransfer}
+	res := run(t, check.Config{Nodes: 3, Duration: 30 * time.Second, Seed: 4, Faults: faults, LeaseReads: true})
+	for _, v := range res.Violations {
+		t.Errorf("violation: %s: %s", v.Check, v.Message)
+	}
+	probes := 0
+	for _, op := range res.History {
+		if op.Kind == history.OpRead && strings.HasPrefix(op.Process, "probe-") {
+			probes++
+		}
+	}
+	if probes == 0 {
+		t.Errorf("no read was sent to a resumed node (pause-server injected?): %s", res.Summary.Line())
+	}
+	t.Logf("%d reads at resumed nodes", probes)
+}
+
 // A short run of a secure cluster (TLS everywhere, bearer-token auth)
 // under kills, partitions and membership changes: the workers and the
 // nemesis work with their identities and nothing is violated.

@@ -72,6 +72,23 @@ type Config struct {
 	// Default 500ms.
 	LeaderLeaseTimeout time.Duration
 
+	// LeaseReads lets the leader serve a read (ReadIndex) without a quorum
+	// round trip while it holds a leader lease: a quorum accepted an
+	// AppendEntries it sent less than HeartbeatTimeout / (1 +
+	// LeaseClockDrift) ago, on its boot-time clock (lease.go says why that
+	// suffices). Without a lease it asks the quorum as before. It also makes
+	// the node refuse votes for HeartbeatTimeout after it starts; give every
+	// member the same setting. The lease relies on the members' clock rates
+	// differing by at most LeaseClockDrift; docs/cluster.md says what it
+	// does not promise. Default false.
+	LeaseReads bool
+
+	// LeaseClockDrift is the largest difference in clock rate between two
+	// members that LeaseReads allows for, as a fraction (0.1: one member's
+	// clock may run up to 10% faster than another's). From 0 to 1.
+	// Default 0.1.
+	LeaseClockDrift float64
+
 	// CommitTimeout is the longest time a leader goes without sending an
 	// AppendEntries to followers, so they learn the commit index.
 	// Default 50ms.
@@ -188,6 +205,7 @@ func DefaultConfig() Config {
 		ElectionTimeout:    1000 * time.Millisecond,
 		LeaderLeaseTimeout: 500 * time.Millisecond,
 		CommitTimeout:      50 * time.Millisecond,
+		LeaseClockDrift:    0.1,
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
@@ -242,6 +260,9 @@ func (c Config) Validate() error {
 	}
 	if c.HeartbeatTimeout >= minTimeout && c.LeaderLeaseTimeout > c.HeartbeatTimeout {
 		bad("leader lease timeout %v is longer than heartbeat timeout %v; it must be at most the heartbeat timeout", c.LeaderLeaseTimeout, c.HeartbeatTimeout)
+	}
+	if !(c.LeaseClockDrift >= 0 && c.LeaseClockDrift <= 1) {
+		bad("lease clock drift is %v; want a fraction from 0 to 1 (default %v)", c.LeaseClockDrift, DefaultConfig().LeaseClockDrift)
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("snapshot threshold is 0; want at least 1 log entry (default %d)", DefaultConfig().SnapshotThreshold)

@@ -151,6 +151,11 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) (string, error
 			return id, nil
 		}
 	}
+	if n.lease != nil {
+		// The target's voters ignore this leader once the transfer
+		// starts: give up the lease of this term first.
+		n.lease.revoke(n.raft.CurrentTerm())
+	}
 	_, err := n.await(ctx, func(time.Duration) raft.Future {
 		if id == "" {
 			return n.raft.LeadershipTransfer()

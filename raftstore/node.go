@@ -48,8 +48,10 @@ type Node struct {
 	// knownChanged is known.Changed, closed when known is replaced.
 	knownChanged chan struct{}
 
-	fsm      *fsmAdapter
-	sm       StateMachine
+	fsm *fsmAdapter
+	sm  StateMachine
+	// lease is the leader lease of Config.LeaseReads; nil without.
+	lease    *leaseTracker
 	proposer proposer
 
 	watchStop chan struct{} // closed to stop the leadership watcher
@@ -131,7 +133,11 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		}
 	}
 	gate := newPeerGate(cfg.NodeID, logger)
-	trans, err := newTransport(cfg, gate, peerTLS, hl.Named("transport"))
+	var lease *leaseTracker
+	if cfg.LeaseReads {
+		lease = newLeaseTracker(cfg)
+	}
+	trans, err := newTransport(cfg, gate, lease, peerTLS, hl.Named("transport"))
 	if err != nil {
 		return fail(fmt.Errorf("listen for raft peers on %s: %w", cfg.PeerListen, err))
 	}
@@ -201,6 +207,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		disk:      disk,
 		fsm:       fsm,
 		sm:        sm,
+		lease:     lease,
 		watchStop: make(chan struct{}),
 		watchDone: make(chan struct{}),
 		done:      make(chan struct{}),

@@ -21,7 +21,20 @@ import (
 // must not serve reads before its Barrier returned. ReadIndex fails with an
 // error wrapping fence.ErrNotLeader when the node is not, or is no longer,
 // the leader, and with ctx's error when ctx ends first.
+//
+// With Config.LeaseReads, ReadIndex returns at once while this node holds
+// its leader lease (lease.go): no other leader can have committed anything
+// yet, and every write this leader acknowledged was applied here first.
+// The caller must read the state after ReadIndex returns, not before: the
+// lease is checked at the moment of the call.
 func (n *Node) ReadIndex(ctx context.Context) error {
+	if n.lease != nil {
+		if n.leaseHeld() {
+			n.lease.served.Add(1)
+			return nil
+		}
+		n.lease.fellBack.Add(1)
+	}
 	if err := n.VerifyLeader(ctx); err != nil {
 		return err
 	}

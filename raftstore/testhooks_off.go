@@ -14,3 +14,5 @@ type TestHooks struct{}
 func (TestHooks) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	return net.DialTimeout("tcp", addr, timeout)
 }
+
+func (TestHooks) uncheckedLease() bool { return false }

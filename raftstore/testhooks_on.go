@@ -14,7 +14,15 @@ type TestHooks struct {
 	// plain TCP dial, so a test can put a proxy on each directed link and
 	// cut, delay or drop the traffic from this node to one peer.
 	Dial func(addr string, timeout time.Duration) (net.Conn, error)
+
+	// UncheckedLease, with Config.LeaseReads, makes the node serve every
+	// read on a leader lease whenever it believes it leads, without
+	// checking the lease (a negative control: a leader paused past its
+	// lease then serves stale reads).
+	UncheckedLease bool
 }
+
+func (h TestHooks) uncheckedLease() bool { return h.UncheckedLease }
 
 func (h TestHooks) dial(addr string, timeout time.Duration) (net.Conn, error) {
 	if h.Dial != nil {

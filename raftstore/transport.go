@@ -2,6 +2,7 @@ package raftstore
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"net"
 	"sync"
@@ -115,6 +116,8 @@ func (s *streamLayer) Addr() net.Addr { return s.Listener.Addr() }
 type gatedTransport struct {
 	*raft.NetworkTransport
 	gate     *peerGate
+	lease    *leaseTracker // nil without lease reads
+	hold     voteHold
 	consumer chan raft.RPC
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -127,8 +130,9 @@ var (
 )
 
 // newTransport listens on cfg.PeerListen and returns raft's network
-// transport over it, behind the peer gate.
-func newTransport(cfg Config, gate *peerGate, peerTLS *tlsfiles.Reloader, logger hclog.Logger) (*gatedTransport, error) {
+// transport over it, behind the peer gate. With lease, it records the
+// AppendEntries the peers accept and holds votes for HeartbeatTimeout.
+func newTransport(cfg Config, gate *peerGate, lease *leaseTracker, peerTLS *tlsfiles.Reloader, logger hclog.Logger) (*gatedTransport, error) {
 	ln, err := net.Listen("tcp", cfg.PeerListen)
 	if err != nil {
 		return nil, err
@@ -141,8 +145,12 @@ func newTransport(cfg Config, gate *peerGate, peerTLS *tlsfiles.Reloader, logger
 	t := &gatedTransport{
 		NetworkTransport: raft.NewNetworkTransportWithLogger(stream, transportMaxPool, transportTimeout, logger),
 		gate:             gate,
+		lease:            lease,
 		consumer:         make(chan raft.RPC),
 		stop:             make(chan struct{}),
+	}
+	if lease != nil {
+		t.hold = voteHold{until: leaseClock() + cfg.HeartbeatTimeout}
 	}
 	go t.filter()
 	return t, nil
@@ -158,6 +166,10 @@ func (t *gatedTransport) filter() {
 				rpc.Respond(nil, err)
 				continue
 			}
+			if t.hold.refuses(rpc) {
+				rpc.Respond(nil, errVoteHeld)
+				continue
+			}
 			select {
 			case t.consumer <- rpc:
 			case <-t.stop:
@@ -168,6 +180,25 @@ func (t *gatedTransport) filter() {
 			return
 		}
 	}
+}
+
+// errVoteHeld answers a vote request in the vote hold after a start.
+var errVoteHeld = errors.New("raftstore: no vote in the first heartbeat timeout after a start (lease reads)")
+
+// AppendEntries implements raft.Transport. With lease reads it records the
+// send time of every AppendEntries the peer accepted in the request's term
+// (raft's heartbeats come through here, every tenth of the heartbeat
+// timeout), which the leader lease is measured from.
+func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
+	if t.lease == nil {
+		return t.NetworkTransport.AppendEntries(id, target, args, resp)
+	}
+	sent := leaseClock()
+	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
+	if err == nil && resp.Success && resp.Term == args.Term {
+		t.lease.ack(id, args.Term, sent)
+	}
+	return err
 }
 
 // Consumer implements raft.Transport: the RPCs the gate let through.

@@ -171,6 +171,7 @@ func Start(cfg Config) (*Server, error) {
 	}
 	s.node, s.ln = node, ln
 	s.metrics.watchDisk(node)
+	s.metrics.watchReads(node)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 
 	s.http = &http.Server{

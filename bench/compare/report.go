@@ -43,6 +43,7 @@ func writeReport(path, svgPath string, raw rawResults, sums map[summaryKey]summa
 	w("![throughput, p99 latency and session memory per system](%s)\n\n", chart)
 
 	writeCycleTable(&b, raw.Cases, sums, s.Runs)
+	writeRoleTable(&b, raw.Cases, raw.Measurements)
 	writeSessionTable(&b, raw.Cases, sums, s.Runs)
 	writeQueueLimiterTable(&b, raw.Cases, sums, s.Runs)
 	writeFailoverTable(&b, raw.Cases, sums, s)

@@ -24,7 +24,9 @@ type measurement struct {
 	Result *bench.Result `json:"result,omitempty"`
 	// Failover is the election-failover case's figures.
 	Failover *failoverResult `json:"failover,omitempty"`
-	Error    string          `json:"error,omitempty"`
+	// Roles splits the server CPU by Raft role (multi-node targets).
+	Roles *roleCPU `json:"roles,omitempty"`
+	Error string   `json:"error,omitempty"`
 }
 
 // runMatrix runs every case against each of its targets, the whole matrix
@@ -105,10 +107,12 @@ func measure(ctx context.Context, e env, c benchCase, name string, run int, s se
 		TTL:        s.TTL,
 		ServerPIDs: cl.pids(),
 	}
+	leader := cl.leaderIndex()
 	before := sampleLoad(opts.ServerPIDs)
 	res, err := runBounded(rctx, sys, opts, limit, cl)
 	load := loadSince(before, opts.ServerPIDs)
 	m.Load = &load
+	m.Roles = rolesOf(leader, cl.leaderIndex(), &res)
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("not finished within %v: %w", limit, err)

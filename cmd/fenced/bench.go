@@ -54,6 +54,8 @@ Workloads:
                 cycle; reports items/s and the claim latency, and checks
                 that every claim of an item has a token above its earlier
                 claims'
+  read          every client reads one kv key (linearizable: a quorum
+                round trip per read, or the leader lease with --lease-reads)
 
 Latencies are measured on this machine's monotonic clock after --warmup.
 When the endpoints are on this machine, the server processes are found
@@ -112,7 +114,7 @@ serves other users only if a little extra load is acceptable.`,
 	cf.register(cmd)
 	f := cmd.Flags()
 	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB or redis://HOST:PORT/DB (lock and handoff workloads)")
-	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock, limiter or queue")
+	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock, limiter, queue or read")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")

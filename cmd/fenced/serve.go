@@ -135,6 +135,8 @@ the defaults in the file's form, and starts nothing.`,
 	f.DurationVar(&cfg.Raft.HeartbeatTimeout, "heartbeat-timeout", cfg.Raft.HeartbeatTimeout, "Raft heartbeat timeout: a follower that hears nothing from the leader for this long starts an election")
 	f.DurationVar(&cfg.Raft.ElectionTimeout, "election-timeout", cfg.Raft.ElectionTimeout, "Raft election timeout")
 	f.DurationVar(&cfg.Raft.LeaderLeaseTimeout, "leader-lease-timeout", cfg.Raft.LeaderLeaseTimeout, "a leader that hears from no quorum for this long steps down (at most the heartbeat timeout)")
+	f.BoolVar(&cfg.Raft.LeaseReads, "lease-reads", cfg.Raft.LeaseReads, "the leader serves linearizable reads without a quorum round trip while a quorum accepted its heartbeats less than heartbeat-timeout/(1+lease-clock-drift) ago (off by default; needs members whose clock rates differ by at most --lease-clock-drift; give every member the same setting; see docs/cluster.md)")
+	f.Float64Var(&cfg.Raft.LeaseClockDrift, "lease-clock-drift", cfg.Raft.LeaseClockDrift, "with --lease-reads: the largest difference in clock rate between two members, as a fraction from 0 to 1")
 	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "snapshot-threshold", cfg.Raft.SnapshotThreshold, "log entries since the last snapshot that trigger a new snapshot and log compaction")
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
