@@ -165,3 +165,34 @@ func TestQueue_AckWithWaitingClaim(t *testing.T) {
 		t.Fatalf("retry after a restore: %+v", again)
 	}
 }
+
+// TestQueue_AckWithClaimQuota: an owner at its max_held limit can ack its
+// claim and claim the next item in one command (the ack frees the hold
+// first), but a stale ack frees nothing: that claim is refused whole, and
+// changes nothing.
+func TestQueue_AckWithClaimQuota(t *testing.T) {
+	m := newMachine(t)
+	q := &statev1.Quota{Owner: "10.0.0.1", MaxSessions: 2, MaxHeld: 1, MaxWaiting: 1}
+	s := ownedSession(m, q).Session
+	for _, p := range []string{"one", "two", "three"} {
+		push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte(p)})
+	}
+	claim := func(seq, item uint64, tok fence.Token) fsm.Result {
+		return m.Apply(&statev1.Command{NowUnixMs: 1100, Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{
+			Session: s, Seq: seq, Queue: "q", VisibilityMs: 5000, AckItem: item, AckToken: uint64(tok), Quota: q}}})
+	}
+	first := claim(1, 0, 0)
+	if !first.Granted {
+		t.Fatalf("first claim: %+v", first)
+	}
+	wantQuotaError(t, claim(2, 0, 0), fsm.QuotaHeld)
+	next := claim(3, 1, first.Grant.Token)
+	if next.Err != nil || !next.Granted || next.Queue.Ack != fsm.AckAcked || next.Queue.Claim.Item != 2 {
+		t.Fatalf("ack-and-claim-next at the limit: %+v", next)
+	}
+	before := mustSnapshot(t, m)
+	wantQuotaError(t, claim(4, 1, first.Grant.Token), fsm.QuotaHeld)
+	if !bytes.Equal(before, mustSnapshot(t, m)) {
+		t.Fatal("a claim refused by the quota changed the state")
+	}
+}
