@@ -172,17 +172,18 @@ func TestRun_LimiterProgressAndPartial(t *testing.T) {
 }
 
 // TestRun_Queue runs the queue workload in process, over one connection
-// and over several: every item pushed is claimed and acked, with no
+// and over several, with each ack riding the next claim (the default) and
+// with separate acks: every item pushed is claimed and acked, with no
 // failed call, no redelivery and no claim token out of order.
 func TestRun_Queue(t *testing.T) {
 	srv := testserver.Start(t)
-	for _, conns := range []int{1, 3} {
+	for i, conns := range []int{1, 3, 1, 3} {
 		sys, err := bench.NewFenced([]string{srv.Addr()}, conns)
 		if err != nil {
 			t.Fatal(err)
 		}
 		r, err := bench.Run(context.Background(), sys, bench.Options{
-			Workload: bench.WorkloadQueue, Clients: 6, Duration: time.Second, Warmup: 100 * time.Millisecond,
+			Workload: bench.WorkloadQueue, Clients: 6, Duration: time.Second, Warmup: 100 * time.Millisecond, SeparateAck: i >= 2,
 		})
 		sys.Close()
 		if err != nil {

@@ -29,24 +29,53 @@ func (l *fencedLocker) Claim(ctx context.Context, queue string, visibility time.
 	if err != nil {
 		return "", 0, err
 	}
-	item := strconv.FormatUint(cl.Item, 10)
-	l.mu.Lock()
-	l.claims[queue+"/"+item] = cl
-	l.mu.Unlock()
-	return item, uint64(cl.Token), nil
+	return l.keep(queue, cl), uint64(cl.Token), nil
 }
 
 // Ack implements Queuer.
 func (l *fencedLocker) Ack(ctx context.Context, queue, item string, token uint64) error {
+	cl, err := l.held(queue, item, token)
+	if err != nil {
+		return err
+	}
+	return cl.Ack(ctx)
+}
+
+var _ AckClaimer = (*fencedLocker)(nil)
+
+// AckAndClaimNext implements AckClaimer with Claim.AckAndClaimNext.
+func (l *fencedLocker) AckAndClaimNext(ctx context.Context, queue, item string, token uint64) (string, uint64, error, error) {
+	cl, err := l.held(queue, item, token)
+	if err != nil {
+		return "", 0, err, err
+	}
+	next, ackErr, err := cl.AckAndClaimNext(ctx)
+	if err != nil {
+		return "", 0, ackErr, err
+	}
+	return l.keep(queue, next), uint64(next.Token), ackErr, nil
+}
+
+// held takes the claim of item with token out of the locker's claims.
+func (l *fencedLocker) held(queue, item string, token uint64) (*client.Claim, error) {
 	key := queue + "/" + item
 	l.mu.Lock()
 	cl := l.claims[key]
 	delete(l.claims, key)
 	l.mu.Unlock()
 	if cl == nil || uint64(cl.Token) != token {
-		return fmt.Errorf("bench: no claim of %s with token %d held", key, token)
+		return nil, fmt.Errorf("bench: no claim of %s with token %d held", key, token)
 	}
-	return cl.Ack(ctx)
+	return cl, nil
+}
+
+// keep files cl among the locker's claims and returns its item id.
+func (l *fencedLocker) keep(queue string, cl *client.Claim) string {
+	item := strconv.FormatUint(cl.Item, 10)
+	l.mu.Lock()
+	l.claims[queue+"/"+item] = cl
+	l.mu.Unlock()
+	return item
 }
 
 var _ LimiterSystem = (*Fenced)(nil)

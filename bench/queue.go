@@ -17,7 +17,10 @@ const QueueVisibility = 30 * time.Second
 const queuePayload = 128
 
 // runQueue runs the queue workload: every client (worker) repeats push →
-// claim → ack on one queue shared by all of them, the way an application
+// claim → ack on one queue shared by all of them (push → ack of the
+// previous item with the claim of the next, two commands instead of three,
+// where the system has ack-and-claim-next (AckClaimer) and
+// Options.SeparateAck is false), the way an application
 // runs many workers on one queue of jobs; the item a worker claims is
 // whichever is oldest, often another worker's. A cycle is one item pushed,
 // claimed and acked; the acquire latency is the claim's. Every claim's
@@ -50,10 +53,23 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 	defer stop()
 	for _, l := range lockers {
 		q := l.(Queuer)
+		ac, ackWithClaim := q.(AckClaimer)
+		ackWithClaim = ackWithClaim && !o.SeparateAck
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var myClaim, myCycle latencies
+			// With ackWithClaim, the item claimed last (prev) is acked by
+			// the next claim.
+			var prev string
+			var prevToken uint64
+			defer func() {
+				if prev != "" {
+					if err := q.Ack(context.WithoutCancel(runCtx), queue, prev, prevToken); err != nil {
+						errs.add(fmt.Errorf("ack %s/%s token %d: %w", queue, prev, prevToken, err))
+					}
+				}
+			}()
 			for runCtx.Err() == nil {
 				counted := measuring.Load()
 				start := time.Now()
@@ -65,7 +81,25 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 					continue
 				}
 				claimStart := time.Now()
-				item, token, err := q.Claim(runCtx, queue, QueueVisibility)
+				var item string
+				var token uint64
+				var err error
+				acked := false
+				if prev != "" {
+					var ackErr error
+					item, token, ackErr, err = ac.AckAndClaimNext(runCtx, queue, prev, prevToken)
+					switch {
+					case ackErr == nil:
+						tokens.acked(prev)
+						completed.Add(1)
+						acked = true
+					case runCtx.Err() == nil:
+						errs.add(fmt.Errorf("ack %s/%s token %d with the next claim: %w", queue, prev, prevToken, ackErr))
+					}
+					prev = ""
+				} else {
+					item, token, err = q.Claim(runCtx, queue, QueueVisibility)
+				}
 				if err != nil {
 					if runCtx.Err() == nil {
 						errs.add(fmt.Errorf("claim %s: %w", queue, err))
@@ -75,6 +109,16 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 				}
 				claimed := time.Since(claimStart)
 				tokens.claimed(item, token)
+				if ackWithClaim {
+					// A cycle here is push, the previous item's ack and
+					// this claim: it completes one item when it acked one.
+					prev, prevToken = item, token
+					if acked && counted && measuring.Load() {
+						myClaim = append(myClaim, claimed)
+						myCycle = append(myCycle, time.Since(start))
+					}
+					continue
+				}
 				// The ack is not cut short by the end of the run: the
 				// item must not be left claimed.
 				if err := q.Ack(context.WithoutCancel(runCtx), queue, item, token); err != nil {

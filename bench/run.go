@@ -66,6 +66,11 @@ type Options struct {
 	// per round trip (client.WithBatch); 0 or 1: one per decision.
 	// 0–10000.
 	Batch int
+	// SeparateAck makes the queue workload ack each item in a command of
+	// its own. By default a worker acks its previous item with its next
+	// claim (ack-and-claim-next) where the system has it (AckClaimer),
+	// as fenced work does.
+	SeparateAck bool
 	// ServerPIDs are the server processes whose CPU and RSS are sampled
 	// during the measurement, when they run on this machine. Empty: none.
 	ServerPIDs []int

@@ -83,6 +83,18 @@ type Queuer interface {
 	Ack(ctx context.Context, queue, item string, token uint64) error
 }
 
+// AckClaimer is a Queuer that acks an item in the same command as the
+// claim of the next one (ack-and-claim-next).
+type AckClaimer interface {
+	Queuer
+	// AckAndClaimNext acks this holder's claim of item under token and
+	// claims the next item of queue with the same visibility, as Ack then
+	// Claim do,
+	// in one command. ackErr is the ack's outcome; the claim goes on
+	// whatever it is.
+	AckAndClaimNext(ctx context.Context, queue, item string, token uint64) (next string, nextToken uint64, ackErr, err error)
+}
+
 // Limiter is one client's handle on a rate limiter.
 type Limiter interface {
 	// Allow takes one permit if one is free now and reports whether it

@@ -19,7 +19,8 @@ const probeEvery = 4
 // queueRound pushes one item to queue name, claims one item with a session
 // (waiting for it), writes the kv key of the claim's scope ("queue/item")
 // under the claim token, and acks the item (nacks it one round in eight,
-// so that items are delivered again). A paused worker's claim expires and
+// so that items are delivered again; acks it with the claim of a next
+// item one round in ackNextEvery). A paused worker's claim expires and
 // the item goes to another worker: the kv rejects the late write and the
 // fsm the late ack.
 func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
@@ -58,7 +59,41 @@ func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.
 		queueEnd(ctx, rec, history.OpNack, name, cl.Item, cl.Token, "", func(ctx context.Context) error { return cl.Nack(ctx, 0) })
 		return
 	}
+	if rng.IntN(ackNextEvery) == 0 {
+		ackAndClaimNext(ctx, sctx, c, rec, rng, s, cl, n)
+		return
+	}
 	queueEnd(ctx, rec, history.OpAck, name, cl.Item, cl.Token, "", cl.Ack)
+}
+
+// ackNextEvery is how often (one round in ackNextEvery) a queue worker
+// acks its item with the claim of the next one (Claim.AckAndClaimNext),
+// one command that the history holds as an ack and a claim of the same
+// interval.
+const ackNextEvery = 3
+
+// ackAndClaimNext acks cl and claims the next item in one command, does
+// the next item's work and acks it.
+func ackAndClaimNext(ctx, sctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, s *client.Session, cl *client.Claim, n int) {
+	ack := history.Op{Kind: history.OpAck, Name: cl.Queue, Item: cl.Item, Token: uint64(cl.Token), Invoke: time.Now().UnixNano()}
+	claim := history.Op{Kind: history.OpClaim, Name: cl.Queue, Session: s.ID(), Invoke: ack.Invoke}
+	cctx, cancel := context.WithTimeout(sctx, 3*time.Second)
+	next, ackErr, err := cl.AckAndClaimNext(cctx)
+	cancel()
+	ack.Complete = time.Now().UnixNano()
+	claim.Complete = ack.Complete
+	ack.Outcome, ack.Error = outcomeOf(ackErr), errText(ackErr)
+	claim.Outcome, claim.Error = waitOutcome(err), errText(err)
+	if err == nil {
+		claim.Item, claim.Token, claim.Scope = next.Item, uint64(next.Token), next.Scope
+	}
+	rec.record(ack)
+	rec.record(claim)
+	if err != nil {
+		return
+	}
+	work(ctx, c, rec, rng, next.Scope, next.Token, n)
+	queueEnd(ctx, rec, history.OpAck, next.Queue, next.Item, next.Token, "", next.Ack)
 }
 
 // queueEnd runs end, the ack or nack (kind) of item with token, and

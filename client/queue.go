@@ -107,13 +107,15 @@ func (q *Queue) Push(ctx context.Context, payload []byte, opts ...PushOption) (i
 // while the claim is on its way, the item may stay claimed until its
 // visibility timeout ends (at-least-once delivery).
 func (q *Queue) Claim(ctx context.Context, s *Session, visibility time.Duration) (*Claim, error) {
-	return q.claim(ctx, s, visibility, true)
+	cl, _, err := q.claim(ctx, s, visibility, true, nil)
+	return cl, err
 }
 
 // TryClaim claims an available item without waiting; it returns an error
 // wrapping fence.ErrNotGranted when none is available.
 func (q *Queue) TryClaim(ctx context.Context, s *Session, visibility time.Duration) (*Claim, error) {
-	return q.claim(ctx, s, visibility, false)
+	cl, _, err := q.claim(ctx, s, visibility, false, nil)
+	return cl, err
 }
 
 func (q *Queue) turn(s *Session) *sync.Mutex {
@@ -127,13 +129,23 @@ func (q *Queue) turn(s *Session) *sync.Mutex {
 	return mu
 }
 
-func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration, wait bool) (*Claim, error) {
+// claim claims an item for s; with prev, its first request acks prev in
+// the same command (AckAndClaimNext), and ackErr is that ack's outcome
+// (the claim's error while no answer told it).
+func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration, wait bool, prev *Claim) (_ *Claim, ackErr, _ error) {
 	c := q.c
+	fail := func(err error) (*Claim, error, error) {
+		err = fmt.Errorf("client: claim %q: %w", q.name, err)
+		if ackErr == nil && prev != nil {
+			ackErr = fmt.Errorf("client: ack %s token %d: not known to be acked: %w", prev.Scope, prev.Token, err)
+		}
+		return nil, ackErr, err
+	}
 	if err := c.closed(); err != nil {
-		return nil, fmt.Errorf("client: claim %q: %w", q.name, err)
+		return fail(err)
 	}
 	if err := s.Err(); err != nil {
-		return nil, fmt.Errorf("client: claim %q: %w", q.name, err)
+		return fail(err)
 	}
 	if wait {
 		mu := q.turn(s)
@@ -155,29 +167,55 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 			}
 		}
 		var resp *fencedv1.QueueClaimResponse
+		req := &fencedv1.QueueClaimRequest{
+			Queue: q.name, Session: s.id, Secret: s.secret, Seq: seq, VisibilityMs: visibility.Milliseconds(), WaitMs: waitFor.Milliseconds(),
+		}
+		if prev != nil {
+			req.AckItem, req.AckToken = prev.Item, uint64(prev.Token)
+		}
 		err := c.retry(cctx, "claim", waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			r, err := ep.queueClaim(actx, &fencedv1.QueueClaimRequest{
-				Queue: q.name, Session: s.id, Secret: s.secret, Seq: seq, VisibilityMs: visibility.Milliseconds(), WaitMs: waitFor.Milliseconds(),
-			})
+			r, err := ep.queueClaim(actx, req)
 			if err == nil {
 				resp = r
 			}
 			return err
 		})
+		if err == nil && prev != nil {
+			// Answered: the ack is decided, and later requests carry none.
+			ackErr, prev = ackOutcomeErr(prev, resp.GetAckOutcome()), nil
+		}
 		switch {
 		case err != nil && s.Err() != nil:
-			return nil, fmt.Errorf("client: claim %q: %w", q.name, s.Err())
+			return fail(s.Err())
 		case err != nil:
-			return nil, fmt.Errorf("client: claim %q: %w", q.name, err)
+			return fail(err)
 		case resp.GetClaimed():
-			return q.take(s, resp.GetClaim(), visibility), nil
+			return q.take(s, resp.GetClaim(), visibility), ackErr, nil
 		case !wait:
-			return nil, fmt.Errorf("client: claim %q: %w: no item available", q.name, fence.ErrNotGranted)
+			return fail(fmt.Errorf("%w: no item available", fence.ErrNotGranted))
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("client: claim %q: %w", q.name, ctx.Err())
+			return fail(ctx.Err())
 		}
 	}
 }
+
+// ackOutcomeErr is the error AckAndClaimNext reports for the outcome of
+// prev's ack.
+func ackOutcomeErr(prev *Claim, o fencedv1.AckOutcome) error {
+	switch o {
+	case fencedv1.AckOutcome_ACK_OUTCOME_ACKED:
+		return nil
+	case fencedv1.AckOutcome_ACK_OUTCOME_STALE:
+		return fmt.Errorf("client: ack %s token %d: %w: the claim had ended (expired, or the item was claimed again, acked or dead-lettered)", prev.Scope, prev.Token, fence.ErrStaleToken)
+	case fencedv1.AckOutcome_ACK_OUTCOME_NOT_FOUND:
+		return fmt.Errorf("client: ack %s token %d: %w: the queue never had the item", prev.Scope, prev.Token, fence.ErrInvalidArgument)
+	}
+	return fmt.Errorf("client: ack %s token %d: %w: the server did not report the ack (a server without ack-and-claim-next ignores it); the item is not acked: Ack it", prev.Scope, prev.Token, errAckNotSupported)
+}
+
+// errAckNotSupported is the cause of AckAndClaimNext's ackErr from a
+// server that does not ack with a claim.
+var errAckNotSupported = errors.New("ack with claim not supported by the server")
 
 // take starts the claim's keep-alive.
 func (q *Queue) take(s *Session, pc *fencedv1.Claim, visibility time.Duration) *Claim {
@@ -292,6 +330,27 @@ func (c *Claim) Ack(ctx context.Context) error {
 		return fmt.Errorf("client: ack %s token %d: %w", c.Scope, c.Token, err)
 	}
 	return nil
+}
+
+// AckAndClaimNext acks c and claims the next item of its queue for the
+// same session and visibility, in one command (one Raft commit instead of
+// two): the server applies the ack, with Ack's token check, and then the
+// claim, atomically. It waits for an item as Queue.Claim does.
+//
+// ackErr is the ack's outcome, reported apart from the claim's: nil when c
+// was acked; an error wrapping fence.ErrStaleToken when c's claim had
+// ended (take the work as not done by this worker, as Ack's error says);
+// one wrapping fence.ErrInvalidArgument for an item the queue never had;
+// or, while no answer from the server told it (err is set), an error
+// saying it is not known. The claim goes on whether or not the ack was
+// accepted: next and err are the claim's, as Queue.Claim returns them. A
+// network retry resends the same request (session, seq), which the
+// server answers as the first time, without acking twice.
+//
+// c's keep-alive stops first, as in Ack; c must not be used after.
+func (c *Claim) AckAndClaimNext(ctx context.Context) (next *Claim, ackErr, err error) {
+	c.end(errClaimEnded)
+	return c.q.claim(ctx, c.s, c.visibility, true, c)
 }
 
 // Nack gives the item back to the queue, to be claimed again after delay

@@ -54,7 +54,9 @@ func (k replyKind) release() ReleaseResult {
 
 func (k replyKind) isRelease() bool { return k >= replyReleased && k <= replyNotOwned }
 
-// reply is the remembered result of the request (session, seq).
+// reply is the remembered result of the request (session, seq). A queue
+// claim's reply has no holder: its holder field keeps the outcome of the
+// ack the claim carried (AckOutcome), so a retry reports it again.
 type reply struct {
 	seq      uint64
 	kind     replyKind
@@ -133,6 +135,22 @@ func (r *replies) put(rep reply) {
 }
 
 // promote turns the queued reply of seq into a grant.
+// holderOf returns the holder field of request seq's reply (0 if none);
+// a queue claim's reply keeps its ack's outcome there (queue.go).
+func (r *replies) holderOf(seq uint64) uint64 {
+	if i := r.find(seq); i >= 0 {
+		return r.list[i].holder
+	}
+	return 0
+}
+
+// setHolder sets the holder field of request seq's reply, if recorded.
+func (r *replies) setHolder(seq, holder uint64) {
+	if i := r.find(seq); i >= 0 {
+		r.list[i].holder = holder
+	}
+}
+
 func (r *replies) promote(seq uint64, tok fence.Token, issuedAt int64) {
 	if i := r.find(seq); i >= 0 {
 		r.list[i].kind, r.list[i].token, r.list[i].issuedAt, r.list[i].holder = replyGranted, tok, issuedAt, 0

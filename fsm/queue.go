@@ -141,6 +141,42 @@ type QueueResult struct {
 	Duplicate bool
 	// Claim is set for a claim that was granted (Result.Granted).
 	Claim ClaimInfo
+	// Ack is the outcome of the ack a claim carried (ack-and-claim-next;
+	// AckNone when it carried none).
+	Ack AckOutcome
+}
+
+// AckOutcome is what the ack carried by a claim did (QueueClaim.ack_item,
+// ack-and-claim-next). Its values match fencedv1.AckOutcome.
+type AckOutcome uint8
+
+// The outcomes of the ack a claim carries.
+const (
+	// AckNone: the claim carried no ack.
+	AckNone AckOutcome = iota
+	// AckAcked: the item was acked and removed, as QueueAck does.
+	AckAcked
+	// AckStale: the token is not the item's current claim token (the
+	// claim ended, the item was claimed again, acked or dead-lettered);
+	// nothing changed for the item.
+	AckStale
+	// AckNotFound: the queue never had the item; nothing changed.
+	AckNotFound
+)
+
+// String names the outcome.
+func (o AckOutcome) String() string {
+	switch o {
+	case AckNone:
+		return "none"
+	case AckAcked:
+		return "acked"
+	case AckStale:
+		return "stale"
+	case AckNotFound:
+		return "not found"
+	}
+	return "AckOutcome(" + strconv.Itoa(int(o)) + ")"
 }
 
 // Resources of a QueueLimitError.
@@ -351,6 +387,9 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	if m.issuer == "" {
 		return Result{Err: errNotInitialised()}
 	}
+	if (c.GetAckItem() == 0) != (c.GetAckToken() == 0) {
+		return Result{Err: fmt.Errorf("%w: a claim's ack needs both ack_item and ack_token (item %d, token %d)", fence.ErrInvalidArgument, c.GetAckItem(), c.GetAckToken())}
+	}
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
@@ -364,7 +403,26 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 			return Result{Err: err}
 		}
 		if ok {
-			return t.replay(s, seq, rep)
+			res := t.replay(s, seq, rep)
+			res.Queue.Ack = AckOutcome(rep.holder)
+			return res
+		}
+	}
+	// The ack first (ack-and-claim-next): decided now, applied below once
+	// nothing can refuse the claim, so a refused command changes nothing.
+	ack, ackQ, ackIt, freed := AckNone, (*workQueue)(nil), (*queueItem)(nil), 0
+	if c.GetAckItem() != 0 {
+		ackQ, ackIt, err = t.held(name, c.GetAckItem(), fence.Token(c.GetAckToken()))
+		switch {
+		case err == nil:
+			ack = AckAcked
+			if h := m.sessions[ackIt.claimSession]; h != nil && h.owner == s.owner {
+				freed = 1 // the ack ends one of the owner's holds
+			}
+		case errors.Is(err, fence.ErrStaleToken):
+			ack = AckStale
+		default:
+			ack = AckNotFound
 		}
 	}
 	clock := t.timeAt(now)
@@ -377,10 +435,28 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 		return Result{Err: fmt.Errorf("%w: session %d already waits to claim from %q; a session waits for one claim of a queue at a time", fence.ErrInvalidArgument, s.id, name)}
 	}
 	if it != nil || c.GetWait() {
-		if err := checkHoldQuota(s, c.GetQuota(), it == nil); err != nil {
+		if err := checkHoldQuotaFreeing(s, c.GetQuota(), it == nil, freed); err != nil {
 			return Result{Err: err}
 		}
 	}
+	if ack == AckAcked {
+		// The item acked is claimed, so the available items (it) and the
+		// waiters are the same after it as before.
+		t.advance(now)
+		t.unclaim(ackQ, ackIt, Unlocked)
+		t.remove(ackQ, ackIt.id)
+	}
+	res := t.claimNext(c, now, s, seq, q, it, clock, ack)
+	res.Queue.Ack = ack
+	return res
+}
+
+// claimNext is the claim part of claim, once the claim's ack (ack) was
+// applied: it claims it, queues s or answers not granted, and records the
+// reply with the ack's outcome in its holder field (a queue reply has no
+// holder), so a retry answers the same.
+func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq uint64, q *workQueue, it *queueItem, clock int64, ack AckOutcome) Result {
+	m, name := t.m, c.GetQueue()
 	if q != nil && q.waiters.len() > 0 && q.firstAvailable(clock) != nil {
 		// An item whose delay ended by this claim's time and that no tick
 		// handed out yet goes to the claims that waited for it first:
@@ -388,7 +464,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 		t.advance(now)
 		t.wake(q)
 		if it != nil && m.tokens.exhausted() {
-			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name})
+			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
 			return Result{Session: s.id}
 		}
 	}
@@ -396,17 +472,17 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	case it != nil:
 		t.advance(now)
 		g := t.grantItem(q, it, s, c.GetVisibilityMs())
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: t.clock})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: t.clock, holder: uint64(ack)})
 		m.obs.Granted(g)
 		return Result{Session: s.id, Granted: true, Grant: g, Queue: QueueResult{Claim: t.info(q, it)}}
 	case c.GetWait():
 		q = t.queue(name)
 		m.enqueue(kindQueue, fence.KindClaim, name, &q.waiters, s, seq)
 		q.waitVis[s.id] = c.GetVisibilityMs()
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name})
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: uint64(ack)})
 		return Result{Session: s.id, Queued: true}
 	default:
-		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name})
+		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
 		return Result{Session: s.id}
 	}
 }
@@ -472,7 +548,9 @@ func (t *queueTable) wake(q *workQueue) {
 		vis := q.waitVis[w.session]
 		delete(q.waitVis, w.session)
 		g := t.grantItem(q, it, s, vis)
+		ack := s.replies.holderOf(w.seq) // the outcome of the claim's ack, kept
 		s.replies.promote(w.seq, g.Token, t.clock)
+		s.replies.setHolder(w.seq, ack)
 		m.obs.Granted(g)
 	}
 }

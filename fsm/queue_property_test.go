@@ -89,6 +89,8 @@ type queueRun struct {
 	tokens  []fence.Token // every claim token seen
 	log     []*statev1.Command
 	maxDel  uint32
+	// claimAcks is the ack outcome of every claim answered, by request.
+	claimAcks map[[2]uint64]fsm.AckOutcome
 }
 
 func (r *queueRun) draw() *statev1.Command {
@@ -139,7 +141,12 @@ func (r *queueRun) draw() *statev1.Command {
 			seq = rapid.Uint64Range(1, seq-1).Draw(t, "oldseq")
 		}
 		vis := rapid.SampledFrom([]int64{1000, 5000, 99, 12*3600*1000 + 1}).Draw(t, "vis")
-		c.Op = &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: sid, Seq: seq, Queue: name, VisibilityMs: vis, Wait: rapid.Bool().Draw(t, "wait")}}
+		cl := &statev1.QueueClaim{Session: sid, Seq: seq, Queue: name, VisibilityMs: vis, Wait: rapid.Bool().Draw(t, "wait")}
+		if rapid.Bool().Draw(t, "ackwithclaim") {
+			// Ack-and-claim-next, with a live, stale, foreign or bad token.
+			_, cl.AckItem, cl.AckToken = pickToken()
+		}
+		c.Op = &statev1.Command_QueueClaim{QueueClaim: cl}
 	case 7:
 		q, item, tok := pickToken()
 		c.Op = &statev1.Command_QueueAck{QueueAck: &statev1.QueueAck{Queue: q, Item: item, Token: tok}}
@@ -183,7 +190,7 @@ func TestQueue_Properties(t *testing.T) {
 		m := fsm.New(c)
 		c.m = m
 		m.Apply(initCommand(0))
-		r := &queueRun{t: t, m: m, c: c, now: 1_000_000, seqs: map[uint64]uint64{}, maxDel: uint32(rapid.IntRange(1, 3).Draw(t, "maxdel"))}
+		r := &queueRun{t: t, m: m, c: c, now: 1_000_000, seqs: map[uint64]uint64{}, claimAcks: map[[2]uint64]fsm.AckOutcome{}, maxDel: uint32(rapid.IntRange(1, 3).Draw(t, "maxdel"))}
 		n := rapid.IntRange(1, 250).Draw(t, "n")
 		cut := rapid.IntRange(0, n).Draw(t, "cut")
 		var snap []byte
@@ -211,9 +218,16 @@ func TestQueue_Properties(t *testing.T) {
 			if a := cmd.GetQueueExtend(); a != nil {
 				heldScope, presented = fsm.ClaimScope(a.GetQueue(), a.GetItem()), fence.Token(a.GetToken())
 			}
-			liveBefore, wasLive := c.live[heldScope]
+			var claimAckScope string
+			if cl := cmd.GetQueueClaim(); cl != nil && cl.GetAckItem() != 0 {
+				claimAckScope, presented = fsm.ClaimScope(cl.GetQueue(), cl.GetAckItem()), fence.Token(cl.GetAckToken())
+			}
+			liveBefore, wasLive := c.live[heldScope+claimAckScope]
 			lastBefore := m.LastToken()
 			res := m.Apply(cmd)
+			if cl := cmd.GetQueueClaim(); cl != nil && res.Err == nil {
+				r.checkClaimAck(cl, res, before, claimAckScope, presented, liveBefore, wasLive)
+			}
 			// Waiting claims are served in arrival order: a claim is
 			// granted an item directly only once every claim that waited
 			// on that queue before it was served.
@@ -291,6 +305,36 @@ func TestQueue_Properties(t *testing.T) {
 		}
 		r.drain(pushed)
 	})
+}
+
+// checkClaimAck checks the ack a claim carried (ack-and-claim-next): a
+// retried request answers the first outcome and changes nothing (no
+// second ack); otherwise an ack is accepted only with the item's live
+// claim token, and a refused one leaves the item's claim as it was.
+func (r *queueRun) checkClaimAck(cl *statev1.QueueClaim, res fsm.Result, before []byte, scope string, presented, liveBefore fence.Token, wasLive bool) {
+	t, c := r.t, r.c
+	key := [2]uint64{res.Session, cl.GetSeq()}
+	if first, seen := r.claimAcks[key]; seen {
+		if res.Queue.Ack != first {
+			t.Fatalf("retried claim %v answered ack %v; its first answer was %v", key, res.Queue.Ack, first)
+		}
+		if !bytes.Equal(before, mustSnapshot(t, r.m)) {
+			t.Fatalf("retried claim %v (ack %s token %d) changed the state", key, scope, presented)
+		}
+		return
+	}
+	r.claimAcks[key] = res.Queue.Ack
+	switch {
+	case scope == "" && res.Queue.Ack != fsm.AckNone:
+		t.Fatalf("a claim without an ack answered ack %v", res.Queue.Ack)
+	case res.Queue.Ack == fsm.AckAcked:
+		if !wasLive || liveBefore != presented {
+			t.Fatalf("claim's ack of %s with token %d accepted; the live claim was %d (%v)", scope, presented, liveBefore, wasLive)
+		}
+		c.acked[scope] = true
+	case scope != "" && wasLive && c.live[scope] != liveBefore:
+		t.Fatalf("claim's refused ack (%v) of %s with token %d ended its live claim %d", res.Queue.Ack, scope, presented, liveBefore)
+	}
 }
 
 // drain moves time past every delay and visibility timeout and ticks, as

@@ -90,12 +90,18 @@ func (m *Machine) checkSessionQuota(q *statev1.Quota) error {
 // is never refused: it was admitted when it queued, so an owner can hold
 // up to its grant limit plus its waiter limit.
 func checkHoldQuota(s *session, q *statev1.Quota, waiting bool) error {
+	return checkHoldQuotaFreeing(s, q, waiting, 0)
+}
+
+// checkHoldQuotaFreeing is checkHoldQuota for a command that ends freed of
+// the owner's holds before it takes one (a claim carrying an ack).
+func checkHoldQuotaFreeing(s *session, q *statev1.Quota, waiting bool, freed int) error {
 	if s.owner == "" {
 		return nil
 	}
 	u := s.bound[kindLock].use
 	switch {
-	case !waiting && q.GetMaxHeld() > 0 && u.held >= int(q.GetMaxHeld()):
+	case !waiting && q.GetMaxHeld() > 0 && u.held-freed >= int(q.GetMaxHeld()):
 		return &QuotaError{Owner: s.owner, Resource: QuotaHeld, Limit: q.GetMaxHeld()}
 	case waiting && q.GetMaxWaiting() > 0 && u.waiting >= int(q.GetMaxWaiting()):
 		return &QuotaError{Owner: s.owner, Resource: QuotaWaiting, Limit: q.GetMaxWaiting()}

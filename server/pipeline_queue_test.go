@@ -135,3 +135,58 @@ func TestPipeline_QueueCallsAuthorized(t *testing.T) {
 		t.Fatalf("worker claims through the pipeline: %v, want the producer's item", c)
 	}
 }
+
+// A pipelined claim with an ack (ack-and-claim-next) acks the previous
+// item and claims the next in one call; its retry answers the same claim
+// and "acked" without acking again; a stale ack is reported as stale and
+// the claim still goes on; an ack without its token is refused whole.
+func TestPipeline_QueueAckWithClaim(t *testing.T) {
+	a := newAPI(t)
+	queues := fencedv1connect.NewQueueServiceClient(&http.Client{Transport: a.counter}, "http://"+a.addr)
+	s := a.session(t, 30000)
+	p := a.pipeline(t)
+	claimCall := func(id, seq, ackItem, ackToken uint64) *fencedv1.PipelineCall {
+		return queueCall(t, id, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Claim{Claim: &fencedv1.QueueClaimRequest{
+			Queue: "jobs", Session: s, Secret: secretOf(s), Seq: seq, VisibilityMs: 30000, AckItem: ackItem, AckToken: ackToken}}})
+	}
+	for i, pl := range []string{"j1", "j2", "j3"} {
+		p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+			queueCall(t, uint64(i+1), &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Push{Push: &fencedv1.QueuePushRequest{Queue: "jobs", Payload: []byte(pl)}}}),
+		}})
+		queueResult(t, p.results(1)[uint64(i+1)])
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{claimCall(10, 1, 0, 0)}})
+	first := queueResult(t, p.results(1)[10]).GetClaim()
+	if !first.GetClaimed() || first.GetAckOutcome() != fencedv1.AckOutcome_ACK_OUTCOME_NONE {
+		t.Fatalf("plain claim: %v", first)
+	}
+	item1, tok1 := first.GetClaim().GetItem(), first.GetClaim().GetGrant().GetToken()
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{claimCall(11, 2, item1, tok1)}})
+	next := queueResult(t, p.results(1)[11]).GetClaim()
+	if !next.GetClaimed() || next.GetAckOutcome() != fencedv1.AckOutcome_ACK_OUTCOME_ACKED || string(next.GetClaim().GetPayload()) != "j2" {
+		t.Fatalf("ack-and-claim-next: %v, want j1 acked and j2 claimed", next)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{claimCall(12, 2, item1, tok1)}})
+	retry := queueResult(t, p.results(1)[12]).GetClaim()
+	if retry.GetAckOutcome() != fencedv1.AckOutcome_ACK_OUTCOME_ACKED || retry.GetClaim().GetGrant().GetToken() != next.GetClaim().GetGrant().GetToken() {
+		t.Fatalf("retried ack-and-claim-next: %v, want the same claim %v and acked", retry, next)
+	}
+	// The first token again, in a new request: stale, and the claim goes on.
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{claimCall(13, 3, item1, tok1)}})
+	stale := queueResult(t, p.results(1)[13]).GetClaim()
+	if stale.GetAckOutcome() != fencedv1.AckOutcome_ACK_OUTCOME_STALE || !stale.GetClaimed() || string(stale.GetClaim().GetPayload()) != "j3" {
+		t.Fatalf("claim with a stale ack: %v, want stale and j3 claimed", stale)
+	}
+	before, err := queues.Stats(context.Background(), connect.NewRequest(&fencedv1.QueueStatsRequest{Queue: "jobs", Items: 10}))
+	if err != nil || before.Msg.Claimed != 2 || before.Msg.Available != 0 {
+		t.Fatalf("stats: %v %v, want j2 and j3 claimed", before, err)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{claimCall(14, 4, next.GetClaim().GetItem(), 0)}})
+	if e := p.results(1)[14].GetError(); e == nil || connect.Code(e.Code) != connect.CodeInvalidArgument {
+		t.Fatalf("claim with ack_item but no ack_token: %v, want InvalidArgument", e)
+	}
+	after, err := queues.Stats(context.Background(), connect.NewRequest(&fencedv1.QueueStatsRequest{Queue: "jobs", Items: 10}))
+	if err != nil || !proto.Equal(before.Msg, after.Msg) {
+		t.Fatalf("a refused claim changed the queue:\nbefore %v\nafter  %v (%v)", before.Msg, after.Msg, err)
+	}
+}

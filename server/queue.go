@@ -186,6 +186,12 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 	if m.Session == 0 {
 		err = errors.Join(err, fmt.Errorf("%w: a claim needs a session (session is 0): create one first", fence.ErrInvalidArgument))
 	}
+	if m.AckItem != 0 || m.AckToken != 0 {
+		if m.AckItem == 0 {
+			err = errors.Join(err, fmt.Errorf("%w: ack_token %d without ack_item: a claim's ack needs both", fence.ErrInvalidArgument, m.AckToken))
+		}
+		err = errors.Join(err, fence.ValidateToken(fence.Token(m.AckToken)))
+	}
 	if err != nil {
 		h.s.queueMetrics.count("claim", err, "")
 		return nil, toConnect(err)
@@ -196,7 +202,12 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{
 		Session: m.Session, Seq: m.Seq, Queue: m.Queue, VisibilityMs: m.VisibilityMs, Wait: m.WaitMs > 0, Quota: h.s.quota(ctx), SecretHash: hash,
+		AckItem: m.AckItem, AckToken: m.AckToken,
 	}}})
+	ack := res.Queue.Ack // applied with the claim, whatever the wait does
+	if err == nil && m.AckItem != 0 {
+		h.s.queueMetrics.count("ack", nil, ackMetricOutcome[ack])
+	}
 	if err == nil && res.Queued {
 		res, err = h.s.awaitClaim(ctx, m.Queue, m.Session, m.Seq, time.Duration(m.WaitMs)*time.Millisecond)
 	}
@@ -208,12 +219,16 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
 	}
-	resp := &fencedv1.QueueClaimResponse{}
+	resp := &fencedv1.QueueClaimResponse{AckOutcome: fencedv1.AckOutcome(ack)}
 	if res.Granted {
 		resp.Claimed, resp.Claim = true, claimProto(res.Queue.Claim)
 	}
 	return connect.NewResponse(resp), nil
 }
+
+// ackMetricOutcome is the fenced_queue_requests_total outcome of the ack
+// a claim carried.
+var ackMetricOutcome = map[fsm.AckOutcome]string{fsm.AckAcked: "ok", fsm.AckStale: "stale", fsm.AckNotFound: "error"}
 
 // awaitClaim waits for the queued claim seq of session on queue.
 func (s *Server) awaitClaim(ctx context.Context, queue string, session, seq uint64, wait time.Duration) (fsm.Result, error) {

@@ -18,13 +18,14 @@ import (
 
 func newBenchCommand() *cobra.Command {
 	var (
-		cf          clientFlags
-		workload    string
-		o           bench.Options
-		connections int
-		serverPIDs  []int
-		cpuProfile  string
-		backend     string
+		cf           clientFlags
+		workload     string
+		o            bench.Options
+		connections  int
+		serverPIDs   []int
+		cpuProfile   string
+		backend      string
+		ackWithClaim bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -53,7 +54,9 @@ Workloads:
                 claim (waiting, pushed by the server) → ack, one item per
                 cycle; reports items/s and the claim latency, and checks
                 that every claim of an item has a token above its earlier
-                claims'
+                claims'. With --ack-with-claim (the default) each ack
+                rides the next claim (ack-and-claim-next): two commands
+                per item instead of three
   read          every client reads one kv key (linearizable: a quorum
                 round trip per read, or the leader lease with --lease-reads)
 
@@ -70,6 +73,7 @@ serves other users only if a little extra load is acceptable.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o.Workload = bench.Workload(workload)
 			o.ServerPIDs = serverPIDs
+			o.SeparateAck = !ackWithClaim
 			if err := o.Validate(); err != nil {
 				return withExit(exitUsage, err)
 			}
@@ -116,6 +120,7 @@ serves other users only if a little extra load is acceptable.`,
 	f.StringVar(&backend, "backend", "fenced", "what to measure: fenced (the server at --endpoints) or a library grantor's store, postgres://USER@HOST/DB or redis://HOST:PORT/DB (lock and handoff workloads)")
 	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock, limiter, queue or read")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
+	f.BoolVar(&ackWithClaim, "ack-with-claim", true, "queue: ack each item with the next claim, one command instead of two (false: a separate ack per item)")
 	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")

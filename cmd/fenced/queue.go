@@ -306,6 +306,7 @@ func newWorkCommand() *cobra.Command {
 	var cf clientFlags
 	var ttl, visibility, grace, nackDelay time.Duration
 	var maxItems int
+	var ackWithClaim bool
 	cmd := &cobra.Command{
 		Use:   "work QUEUE [flags] -- CMD [ARGS...]",
 		Short: "Run CMD for each item claimed from a queue",
@@ -321,6 +322,11 @@ group, SIGKILL after --grace, says which item and token were lost and goes
 on with the next item; the item is another worker's now. CMD should send
 FENCED_TOKEN with every write: a paused CMD cannot be stopped in time, the
 token check at the resource is what rejects its late writes.
+
+With --ack-with-claim (the default) the ack of an item whose CMD exited 0
+rides the claim of the next item, one command instead of two
+(ack-and-claim-next, docs/queue.md); the last item (--max-items) is acked
+alone.
 
 With --max-items N fenced exits after N items (acked, nacked or lost).
 
@@ -347,7 +353,7 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 				return err
 			}
 			defer c.Close()
-			return work(cmd.Context(), cmd.ErrOrStderr(), c, cf.timeout, name, ttl, visibility, grace, nackDelay, maxItems, argv)
+			return work(cmd.Context(), cmd.ErrOrStderr(), c, cf.timeout, name, ttl, visibility, grace, nackDelay, maxItems, ackWithClaim, argv)
 		},
 	}
 	cf.register(cmd)
@@ -356,12 +362,13 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when a claim is lost")
 	cmd.Flags().DurationVar(&nackDelay, "nack-delay", 0, "when CMD fails, keep the item from being claimed again for this long")
 	cmd.Flags().IntVar(&maxItems, "max-items", 0, "exit after this many items (0: run until interrupted)")
+	cmd.Flags().BoolVar(&ackWithClaim, "ack-with-claim", true, "ack an item in the same command as the next item's claim (false: a separate ack, as servers before ack-and-claim-next need)")
 	return cmd
 }
 
 // work claims items of queue and runs argv for each until maxItems were
 // handled or ctx ends.
-func work(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.Duration, queue string, ttl, visibility, grace, nackDelay time.Duration, maxItems int, argv []string) error {
+func work(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.Duration, queue string, ttl, visibility, grace, nackDelay time.Duration, maxItems int, ackWithClaim bool, argv []string) error {
 	sctx, cancel := context.WithTimeout(ctx, timeout)
 	s, err := c.NewSession(sctx, client.WithTTL(ttl))
 	cancel()
@@ -377,23 +384,63 @@ func work(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	q := client.NewQueue(c, queue)
+	var done *client.Claim // CMD succeeded: acked with the next claim
+	defer func() {
+		if done != nil { // the claim did not answer: ack alone
+			ackAlone(stderr, done)
+		}
+	}()
 	for n := 0; maxItems == 0 || n < maxItems; n++ {
-		cl, err := q.Claim(ctx, s, visibility)
+		var cl *client.Claim
+		var err error
+		if done != nil {
+			var ackErr error
+			cl, ackErr, err = done.AckAndClaimNext(ctx)
+			switch {
+			case ackErr == nil:
+				done = nil
+			case errors.Is(ackErr, fence.ErrStaleToken) || errors.Is(ackErr, fence.ErrInvalidArgument):
+				fmt.Fprintf(stderr, "fenced: %s token %d: CMD succeeded but the ack was refused: %v\n", done.Scope, done.Token, ackErr)
+				done = nil
+			}
+			// Otherwise the ack's outcome is unknown: the deferred ack
+			// alone settles it.
+		} else {
+			cl, err = q.Claim(ctx, s, visibility)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return classify(err)
 		}
-		if err := runItem(ctx, stderr, cl, grace, nackDelay, argv); err != nil {
+		if done != nil {
+			ackAlone(stderr, done)
+			done = nil
+		}
+		more := maxItems == 0 || n+1 < maxItems
+		if done, err = runItem(ctx, stderr, cl, grace, nackDelay, argv, ackWithClaim && more); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// ackAlone acks cl in a command of its own (CMD succeeded). A stale
+// answer after an ack-and-claim-next whose answer was lost may be that
+// ack's own.
+func ackAlone(stderr io.Writer, cl *client.Claim) {
+	ectx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if aerr := cl.Ack(ectx); aerr != nil {
+		fmt.Fprintf(stderr, "fenced: %s token %d: CMD succeeded but the ack was refused: %v\n", cl.Scope, cl.Token, aerr)
+	}
+}
+
 // runItem runs argv for one claim and acks, nacks or reports it lost.
-func runItem(ctx context.Context, stderr io.Writer, cl *client.Claim, grace, nackDelay time.Duration, argv []string) error {
+// With ackLater, a claim whose CMD succeeded is returned not acked: the
+// caller acks it with the next claim.
+func runItem(ctx context.Context, stderr io.Writer, cl *client.Claim, grace, nackDelay time.Duration, argv []string, ackLater bool) (*client.Claim, error) {
 	child := exec.Command(argv[0], argv[1:]...)
 	child.Stdin, child.Stdout, child.Stderr = bytes.NewReader(cl.Payload), os.Stdout, os.Stderr
 	child.Env = append(os.Environ(),
@@ -406,7 +453,7 @@ func runItem(ctx context.Context, stderr io.Writer, cl *client.Claim, grace, nac
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := child.Start(); err != nil {
 		cl.Nack(context.Background(), nackDelay)
-		return fmt.Errorf("start %s: %w", argv[0], err)
+		return nil, fmt.Errorf("start %s: %w", argv[0], err)
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- child.Wait() }()
@@ -418,26 +465,27 @@ func runItem(ctx context.Context, stderr io.Writer, cl *client.Claim, grace, nac
 		ectx, cancel := end()
 		defer cancel()
 		if err == nil {
-			if aerr := cl.Ack(ectx); aerr != nil {
-				fmt.Fprintf(stderr, "fenced: %s token %d: CMD succeeded but the ack was refused: %v\n", cl.Scope, cl.Token, aerr)
+			if ackLater && ctx.Err() == nil {
+				return cl, nil
 			}
-			return nil
+			ackAlone(stderr, cl)
+			return nil, nil
 		}
 		fmt.Fprintf(stderr, "fenced: %s token %d: %s failed (%v); nacked\n", cl.Scope, cl.Token, argv[0], err)
 		if nerr := cl.Nack(ectx, nackDelay); nerr != nil {
 			fmt.Fprintf(stderr, "fenced: %s token %d: nack refused: %v\n", cl.Scope, cl.Token, nerr)
 		}
-		return nil
+		return nil, nil
 	case <-ctx.Done():
 		syscall.Kill(-child.Process.Pid, syscall.SIGTERM)
 		<-exited
 		ectx, cancel := end()
 		defer cancel()
 		cl.Nack(ectx, 0)
-		return nil
+		return nil, nil
 	case <-cl.Done():
 		fmt.Fprintf(stderr, "fenced: claim of %s lost (token %d): %v; stopping %s\n", cl.Scope, cl.Token, context.Cause(cl.Context()), argv[0])
 		stopGroup(child.Process.Pid, exited, grace)
-		return nil
+		return nil, nil
 	}
 }

@@ -103,6 +103,33 @@ func TestQueueCLI_PushClaimAck(t *testing.T) {
 	}
 }
 
+// fenced work acks every item whose CMD succeeded, with the next claim
+// (--ack-with-claim, the default) or alone: nothing is left in the queue,
+// and each item ran once.
+func TestWork_AckWithClaim(t *testing.T) {
+	for _, flag := range []string{"--ack-with-claim=true", "--ack-with-claim=false"} {
+		srv := proctest.StartServer(t)
+		ep := []string{"--endpoints", srv.Addr}
+		for _, p := range []string{"a", "b", "c", "d"} {
+			if _, errOut, code := runFenced(t, append([]string{"queue", "push", "jobs", p}, ep...)...); code != 0 {
+				t.Fatal(errOut)
+			}
+		}
+		log := filepath.Join(t.TempDir(), "log")
+		w := startFenced(t, nil, append([]string{"work", "jobs", "--max-items", "4", flag}, append(ep, "--", "sh", "-c", "cat >> "+log)...)...)
+		if code := w.wait(t, 60*time.Second); code != 0 || w.stderr.String() != "" {
+			t.Fatalf("work %s: exit %d: %s", flag, code, w.stderr.String())
+		}
+		if b, _ := os.ReadFile(log); string(b) != "abcd" {
+			t.Fatalf("work %s ran CMD on %q, want abcd once each", flag, b)
+		}
+		out, _, _ := runFenced(t, append([]string{"queue", "stats", "jobs"}, ep...)...)
+		if !strings.Contains(out, "jobs: 0 available, 0 delayed, 0 claimed") {
+			t.Fatalf("after work %s: %s, want every item acked", flag, out)
+		}
+	}
+}
+
 // fenced work runs CMD per item with the payload on stdin and the claim
 // in the environment, acks on exit 0, nacks otherwise (with
 // --nack-delay), and exits after --max-items.

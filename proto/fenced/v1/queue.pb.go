@@ -24,6 +24,65 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// AckOutcome is what the ack of an ack-and-claim-next did.
+type AckOutcome int32
+
+const (
+	// ACK_OUTCOME_NONE: the claim asked for no ack.
+	AckOutcome_ACK_OUTCOME_NONE AckOutcome = 0
+	// ACK_OUTCOME_ACKED: the item was acked and removed.
+	AckOutcome_ACK_OUTCOME_ACKED AckOutcome = 1
+	// ACK_OUTCOME_STALE: the token is not the item's current claim token
+	// (its claim ended, was re-claimed, or the item was acked or
+	// dead-lettered); nothing changed for that item.
+	AckOutcome_ACK_OUTCOME_STALE AckOutcome = 2
+	// ACK_OUTCOME_NOT_FOUND: the queue never had that item; nothing changed.
+	AckOutcome_ACK_OUTCOME_NOT_FOUND AckOutcome = 3
+)
+
+// Enum value maps for AckOutcome.
+var (
+	AckOutcome_name = map[int32]string{
+		0: "ACK_OUTCOME_NONE",
+		1: "ACK_OUTCOME_ACKED",
+		2: "ACK_OUTCOME_STALE",
+		3: "ACK_OUTCOME_NOT_FOUND",
+	}
+	AckOutcome_value = map[string]int32{
+		"ACK_OUTCOME_NONE":      0,
+		"ACK_OUTCOME_ACKED":     1,
+		"ACK_OUTCOME_STALE":     2,
+		"ACK_OUTCOME_NOT_FOUND": 3,
+	}
+)
+
+func (x AckOutcome) Enum() *AckOutcome {
+	p := new(AckOutcome)
+	*p = x
+	return p
+}
+
+func (x AckOutcome) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (AckOutcome) Descriptor() protoreflect.EnumDescriptor {
+	return file_fenced_v1_queue_proto_enumTypes[0].Descriptor()
+}
+
+func (AckOutcome) Type() protoreflect.EnumType {
+	return &file_fenced_v1_queue_proto_enumTypes[0]
+}
+
+func (x AckOutcome) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use AckOutcome.Descriptor instead.
+func (AckOutcome) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{0}
+}
+
 // Claim is one claimed item.
 type Claim struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -272,7 +331,14 @@ type QueueClaimRequest struct {
 	// visibility_ms is the claim's visibility timeout, 100ms to 12h.
 	VisibilityMs int64 `protobuf:"varint,5,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
 	// wait_ms > 0 waits up to that long for an item.
-	WaitMs        int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	WaitMs int64 `protobuf:"varint,6,opt,name=wait_ms,json=waitMs,proto3" json:"wait_ms,omitempty"`
+	// ack_item and ack_token, when set, ack an item of the same queue in
+	// the same command, before the claim (ack-and-claim-next,
+	// docs/queue.md): checked as QueueAckRequest is, but a stale token or
+	// an unknown item does not fail the call; the claim proceeds and
+	// ack_outcome says what happened. Both set or both 0.
+	AckItem       uint64 `protobuf:"varint,7,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
+	AckToken      uint64 `protobuf:"varint,8,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -349,11 +415,27 @@ func (x *QueueClaimRequest) GetWaitMs() int64 {
 	return 0
 }
 
+func (x *QueueClaimRequest) GetAckItem() uint64 {
+	if x != nil {
+		return x.AckItem
+	}
+	return 0
+}
+
+func (x *QueueClaimRequest) GetAckToken() uint64 {
+	if x != nil {
+		return x.AckToken
+	}
+	return 0
+}
+
 type QueueClaimResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// claimed is false when no item was available in the wait.
-	Claimed       bool   `protobuf:"varint,1,opt,name=claimed,proto3" json:"claimed,omitempty"`
-	Claim         *Claim `protobuf:"bytes,2,opt,name=claim,proto3" json:"claim,omitempty"`
+	Claimed bool   `protobuf:"varint,1,opt,name=claimed,proto3" json:"claimed,omitempty"`
+	Claim   *Claim `protobuf:"bytes,2,opt,name=claim,proto3" json:"claim,omitempty"`
+	// ack_outcome is the outcome of the request's ack_item (NONE without).
+	AckOutcome    AckOutcome `protobuf:"varint,3,opt,name=ack_outcome,json=ackOutcome,proto3,enum=fenced.v1.AckOutcome" json:"ack_outcome,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -400,6 +482,13 @@ func (x *QueueClaimResponse) GetClaim() *Claim {
 		return x.Claim
 	}
 	return nil
+}
+
+func (x *QueueClaimResponse) GetAckOutcome() AckOutcome {
+	if x != nil {
+		return x.AckOutcome
+	}
+	return AckOutcome_ACK_OUTCOME_NONE
 }
 
 type QueueAckRequest struct {
@@ -1216,17 +1305,21 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\x0emax_deliveries\x18\x05 \x01(\rR\rmaxDeliveries\"E\n" +
 	"\x11QueuePushResponse\x12\x12\n" +
 	"\x04item\x18\x01 \x01(\x04R\x04item\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xab\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xe3\x01\n" +
 	"\x11QueueClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x16\n" +
 	"\x06secret\x18\x03 \x01(\tR\x06secret\x12\x10\n" +
 	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12#\n" +
 	"\rvisibility_ms\x18\x05 \x01(\x03R\fvisibilityMs\x12\x17\n" +
-	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\"V\n" +
+	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\x12\x19\n" +
+	"\back_item\x18\a \x01(\x04R\aackItem\x12\x1b\n" +
+	"\tack_token\x18\b \x01(\x04R\backToken\"\x8e\x01\n" +
 	"\x12QueueClaimResponse\x12\x18\n" +
 	"\aclaimed\x18\x01 \x01(\bR\aclaimed\x12&\n" +
-	"\x05claim\x18\x02 \x01(\v2\x10.fenced.v1.ClaimR\x05claim\"Q\n" +
+	"\x05claim\x18\x02 \x01(\v2\x10.fenced.v1.ClaimR\x05claim\x126\n" +
+	"\vack_outcome\x18\x03 \x01(\x0e2\x15.fenced.v1.AckOutcomeR\n" +
+	"ackOutcome\"Q\n" +
 	"\x0fQueueAckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
@@ -1275,7 +1368,13 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\x05claim\x18\x02 \x01(\v2\x1d.fenced.v1.QueueClaimResponseH\x00R\x05claim\x12/\n" +
 	"\x03ack\x18\x03 \x01(\v2\x1b.fenced.v1.QueueAckResponseH\x00R\x03ack\x122\n" +
 	"\x04nack\x18\x04 \x01(\v2\x1c.fenced.v1.QueueNackResponseH\x00R\x04nackB\b\n" +
-	"\x06result2\xa9\x03\n" +
+	"\x06result*k\n" +
+	"\n" +
+	"AckOutcome\x12\x14\n" +
+	"\x10ACK_OUTCOME_NONE\x10\x00\x12\x15\n" +
+	"\x11ACK_OUTCOME_ACKED\x10\x01\x12\x15\n" +
+	"\x11ACK_OUTCOME_STALE\x10\x02\x12\x19\n" +
+	"\x15ACK_OUTCOME_NOT_FOUND\x10\x032\xa9\x03\n" +
 	"\fQueueService\x12A\n" +
 	"\x04Push\x12\x1b.fenced.v1.QueuePushRequest\x1a\x1c.fenced.v1.QueuePushResponse\x12D\n" +
 	"\x05Claim\x12\x1c.fenced.v1.QueueClaimRequest\x1a\x1d.fenced.v1.QueueClaimResponse\x12>\n" +
@@ -1296,57 +1395,60 @@ func file_fenced_v1_queue_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_queue_proto_rawDescData
 }
 
+var file_fenced_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
 var file_fenced_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_fenced_v1_queue_proto_goTypes = []any{
-	(*Claim)(nil),               // 0: fenced.v1.Claim
-	(*QueuePushRequest)(nil),    // 1: fenced.v1.QueuePushRequest
-	(*QueuePushResponse)(nil),   // 2: fenced.v1.QueuePushResponse
-	(*QueueClaimRequest)(nil),   // 3: fenced.v1.QueueClaimRequest
-	(*QueueClaimResponse)(nil),  // 4: fenced.v1.QueueClaimResponse
-	(*QueueAckRequest)(nil),     // 5: fenced.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),    // 6: fenced.v1.QueueAckResponse
-	(*QueueNackRequest)(nil),    // 7: fenced.v1.QueueNackRequest
-	(*QueueNackResponse)(nil),   // 8: fenced.v1.QueueNackResponse
-	(*QueueExtendRequest)(nil),  // 9: fenced.v1.QueueExtendRequest
-	(*QueueExtendResponse)(nil), // 10: fenced.v1.QueueExtendResponse
-	(*QueueStatsRequest)(nil),   // 11: fenced.v1.QueueStatsRequest
-	(*QueueItemInfo)(nil),       // 12: fenced.v1.QueueItemInfo
-	(*QueueStatsResponse)(nil),  // 13: fenced.v1.QueueStatsResponse
-	(*QueueCall)(nil),           // 14: fenced.v1.QueueCall
-	(*QueueResult)(nil),         // 15: fenced.v1.QueueResult
-	(*Grant)(nil),               // 16: fenced.v1.Grant
+	(AckOutcome)(0),             // 0: fenced.v1.AckOutcome
+	(*Claim)(nil),               // 1: fenced.v1.Claim
+	(*QueuePushRequest)(nil),    // 2: fenced.v1.QueuePushRequest
+	(*QueuePushResponse)(nil),   // 3: fenced.v1.QueuePushResponse
+	(*QueueClaimRequest)(nil),   // 4: fenced.v1.QueueClaimRequest
+	(*QueueClaimResponse)(nil),  // 5: fenced.v1.QueueClaimResponse
+	(*QueueAckRequest)(nil),     // 6: fenced.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),    // 7: fenced.v1.QueueAckResponse
+	(*QueueNackRequest)(nil),    // 8: fenced.v1.QueueNackRequest
+	(*QueueNackResponse)(nil),   // 9: fenced.v1.QueueNackResponse
+	(*QueueExtendRequest)(nil),  // 10: fenced.v1.QueueExtendRequest
+	(*QueueExtendResponse)(nil), // 11: fenced.v1.QueueExtendResponse
+	(*QueueStatsRequest)(nil),   // 12: fenced.v1.QueueStatsRequest
+	(*QueueItemInfo)(nil),       // 13: fenced.v1.QueueItemInfo
+	(*QueueStatsResponse)(nil),  // 14: fenced.v1.QueueStatsResponse
+	(*QueueCall)(nil),           // 15: fenced.v1.QueueCall
+	(*QueueResult)(nil),         // 16: fenced.v1.QueueResult
+	(*Grant)(nil),               // 17: fenced.v1.Grant
 }
 var file_fenced_v1_queue_proto_depIdxs = []int32{
-	16, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
-	0,  // 1: fenced.v1.QueueClaimResponse.claim:type_name -> fenced.v1.Claim
-	0,  // 2: fenced.v1.QueueExtendResponse.claim:type_name -> fenced.v1.Claim
-	0,  // 3: fenced.v1.QueueItemInfo.item:type_name -> fenced.v1.Claim
-	12, // 4: fenced.v1.QueueStatsResponse.items:type_name -> fenced.v1.QueueItemInfo
-	1,  // 5: fenced.v1.QueueCall.push:type_name -> fenced.v1.QueuePushRequest
-	3,  // 6: fenced.v1.QueueCall.claim:type_name -> fenced.v1.QueueClaimRequest
-	5,  // 7: fenced.v1.QueueCall.ack:type_name -> fenced.v1.QueueAckRequest
-	7,  // 8: fenced.v1.QueueCall.nack:type_name -> fenced.v1.QueueNackRequest
-	2,  // 9: fenced.v1.QueueResult.push:type_name -> fenced.v1.QueuePushResponse
-	4,  // 10: fenced.v1.QueueResult.claim:type_name -> fenced.v1.QueueClaimResponse
-	6,  // 11: fenced.v1.QueueResult.ack:type_name -> fenced.v1.QueueAckResponse
-	8,  // 12: fenced.v1.QueueResult.nack:type_name -> fenced.v1.QueueNackResponse
-	1,  // 13: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
-	3,  // 14: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
-	5,  // 15: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
-	7,  // 16: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
-	9,  // 17: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
-	11, // 18: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
-	2,  // 19: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
-	4,  // 20: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
-	6,  // 21: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
-	8,  // 22: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
-	10, // 23: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
-	13, // 24: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
-	19, // [19:25] is the sub-list for method output_type
-	13, // [13:19] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	17, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
+	1,  // 1: fenced.v1.QueueClaimResponse.claim:type_name -> fenced.v1.Claim
+	0,  // 2: fenced.v1.QueueClaimResponse.ack_outcome:type_name -> fenced.v1.AckOutcome
+	1,  // 3: fenced.v1.QueueExtendResponse.claim:type_name -> fenced.v1.Claim
+	1,  // 4: fenced.v1.QueueItemInfo.item:type_name -> fenced.v1.Claim
+	13, // 5: fenced.v1.QueueStatsResponse.items:type_name -> fenced.v1.QueueItemInfo
+	2,  // 6: fenced.v1.QueueCall.push:type_name -> fenced.v1.QueuePushRequest
+	4,  // 7: fenced.v1.QueueCall.claim:type_name -> fenced.v1.QueueClaimRequest
+	6,  // 8: fenced.v1.QueueCall.ack:type_name -> fenced.v1.QueueAckRequest
+	8,  // 9: fenced.v1.QueueCall.nack:type_name -> fenced.v1.QueueNackRequest
+	3,  // 10: fenced.v1.QueueResult.push:type_name -> fenced.v1.QueuePushResponse
+	5,  // 11: fenced.v1.QueueResult.claim:type_name -> fenced.v1.QueueClaimResponse
+	7,  // 12: fenced.v1.QueueResult.ack:type_name -> fenced.v1.QueueAckResponse
+	9,  // 13: fenced.v1.QueueResult.nack:type_name -> fenced.v1.QueueNackResponse
+	2,  // 14: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
+	4,  // 15: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
+	6,  // 16: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
+	8,  // 17: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
+	10, // 18: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
+	12, // 19: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
+	3,  // 20: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
+	5,  // 21: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
+	7,  // 22: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
+	9,  // 23: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
+	11, // 24: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
+	14, // 25: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
+	20, // [20:26] is the sub-list for method output_type
+	14, // [14:20] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_queue_proto_init() }
@@ -1372,13 +1474,14 @@ func file_fenced_v1_queue_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_queue_proto_rawDesc), len(file_fenced_v1_queue_proto_rawDesc)),
-			NumEnums:      0,
+			NumEnums:      1,
 			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_fenced_v1_queue_proto_goTypes,
 		DependencyIndexes: file_fenced_v1_queue_proto_depIdxs,
+		EnumInfos:         file_fenced_v1_queue_proto_enumTypes,
 		MessageInfos:      file_fenced_v1_queue_proto_msgTypes,
 	}.Build()
 	File_fenced_v1_queue_proto = out.File

@@ -4574,14 +4574,19 @@ func (x *QueuePush) GetMaxBytes() uint64 {
 // QueueClaim claims the oldest available item of a queue for a session,
 // or with wait queues the session for the next item.
 type QueueClaim struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Session       uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
-	Seq           uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
-	Queue         string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
-	VisibilityMs  int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
-	Wait          bool                   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
-	Quota         *Quota                 `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
-	SecretHash    []byte                 `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Session      uint64                 `protobuf:"varint,1,opt,name=session,proto3" json:"session,omitempty"`
+	Seq          uint64                 `protobuf:"varint,2,opt,name=seq,proto3" json:"seq,omitempty"`
+	Queue        string                 `protobuf:"bytes,3,opt,name=queue,proto3" json:"queue,omitempty"`
+	VisibilityMs int64                  `protobuf:"varint,4,opt,name=visibility_ms,json=visibilityMs,proto3" json:"visibility_ms,omitempty"`
+	Wait         bool                   `protobuf:"varint,5,opt,name=wait,proto3" json:"wait,omitempty"`
+	// ack_item and ack_token ack an item of the queue first, in the same
+	// apply (ack-and-claim-next); 0 and 0 for none. A stale ack changes
+	// nothing and does not stop the claim.
+	AckItem       uint64 `protobuf:"varint,6,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
+	AckToken      uint64 `protobuf:"varint,7,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
+	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4649,6 +4654,20 @@ func (x *QueueClaim) GetWait() bool {
 		return x.Wait
 	}
 	return false
+}
+
+func (x *QueueClaim) GetAckItem() uint64 {
+	if x != nil {
+		return x.AckItem
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetAckToken() uint64 {
+	if x != nil {
+		return x.AckToken
+	}
+	return 0
 }
 
 func (x *QueueClaim) GetQuota() *Quota {
@@ -5742,14 +5761,16 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\rdedupe_window\x18\x06 \x01(\rR\fdedupeWindow\x12*\n" +
 	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\x12\x1b\n" +
 	"\tmax_items\x18\b \x01(\x04R\bmaxItems\x12\x1b\n" +
-	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\xd6\x01\n" +
+	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\x8e\x02\n" +
 	"\n" +
 	"QueueClaim\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
 	"\x03seq\x18\x02 \x01(\x04R\x03seq\x12\x14\n" +
 	"\x05queue\x18\x03 \x01(\tR\x05queue\x12#\n" +
 	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\x12\x12\n" +
-	"\x04wait\x18\x05 \x01(\bR\x04wait\x12,\n" +
+	"\x04wait\x18\x05 \x01(\bR\x04wait\x12\x19\n" +
+	"\back_item\x18\x06 \x01(\x04R\aackItem\x12\x1b\n" +
+	"\tack_token\x18\a \x01(\x04R\backToken\x12,\n" +
 	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
 	"\vsecret_hash\x182 \x01(\fR\n" +
 	"secretHash\"J\n" +
