@@ -57,7 +57,7 @@ var matrix = []benchCase{
 	{ID: "lock-16", Title: "lock, 16 clients, 1 node", Workload: bench.WorkloadLock, Clients: 16, Targets: withGrantors, VsEtcd: "etcd"},
 	{ID: "lock-64", Title: "lock, 64 clients, 1 node", Workload: bench.WorkloadLock, Clients: 64, Targets: singleNode, VsEtcd: "etcd"},
 	{ID: "lock-64-3n", Title: "lock, 64 clients, 3 nodes", Workload: bench.WorkloadLock, Clients: 64, Targets: []string{"fenced-3", "etcd-3"}, VsEtcd: "etcd-3"},
-	{ID: "lock-64-indep", Title: "lock, 64 independent clients (a client per locker), 1 node", Workload: bench.WorkloadLock, Clients: 64, PerLocker: true, Targets: []string{"fenced", "etcd"}, VsEtcd: "etcd"},
+	{ID: "lock-64-indep", Title: "lock, 64 independent clients (a client per locker), 1 node", Workload: bench.WorkloadLock, Clients: 64, PerLocker: true, Targets: singleNode, VsEtcd: "etcd", VsRedis: "redis"},
 	{ID: "lock-64-indep-3n", Title: "lock, 64 independent clients (a client per locker), 3 nodes", Workload: bench.WorkloadLock, Clients: 64, PerLocker: true, Targets: []string{"fenced-3", "etcd-3"}, VsEtcd: "etcd-3"},
 	{ID: "handoff-16", Title: "handoff, 16 clients on one lock, 1 node", Workload: bench.WorkloadHandoff, Clients: 16, Targets: withGrantors, VsEtcd: "etcd", VsRedis: "redis"},
 	{ID: "sessions-10k", Title: "sessions, 10,000 holders, 1 node", Workload: bench.WorkloadSessions, Clients: sessionOpeners, Sessions: 10000, Targets: singleNode, VsEtcd: "etcd"},
