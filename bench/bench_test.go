@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/bench"
+	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
@@ -168,5 +169,53 @@ func TestRun_LimiterProgressAndPartial(t *testing.T) {
 	r, err = bench.Run(ctx2, sys, bench.Options{Workload: bench.WorkloadLimiter, Clients: 2, Duration: time.Second, Warmup: time.Minute})
 	if !errors.Is(err, context.Canceled) || r.Partial || r.Cycles != 0 {
 		t.Fatalf("run interrupted in its warm-up: %+v, %v; want no result and context.Canceled", r, err)
+	}
+}
+
+// TestOpenHolders opens holders in process: each must hold its own lock on
+// the server, in a session of its own, until Close ends them all.
+func TestOpenHolders(t *testing.T) {
+	srv := testserver.Start(t)
+	sys, err := bench.NewFenced([]string{srv.Addr()}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	ctx := context.Background()
+	h, err := bench.OpenHolders(ctx, sys, bench.Options{Sessions: 40, Clients: 8, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Len() != 40 || h.Setup() <= 0 {
+		t.Errorf("Len() = %d, Setup() = %v; want 40 holders and a set-up time", h.Len(), h.Setup())
+	}
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, owners := 0, map[uint64]bool{}
+	for _, l := range st.Locks {
+		if l.Holder != nil {
+			held++
+			owners[l.Holder.Session] = true
+		}
+	}
+	if held != 40 || len(owners) != 40 || len(st.Sessions) != 40 {
+		t.Errorf("server has %d locks held by %d sessions, %d sessions; want 40 each", held, len(owners), len(st.Sessions))
+	}
+	h.Close(ctx)
+	if st, err = c.Status(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 0 {
+		t.Errorf("%d sessions left after Close", len(st.Sessions))
+	}
+	if _, err := bench.OpenHolders(ctx, sys, bench.Options{Sessions: 0, Clients: 8}); err == nil {
+		t.Error("OpenHolders accepted 0 sessions")
 	}
 }

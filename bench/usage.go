@@ -113,3 +113,11 @@ func rssOf(pids []int) int64 {
 	}
 	return total
 }
+
+// ProcessCPU returns the CPU time (user + system) the processes pids have
+// used so far, as far as /proc tells.
+func ProcessCPU(pids ...int) time.Duration { return cpuOf(pids) }
+
+// ProcessRSS returns the summed resident set size of pids in bytes, 0 when
+// none can be read.
+func ProcessRSS(pids ...int) int64 { return rssOf(pids) }
