@@ -10,8 +10,8 @@
 //     kill -9, start: the time until /readyz answers and until the state
 //     holds every session and lock;
 //   - catch-up: --members new members added one at a time (fenced serve
-//     --join, cluster add): the time until each one's own state holds
-//     every session and lock and the leader's last token.
+//     --join, cluster add): the time until each one has applied a command
+//     committed after its add, so the leader's whole state.
 //
 // It prints one JSON object a row on stdout as the row completes, then the
 // table in markdown (docs/benchmarks.md, "The cost of scale"):

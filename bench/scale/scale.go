@@ -170,7 +170,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 	}
 
 	// Commands past the snapshot, then kill -9 and restart.
-	if err := runTail(ctx, c, cfg.tail, cfg.ttl); err != nil {
+	if err := commitCommands(ctx, c, cfg.tail, cfg.ttl); err != nil {
 		return row, err
 	}
 	if cfg.tail > 0 {
@@ -275,11 +275,12 @@ func takeSnapshot(ctx context.Context, cfg config, leader *server, row *Row) err
 	return err
 }
 
-// runTail commits about 2*n+2 commands past the snapshot (a session, n
+// commitCommands commits 2*n+2 commands (a session, n
 // grants of 8 locks and their releases, 8 at a time, the session's close),
-// so that the restart replays a log on top of the snapshot. The session is
-// closed again, so the state holds the holders' sessions and locks only.
-func runTail(ctx context.Context, c *client.Client, n int, ttl time.Duration) error {
+// so that the restart replays a log on top of the snapshot, or so that a
+// new member has a command to apply. The session is closed again, so the
+// state holds the holders' sessions and locks only.
+func commitCommands(ctx context.Context, c *client.Client, n int, ttl time.Duration) error {
 	if n == 0 {
 		return nil
 	}
@@ -315,8 +316,8 @@ func runTail(ctx context.Context, c *client.Client, n int, ttl time.Duration) er
 	return errors.Join(append(errs, s.Close(ctx))...)
 }
 
-// catchUp starts s with --join, adds it to the cluster, commits one
-// command past the add (a grant and its release) and waits until s has
+// catchUp starts s with --join, adds it to the cluster, commits a few
+// commands past the add (commitCommands) and waits until s has
 // applied it: s then holds the leader's whole state. (A member that
 // installed a snapshot reports an applied index again only once it
 // applies a command, hence the command.)
@@ -328,11 +329,7 @@ func catchUp(ctx context.Context, cfg config, c *client.Client, leader, s *serve
 	if err := c.AddMember(ctx, s.node.ID, s.node.PeerAddr); err != nil {
 		return 0, false, fmt.Errorf("add %s: %w", s.node.ID, err)
 	}
-	l, err := c.Acquire(ctx, "bench/scale/catch-up", cfg.ttl)
-	if err == nil {
-		err = l.Release(ctx)
-	}
-	if err != nil {
+	if err := commitCommands(ctx, c, 1, cfg.ttl); err != nil {
 		return 0, false, fmt.Errorf("commit past the add of %s: %w", s.node.ID, err)
 	}
 	st, err := localStatus(ctx, leader.node.Addr)
