@@ -65,6 +65,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	tail := fs.Int("tail", 500, "grants (and as many releases) committed past the snapshot before the kill, 0–100000")
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long any one step may take")
 	out := fs.String("out", "", "also write the rows to FILE as a JSON array")
+	serveArgs := fs.String("serve-args", "", "more flags for the first member's fenced serve, space-separated (e.g. \"--pprof 127.0.0.1:6060\" to profile it)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -100,7 +101,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout,
+	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout, serveArgs: strings.Fields(*serveArgs),
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 		}}

@@ -19,7 +19,14 @@ import (
 
 // noLimits lifts the per-source limits: every holder of the benchmark
 // comes from this one machine.
-var noLimits = []string{"--max-sessions-per-source", "0", "--max-grants-per-source", "0", "--max-waiters-per-source", "0", "--session-rate", "0", "--max-conns-per-source", "0"}
+//
+// And it turns Raft's own snapshots off (the benchmark takes its one
+// snapshot with SIGUSR1, at rest): a snapshot of a large state taken while
+// holders are being opened holds up the applies, and with them the
+// keep-alives' leadership checks, for its encoding time
+// (docs/benchmarks.md, "The cost of scale").
+var noLimits = []string{"--max-sessions-per-source", "0", "--max-grants-per-source", "0", "--max-waiters-per-source", "0", "--session-rate", "0", "--max-conns-per-source", "0",
+	"--snapshot-threshold", "1000000000"}
 
 // server is one `fenced serve` process and the log file it writes,
 // started again from the same data dir after a kill.

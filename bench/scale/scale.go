@@ -32,9 +32,12 @@ type Row struct {
 	// At rest: every holder open and kept alive by its keep-alives, for
 	// RestS. RenewalsPerS is the renewals the keep-alives carry, from
 	// their schedule (each session renewed every TTL/3).
-	RestS            float64 `json:"rest_s"`
-	RSSMiB           float64 `json:"rss_mib"`
-	RSSBeforeMiB     float64 `json:"rss_before_mib"`
+	RestS        float64 `json:"rest_s"`
+	RSSMiB       float64 `json:"rss_mib"`
+	RSSBeforeMiB float64 `json:"rss_before_mib"`
+	// HeapMiB is the Go heap in use (go_memstats_heap_inuse_bytes) at the
+	// end of the rest, part of RSSMiB.
+	HeapMiB          float64 `json:"heap_mib"`
 	BytesPerSession  float64 `json:"bytes_per_session"`
 	CPUPercent       float64 `json:"cpu_percent"`
 	RenewalsPerS     float64 `json:"renewals_per_s"`
@@ -80,6 +83,7 @@ type config struct {
 	members     int
 	tail        int
 	timeout     time.Duration
+	serveArgs   []string // more flags for the first member
 	progress    func(format string, args ...any)
 }
 
@@ -106,7 +110,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 			err = os.RemoveAll(dir)
 		}
 	}()
-	leader := &server{bin: cfg.bin, node: nodes[0], extra: noLimits, dir: dir}
+	leader := &server{bin: cfg.bin, node: nodes[0], extra: append(append([]string{}, noLimits...), cfg.serveArgs...), dir: dir}
 	servers = append(servers, leader)
 	if err := leader.start(); err != nil {
 		return row, err
@@ -123,7 +127,11 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 	for _, nd := range nodes {
 		endpoints = append(endpoints, nd.Addr)
 	}
-	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(quietLogger()))
+	// A request timeout above the SDK's 5s gives each renewal the TTL/6
+	// it may take before the keeper gives up on its stream, on a loaded
+	// machine and after the restart, when every session is renewed at
+	// once.
+	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(quietLogger()), client.WithRequestTimeout(30*time.Second))
 	if err != nil {
 		return row, err
 	}
@@ -157,6 +165,11 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 	row.RSSMiB, row.RSSBeforeMiB = mib(rss), mib(before)
 	row.BytesPerSession = float64(rss-before) / float64(n)
 	row.RenewalsPerS = float64(n) / (cfg.ttl / 3).Seconds()
+	gm, err := leader.metrics(ctx, "go_memstats_heap_inuse_bytes")
+	if err != nil {
+		return row, err
+	}
+	row.HeapMiB = mib(int64(gm["go_memstats_heap_inuse_bytes"]))
 
 	// The snapshot.
 	cfg.progress("%d: snapshot", n)
