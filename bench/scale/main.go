@@ -66,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	timeout := fs.Duration("timeout", 10*time.Minute, "how long any one step may take")
 	out := fs.String("out", "", "also write the rows to FILE as a JSON array")
 	serveArgs := fs.String("serve-args", "", "more flags for the first member's fenced serve, space-separated (e.g. \"--pprof 127.0.0.1:6060\" to profile it)")
+	serveEnv := fs.String("serve-env", "", "environment variables for every fenced serve, space-separated (e.g. \"GOMEMLIMIT=1800MiB\")")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -101,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout, serveArgs: strings.Fields(*serveArgs),
+	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout, serveArgs: strings.Fields(*serveArgs), serveEnv: strings.Fields(*serveEnv),
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 		}}

@@ -34,6 +34,7 @@ type server struct {
 	bin   string
 	node  launch.Node
 	extra []string // flags after ServeArgs
+	env   []string // added to the environment
 	dir   string   // where its log files go
 	proc  *launch.Process
 	log   string // the current log file
@@ -48,7 +49,7 @@ func (s *server) start() error {
 	if err != nil {
 		return err
 	}
-	p, err := launch.Start(launch.Spec{Bin: s.bin, Args: append(s.node.ServeArgs(), s.extra...), Out: f, OwnGroup: true, OnExit: func() { f.Close() }})
+	p, err := launch.Start(launch.Spec{Bin: s.bin, Args: append(s.node.ServeArgs(), s.extra...), Env: s.env, Out: f, OwnGroup: true, OnExit: func() { f.Close() }})
 	if err != nil {
 		f.Close()
 		return err

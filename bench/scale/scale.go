@@ -24,6 +24,8 @@ type Row struct {
 	// Load is the machine's load averages (1, 5, 15 min) when the row
 	// started.
 	Load string `json:"load"`
+	// Env is the servers' extra environment (--serve-env), if any.
+	Env []string `json:"env,omitempty"`
 
 	// OpenS is how long opening the holders took (a session and a lock
 	// each, Clients at a time).
@@ -84,13 +86,14 @@ type config struct {
 	tail        int
 	timeout     time.Duration
 	serveArgs   []string // more flags for the first member
+	serveEnv    []string // environment of every member
 	progress    func(format string, args ...any)
 }
 
 // measure runs one row: a fresh single-node cluster in a directory of its
 // own, n holders, and the measurements in order.
 func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
-	row = Row{Sessions: n, TTLS: cfg.ttl.Seconds(), Load: loadAvg()}
+	row = Row{Sessions: n, TTLS: cfg.ttl.Seconds(), Load: loadAvg(), Env: cfg.serveEnv}
 	dir, err := os.MkdirTemp(cfg.dir, fmt.Sprintf("scale-%d-", n))
 	if err != nil {
 		return row, err
@@ -110,7 +113,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 			err = os.RemoveAll(dir)
 		}
 	}()
-	leader := &server{bin: cfg.bin, node: nodes[0], extra: append(append([]string{}, noLimits...), cfg.serveArgs...), dir: dir}
+	leader := &server{bin: cfg.bin, node: nodes[0], extra: append(append([]string{}, noLimits...), cfg.serveArgs...), env: cfg.serveEnv, dir: dir}
 	servers = append(servers, leader)
 	if err := leader.start(); err != nil {
 		return row, err
@@ -213,7 +216,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 	// New members catch up.
 	for i := 1; i <= cfg.members; i++ {
 		cfg.progress("%d: adding member %s", n, nodes[i].ID)
-		s := &server{bin: cfg.bin, node: nodes[i], extra: append([]string{"--join"}, noLimits...), dir: dir}
+		s := &server{bin: cfg.bin, node: nodes[i], extra: append([]string{"--join"}, noLimits...), env: cfg.serveEnv, dir: dir}
 		servers = append(servers, s)
 		secs, snap, err := catchUp(ctx, cfg, c, leader, s)
 		if err != nil {

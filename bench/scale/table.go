@@ -23,8 +23,12 @@ func writeTable(w io.Writer, rows []Row) error {
 		if len(catch) == 0 {
 			catch = []string{"—"}
 		}
+		sessions := count(r.Sessions)
+		if len(r.Env) > 0 {
+			sessions += " (" + strings.Join(r.Env, " ") + ")"
+		}
 		fmt.Fprintf(&b, "| %s | %s MiB (%s B) | %.1f %% (%s) | %s / %s / %s | %s / %s (%s) | %s | %s |\n",
-			count(r.Sessions), count(int(r.RSSMiB+0.5)), count(int(r.BytesPerSession+0.5)), r.CPUPercent, count(int(r.RenewalsPerS+0.5)),
+			sessions, count(int(r.RSSMiB+0.5)), count(int(r.BytesPerSession+0.5)), r.CPUPercent, count(int(r.RenewalsPerS+0.5)),
 			size(r.SnapshotBytes), millis(r.SnapshotEncodeMs), millis(r.SnapshotPersistMs),
 			secs(r.RestartReadyS), secs(r.RestartAllS), millis(r.RestoreMs),
 			strings.Join(catch, " / "), r.Load)
