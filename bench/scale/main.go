@@ -67,8 +67,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	out := fs.String("out", "", "also write the rows to FILE as a JSON array")
 	serveArgs := fs.String("serve-args", "", "more flags for the first member's fenced serve, space-separated (e.g. \"--pprof 127.0.0.1:6060\" to profile it)")
 	serveEnv := fs.String("serve-env", "", "environment variables for every fenced serve, space-separated (e.g. \"GOMEMLIMIT=1800MiB\")")
+	render := fs.String("render", "", "measure nothing: print the table of the rows in FILE (this program's JSON lines or --out array)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *render != "" {
+		rows, err := readRows(*render)
+		if err != nil {
+			return err
+		}
+		return writeTable(stdout, rows)
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
@@ -130,6 +138,39 @@ func run(args []string, stdout, stderr io.Writer) error {
 		return os.WriteFile(*out, append(b, '\n'), 0o644)
 	}
 	return nil
+}
+
+// readRows reads the rows in path: a JSON array (--out) or one object a
+// line (stdout).
+func readRows(path string) ([]Row, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var rows []Row
+	dec := json.NewDecoder(f)
+	for {
+		var v json.RawMessage
+		if err := dec.Decode(&v); err == io.EOF {
+			return rows, nil
+		} else if err != nil {
+			return rows, fmt.Errorf("%s: %w", path, err)
+		}
+		if len(v) > 0 && v[0] == '[' {
+			var more []Row
+			if err := json.Unmarshal(v, &more); err != nil {
+				return nil, fmt.Errorf("%s: %w", path, err)
+			}
+			rows = append(rows, more...)
+			continue
+		}
+		var r Row
+		if err := json.Unmarshal(v, &r); err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		rows = append(rows, r)
+	}
 }
 
 // parseSizes parses --sessions.
