@@ -212,8 +212,15 @@ func localStatus(ctx context.Context, addr string) (*fencedv1.ClusterStatusRespo
 	return resp.Msg, nil
 }
 
-// quietLogger drops the SDK's log lines (failovers during the restart).
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+// clientLogger writes the SDK's log lines (keep-alive streams failing and
+// reopening, failovers during the restart) to path, as JSON.
+func clientLogger(path string) (*slog.Logger, func() error, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return slog.New(slog.NewJSONHandler(f, nil)), f.Close, nil
+}
 
 func cpuOf(pid int) time.Duration { return bench.ProcessCPU(pid) }
 

@@ -134,7 +134,13 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 	// it may take before the keeper gives up on its stream, on a loaded
 	// machine and after the restart, when every session is renewed at
 	// once.
-	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(quietLogger()), client.WithRequestTimeout(30*time.Second))
+	// The SDK's log goes to client.log beside the servers' logs.
+	clog, closeLog, err := clientLogger(filepath.Join(dir, "client.log"))
+	if err != nil {
+		return row, err
+	}
+	defer closeLog()
+	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(clog), client.WithRequestTimeout(30*time.Second))
 	if err != nil {
 		return row, err
 	}
@@ -176,7 +182,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 
 	// The snapshot.
 	cfg.progress("%d: snapshot", n)
-	c, err := client.New(endpoints, client.WithLogger(quietLogger()))
+	c, err := client.New(endpoints, client.WithLogger(clog))
 	if err != nil {
 		return row, err
 	}
