@@ -68,6 +68,8 @@ type Row struct {
 	// caught up by installing a snapshot.
 	CatchUpS        []float64 `json:"catch_up_s"`
 	CatchUpSnapshot []bool    `json:"catch_up_snapshot"`
+	// CatchUpError is why a member did not catch up, if one did not.
+	CatchUpError string `json:"catch_up_error,omitempty"`
 
 	// SessionsAtEnd is the leader's live sessions at the end: N when no
 	// holder was lost on the way.
@@ -179,6 +181,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 		return row, err
 	}
 	row.HeapMiB = mib(int64(gm["go_memstats_heap_inuse_bytes"]))
+	cfg.progress("%d: at rest RSS %.0f MiB, heap %.0f MiB, CPU %.1f%%, client CPU %.1f%%", n, row.RSSMiB, row.HeapMiB, row.CPUPercent, row.ClientCPUPercent)
 
 	// The snapshot.
 	cfg.progress("%d: snapshot", n)
@@ -218,18 +221,26 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 		row.RestoreMs = ms(ls[1].Time.Sub(ls[0].Time))
 	}
 	row.RestartedRSSMiB = mib(rssOf(leader.pid()))
+	cfg.progress("%d: snapshot %d bytes, encode %.0f ms, write %.0f ms; restart ready %.1fs, all present %.1fs, restore %.0f ms", n,
+		row.SnapshotBytes, row.SnapshotEncodeMs, row.SnapshotPersistMs, row.RestartReadyS, row.RestartAllS, row.RestoreMs)
 
 	// New members catch up.
 	for i := 1; i <= cfg.members; i++ {
 		cfg.progress("%d: adding member %s", n, nodes[i].ID)
 		s := &server{bin: cfg.bin, node: nodes[i], extra: append([]string{"--join"}, noLimits...), env: cfg.serveEnv, dir: dir}
 		servers = append(servers, s)
-		secs, snap, err := catchUp(ctx, cfg, c, leader, s)
+		cctx, cancel := context.WithTimeout(ctx, cfg.timeout)
+		secs, snap, err := catchUp(cctx, cfg, c, leader, s)
+		cancel()
 		if err != nil {
-			return row, err
+			// The row keeps what was measured before.
+			row.CatchUpError = err.Error()
+			cfg.progress("%d: %v", n, err)
+			break
 		}
 		row.CatchUpS = append(row.CatchUpS, secs)
 		row.CatchUpSnapshot = append(row.CatchUpSnapshot, snap)
+		cfg.progress("%d: %s caught up in %.1fs", n, s.node.ID, secs)
 	}
 	m, err := leader.metrics(ctx, "fenced_sessions")
 	if err != nil {

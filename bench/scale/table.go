@@ -20,6 +20,9 @@ func writeTable(w io.Writer, rows []Row) error {
 			}
 			catch = append(catch, fmt.Sprintf("%s (%s)", secs(s), how))
 		}
+		if r.CatchUpError != "" {
+			catch = append(catch, "not caught up (see catch_up_error)")
+		}
 		if len(catch) == 0 {
 			catch = []string{"—"}
 		}
