@@ -110,7 +110,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
-	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout, serveArgs: strings.Fields(*serveArgs), serveEnv: strings.Fields(*serveEnv),
+	cfg := config{bin: *bin, dir: *dir, ttl: *ttl, rest: *rest, clients: *clients, connections: *connections, members: *members, tail: *tail, timeout: *timeout, serveArgs: strings.Fields(*serveArgs), serveEnv: strings.Fields(*serveEnv), requestTimeout: 30 * time.Second,
 		progress: func(format string, args ...any) {
 			fmt.Fprintf(stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 		}}

@@ -89,7 +89,9 @@ type config struct {
 	timeout     time.Duration
 	serveArgs   []string // more flags for the first member
 	serveEnv    []string // environment of every member
-	progress    func(format string, args ...any)
+	// requestTimeout is the holders' clients' (30s in the command).
+	requestTimeout time.Duration
+	progress       func(format string, args ...any)
 }
 
 // measure runs one row: a fresh single-node cluster in a directory of its
@@ -142,11 +144,19 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 		return row, err
 	}
 	defer closeLog()
-	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(clog), client.WithRequestTimeout(30*time.Second))
+	sys, err := bench.NewFenced(endpoints, cfg.connections, client.WithLogger(clog), client.WithRequestTimeout(cfg.requestTimeout))
 	if err != nil {
 		return row, err
 	}
-	defer sys.Close()
+	defer func() {
+		// The servers go first: closing the clients closes every session
+		// on the server (Client.Close), a million Raft commands; with the
+		// servers gone those calls fail, within the request timeout.
+		for _, s := range servers {
+			_ = s.kill()
+		}
+		sys.Close()
+	}()
 	// sys's clients keep the holders alive until sys.Close; they are
 	// never closed one by one: the server and its data go at the end, and
 	// closing a million sessions would take minutes.

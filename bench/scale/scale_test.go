@@ -15,7 +15,7 @@ import (
 // new members catch up; no holder is lost on the way.
 func TestMeasure(t *testing.T) {
 	cfg := config{bin: proctest.Binary(t), dir: t.TempDir(), ttl: 20 * time.Second, rest: 500 * time.Millisecond, clients: 8, connections: 1,
-		members: 2, tail: 20, timeout: 2 * time.Minute, progress: t.Logf}
+		members: 2, tail: 20, timeout: 2 * time.Minute, requestTimeout: 5 * time.Second, progress: t.Logf}
 	r, err := measure(context.Background(), cfg, 50)
 	if err != nil {
 		t.Fatal(err)
