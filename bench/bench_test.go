@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/bench"
+	"github.com/fenced-dev/fenced/client"
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
@@ -197,5 +198,53 @@ func TestRun_Queue(t *testing.T) {
 		if r.P50Ms <= 0 || r.P50Ms > r.CycleP50Ms || r.P99Ms > r.CycleP99Ms {
 			t.Fatalf("%d connections: claim p50 %v p99 %v against cycle p50 %v p99 %v: a claim is part of its cycle", conns, r.P50Ms, r.P99Ms, r.CycleP50Ms, r.CycleP99Ms)
 		}
+	}
+}
+
+// TestOpenHolders opens holders in process: each must hold its own lock on
+// the server, in a session of its own, until Close ends them all.
+func TestOpenHolders(t *testing.T) {
+	srv := testserver.Start(t)
+	sys, err := bench.NewFenced([]string{srv.Addr()}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	ctx := context.Background()
+	h, err := bench.OpenHolders(ctx, sys, bench.Options{Sessions: 40, Clients: 8, TTL: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Len() != 40 || h.Setup() <= 0 {
+		t.Errorf("Len() = %d, Setup() = %v; want 40 holders and a set-up time", h.Len(), h.Setup())
+	}
+	c, err := client.New([]string{srv.Addr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	st, err := c.Status(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, owners := 0, map[uint64]bool{}
+	for _, l := range st.Locks {
+		if l.Holder != nil {
+			held++
+			owners[l.Holder.Session] = true
+		}
+	}
+	if held != 40 || len(owners) != 40 || len(st.Sessions) != 40 {
+		t.Errorf("server has %d locks held by %d sessions, %d sessions; want 40 each", held, len(owners), len(st.Sessions))
+	}
+	h.Close(ctx)
+	if st, err = c.Status(ctx, ""); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Sessions) != 0 {
+		t.Errorf("%d sessions left after Close", len(st.Sessions))
+	}
+	if _, err := bench.OpenHolders(ctx, sys, bench.Options{Sessions: 0, Clients: 8}); err == nil {
+		t.Error("OpenHolders accepted 0 sessions")
 	}
 }

@@ -197,3 +197,11 @@ func kib(s string) int64 {
 	n, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(s), " kB"), 10, 64)
 	return n << 10
 }
+
+// ProcessCPU returns the CPU time (user + system) the processes pids have
+// used so far, as far as /proc tells.
+func ProcessCPU(pids ...int) time.Duration { return cpuOf(pids) }
+
+// ProcessRSS returns the summed resident set size of pids in bytes, 0 when
+// none can be read.
+func ProcessRSS(pids ...int) int64 { return rssOf(pids) }

@@ -189,7 +189,10 @@ func (t *lockTable) check() error {
 			}
 			tokens[l.token] = name
 		}
-		queued := make(map[uint64]bool, l.queue.len())
+		var queued map[uint64]bool // made for a lock with waiters only
+		if l.queue.len() > 0 {
+			queued = make(map[uint64]bool, l.queue.len())
+		}
 		for _, w := range l.queue.list {
 			s := m.sessions[w.session]
 			switch {

@@ -87,7 +87,12 @@ func (m *Machine) grant(k fence.Kind, name, scope string, tok fence.Token, sid u
 // rebuildLive fills the live index from every primitive's grants, after
 // restore.
 func (m *Machine) rebuildLive() {
-	m.live = liveGrants{}
+	n := 0
+	for _, p := range m.primitives {
+		p.eachGrant(func(fence.Token, liveGrant) { n++ })
+	}
+	// Sized once: growing a map of a million grants rehashes it many times.
+	m.live = liveGrants{byToken: make(map[fence.Token]liveGrant, n)}
 	for _, p := range m.primitives {
 		p.eachGrant(m.live.add)
 	}
@@ -105,7 +110,7 @@ func (m *Machine) GrantOf(tok fence.Token) (fence.Grant, bool) {
 // checkLive reports a live index that differs from the grants the
 // primitives hold.
 func (m *Machine) checkLive() error {
-	want := liveGrants{}
+	want := liveGrants{byToken: make(map[fence.Token]liveGrant, len(m.live.byToken))}
 	for _, p := range m.primitives {
 		p.eachGrant(func(tok fence.Token, g liveGrant) {
 			if _, dup := want.byToken[tok]; dup {

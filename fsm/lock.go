@@ -265,6 +265,7 @@ func (t *lockTable) snapshot(st *statev1.State) {
 
 // restore implements section.
 func (t *lockTable) restore(st *statev1.State) error {
+	t.byName = make(map[string]*lock, len(st.GetLocks())) // empty after reset
 	for _, pl := range st.GetLocks() {
 		l := &lock{name: pl.GetName(), holder: pl.GetHolder(), token: fence.Token(pl.GetToken()), issuedAt: pl.GetIssuedAtUnixMs()}
 		if l.holder != 0 {

@@ -85,6 +85,10 @@ func (m *Machine) restore(st *statev1.State) error {
 	}
 	m.lastSession = st.GetLastSession()
 	m.leaderTerm = st.GetLeaderTerm()
+	// Sized once: growing maps of a million sessions rehashes them many
+	// times.
+	m.sessions = make(map[uint64]*session, len(st.GetSessions()))
+	m.byRequest = make(map[string]uint64, len(st.GetSessions()))
 	for _, ps := range st.GetSessions() {
 		s := &session{id: ps.GetId(), ttlMs: ps.GetTtlMs(), requestID: ps.GetRequestId(), owner: ps.GetOwner()}
 		if h := ps.GetSecretHash(); len(h) > 0 {

@@ -3,7 +3,9 @@ package raftstore
 import (
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -28,6 +30,8 @@ type fsmAdapter struct {
 	applied appliedIndex
 	// where names the log segment file holding an index, for errors.
 	where func(index uint64) string
+	// log, when set, is told how long each snapshot's encoding took.
+	log *slog.Logger
 
 	decoded []any     // scratch: the commands of the entries being applied
 	cmds    []Command // scratch: the same with their index and term
@@ -177,14 +181,19 @@ func (a *fsmAdapter) watch(onFail func(error)) error {
 
 // Snapshot implements raft.FSM. The state machine encodes its state here,
 // between applies; raft persists the bytes afterwards without blocking
-// them. A stopped adapter takes no snapshot.
+// them. A stopped adapter takes no snapshot. The time the encoding took
+// (applies wait for it) is logged, with the index and size.
 func (a *fsmAdapter) Snapshot() (raft.FSMSnapshot, error) {
 	if err := a.err(); err != nil {
 		return nil, fmt.Errorf("snapshot: %w", err)
 	}
+	start := time.Now()
 	data, err := a.sm.Snapshot()
 	if err != nil {
 		return nil, err
+	}
+	if a.log != nil {
+		a.log.Info("raft: state encoded for a snapshot", "index", a.applied.load(), "bytes", len(data), "encode_ms", time.Since(start).Milliseconds())
 	}
 	return snapshot(data), nil
 }

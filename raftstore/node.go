@@ -124,7 +124,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 	if err := checkNewestSnapshot(snaps, filepath.Join(raftDir, "snapshots")); err != nil {
 		return fail(err)
 	}
-	fsm := &fsmAdapter{sm: sm, where: func(index uint64) string { return segmentFile(walDir, index) }}
+	fsm := &fsmAdapter{sm: sm, where: func(index uint64) string { return segmentFile(walDir, index) }, log: logger}
 
 	var peerTLS *tlsfiles.Reloader
 	if cfg.PeerTLS.Enabled() {

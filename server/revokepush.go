@@ -14,11 +14,59 @@ import (
 // renewal.
 type revokePush struct {
 	mu        sync.Mutex
-	bySession map[uint64]map[*pushStream]struct{}
+	bySession map[uint64]pushSet
 }
 
 func newRevokePush() *revokePush {
-	return &revokePush{bySession: make(map[uint64]map[*pushStream]struct{})}
+	return &revokePush{bySession: make(map[uint64]pushSet)}
+}
+
+// pushSet is the streams registered for one session. Nearly every session
+// is renewed by one stream, kept in one without a map of its own (a map a
+// session cost about 200 bytes a live session); more holds the others
+// while a client moves between streams.
+type pushSet struct {
+	one  *pushStream
+	more map[*pushStream]struct{}
+}
+
+// add returns the set with ps in it.
+func (s pushSet) add(ps *pushStream) pushSet {
+	switch {
+	case s.one == nil || s.one == ps:
+		s.one = ps
+	default:
+		if s.more == nil {
+			s.more = make(map[*pushStream]struct{})
+		}
+		s.more[ps] = struct{}{}
+	}
+	return s
+}
+
+// remove returns the set without ps, and whether it is empty.
+func (s pushSet) remove(ps *pushStream) (pushSet, bool) {
+	if s.one == ps {
+		s.one = nil
+		for other := range s.more { // promote any one of the others
+			s.one = other
+			delete(s.more, other)
+			break
+		}
+	} else {
+		delete(s.more, ps)
+	}
+	return s, s.one == nil
+}
+
+// each calls fn for every stream of the set.
+func (s pushSet) each(fn func(*pushStream)) {
+	if s.one != nil {
+		fn(s.one)
+	}
+	for ps := range s.more {
+		fn(ps)
+	}
 }
 
 // pushStream is one KeepAlive stream's inbox of pushed answers.
@@ -47,12 +95,7 @@ func (ps *pushStream) renewed(session uint64) {
 	}
 	ps.p.mu.Lock()
 	defer ps.p.mu.Unlock()
-	set := ps.p.bySession[session]
-	if set == nil {
-		set = make(map[*pushStream]struct{})
-		ps.p.bySession[session] = set
-	}
-	set[ps] = struct{}{}
+	ps.p.bySession[session] = ps.p.bySession[session].add(ps)
 }
 
 // take returns the pushed answers not yet sent.
@@ -73,11 +116,14 @@ func (ps *pushStream) done() {
 	ps.p.mu.Lock()
 	defer ps.p.mu.Unlock()
 	for id := range ids {
-		if set := ps.p.bySession[id]; set != nil {
-			delete(set, ps)
-			if len(set) == 0 {
-				delete(ps.p.bySession, id)
-			}
+		set, ok := ps.p.bySession[id]
+		if !ok {
+			continue
+		}
+		if set, empty := set.remove(ps); empty {
+			delete(ps.p.bySession, id)
+		} else {
+			ps.p.bySession[id] = set
 		}
 	}
 }
@@ -90,7 +136,7 @@ func (p *revokePush) ended(session uint64, revoked bool) {
 	set := p.bySession[session]
 	delete(p.bySession, session)
 	p.mu.Unlock()
-	for ps := range set {
+	set.each(func(ps *pushStream) {
 		ps.mu.Lock()
 		live := ps.renews != nil
 		if live {
@@ -107,5 +153,5 @@ func (p *revokePush) ended(session uint64, revoked bool) {
 			default:
 			}
 		}
-	}
+	})
 }

@@ -47,6 +47,7 @@ func writeReport(path, svgPath string, raw rawResults, sums map[summaryKey]summa
 	writeSessionTable(&b, raw.Cases, sums, s.Runs)
 	writeQueueLimiterTable(&b, raw.Cases, sums, s.Runs)
 	writeFailoverTable(&b, raw.Cases, sums, s)
+	writeScaleLink(&b)
 	writeFailures(&b, raw.Measurements)
 	writeLoad(&b, raw)
 	b.WriteString(methodText(s))
@@ -134,6 +135,16 @@ func writeSessionTable(b *strings.Builder, cases []benchCase, sums map[summaryKe
 		}
 	}
 	fmt.Fprintf(b, "\n")
+}
+
+// writeScaleLink points to the table of how fenced's figures grow with
+// the number of live sessions, which bench/scale measures (not this
+// program: it runs fenced alone, for many minutes at a million sessions).
+func writeScaleLink(b *strings.Builder) {
+	fmt.Fprintf(b, "## The cost of scale\n\n")
+	fmt.Fprintf(b, "How fenced's server RSS, CPU at rest, snapshot, restart-to-ready and new-member catch-up grow from 1,000 to 1,000,000 live sessions each holding a lock: ")
+	fmt.Fprintf(b, "[docs/benchmarks.md, \"The cost of scale\"](docs/benchmarks.md#the-cost-of-scale), measured by a program of its own with real processes (kill -9 included), not by this one:\n\n")
+	fmt.Fprintf(b, "```sh\ngo run ./bench/scale --sessions 1000,10000,100000,1000000\n```\n\n")
 }
 
 // writeFailures lists measurements that failed, if any.

@@ -1,0 +1,55 @@
+package fsm_test
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"testing"
+
+	"github.com/fenced-dev/fenced/fsm"
+	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+)
+
+// holdersMachine returns a machine with n sessions, each created as the
+// SDK creates one (a request id and a secret's hash) and holding a lock of
+// its own.
+func holdersMachine(tb testing.TB, n int) *fsm.Machine {
+	m := fsm.New(nil)
+	m.Apply(initCommand(0))
+	for i := range n {
+		hash := sha256.Sum256([]byte(fmt.Sprint(i)))
+		s := m.Apply(&statev1.Command{Op: &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 60000, RequestId: fmt.Sprintf("req-%016x", i), SecretHash: hash[:]}}}).Session
+		if !m.Apply(&statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Session: s, Seq: 1, Name: fmt.Sprintf("bench/sessions/0123abcd/%d", i), SecretHash: hash[:]}}}).Granted {
+			tb.Fatal("not granted")
+		}
+	}
+	return m
+}
+
+// BenchmarkMachine_Snapshot and BenchmarkMachine_Restore measure encoding
+// and restoring the state of 100k holders (docs/benchmarks.md, "The cost
+// of scale": a restart restores the newest snapshot, a new member installs
+// one).
+func BenchmarkMachine_Snapshot(b *testing.B) {
+	m := holdersMachine(b, 100000)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := m.Snapshot(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkMachine_Restore(b *testing.B) {
+	snap, err := holdersMachine(b, 100000).Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	m := fsm.New(nil)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(snap)))
+	for b.Loop() {
+		if err := m.Restore(snap); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
