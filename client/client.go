@@ -31,8 +31,9 @@ const DefaultRequestTimeout = 5 * time.Second
 
 // Client is a connection to a fenced cluster. It sends every call to one
 // endpoint and fails over to the next when that endpoint is unreachable or
-// is not the leader, and keeps all of its sessions alive over a single
-// KeepAlive stream.
+// is not the leader, moves to the leader when a follower that forwarded a
+// call names it (see WithFollowLeader), and keeps all of its sessions alive
+// over a single KeepAlive stream.
 //
 // A Client is safe for concurrent use. Create one per process and Close it
 // when done.
