@@ -106,8 +106,9 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 				b.set(res.Body)
 			}
 			// Only an answer of the leader names it: a forward that
-			// failed does not send clients to a leader that may be gone.
-			if target, ok := res.Request.Context().Value(leaderURLKey{}).(*url.URL); ok {
+			// failed, or that the target refused as no longer the leader
+			// (503), does not send clients to a leader that may be gone.
+			if target, ok := res.Request.Context().Value(leaderURLKey{}).(*url.URL); ok && res.StatusCode != http.StatusServiceUnavailable {
 				res.Header.Set(HeaderLeader, target.Host)
 			}
 			return nil
