@@ -31,8 +31,9 @@ const DefaultRequestTimeout = 5 * time.Second
 
 // Client is a connection to a fenced cluster. It sends every call to one
 // endpoint and fails over to the next when that endpoint is unreachable or
-// is not the leader, and keeps all of its sessions alive over a single
-// KeepAlive stream.
+// is not the leader, moves to the leader when a follower that forwarded a
+// call names it (see WithFollowLeader), and keeps all of its sessions alive
+// over a single KeepAlive stream.
 //
 // A Client is safe for concurrent use. Create one per process and Close it
 // when done.
@@ -50,7 +51,9 @@ type Client struct {
 	// token is WithBearerToken's token; "" sends none.
 	token string
 	// hooks are WithHooks's functions.
-	hooks          Hooks
+	hooks Hooks
+	// followLeaderOn is WithFollowLeader's setting.
+	followLeaderOn bool
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -72,6 +75,7 @@ type Client struct {
 type endpoint struct {
 	addr      string
 	url       string
+	host      string // the host:port of url, matched against the leader a follower names
 	sessions  fencedv1connect.SessionServiceClient
 	locks     fencedv1connect.LockServiceClient
 	rwlocks   fencedv1connect.RWLockServiceClient
@@ -98,6 +102,7 @@ type options struct {
 	tls            *tls.Config // see WithTLS
 	token          string      // see WithBearerToken
 	hooks          Hooks       // see WithHooks
+	noFollowLeader bool        // see WithFollowLeader
 }
 
 // WithHTTPClient makes the Client send its calls through hc instead of the
@@ -160,6 +165,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		tls:            o.tls,
 		token:          o.token,
 		hooks:          o.hooks,
+		followLeaderOn: !o.noFollowLeader,
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -168,15 +174,17 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		c.ownTransport = newTransport(c.tls)
 		c.httpClient = &http.Client{Transport: c.ownTransport}
 	}
-	c.httpClient = c.authorized(c.httpClient)
+	c.httpClient = c.wrapped(c.httpClient)
 	for _, ep := range endpoints {
 		base, err := baseURL(ep, o.tls != nil && o.httpClient == nil)
 		if err != nil {
 			return nil, err
 		}
+		u, _ := url.Parse(base)
 		e := &endpoint{
 			addr:       ep,
 			url:        base,
+			host:       u.Host,
 			sessions:   fencedv1connect.NewSessionServiceClient(c.httpClient, base),
 			locks:      fencedv1connect.NewLockServiceClient(c.httpClient, base),
 			kv:         fencedv1connect.NewKVServiceClient(c.httpClient, base),
@@ -270,6 +278,12 @@ func baseURL(ep string, secure bool) (string, error) {
 		return "", fmt.Errorf("client: %w: endpoint %q is not host:port or an http(s) URL", fence.ErrInvalidArgument, ep)
 	}
 	return strings.TrimSuffix(u.String(), "/"), nil
+}
+
+// wrapped adds to hc what every request of the Client needs: the bearer
+// token and following the leader.
+func (c *Client) wrapped(hc *http.Client) *http.Client {
+	return c.followingLeader(c.authorized(hc))
 }
 
 // endpoint returns the endpoint calls go to now and its index.

@@ -416,7 +416,7 @@ func (k *keeper) openLocked() *kaStream {
 	var tr *http.Transport
 	if k.c.ownTransport != nil {
 		tr = newTransport(k.c.tls)
-		hc = k.c.authorized(&http.Client{Transport: tr})
+		hc = k.c.wrapped(&http.Client{Transport: tr})
 	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
 	st := &kaStream{

@@ -28,6 +28,12 @@ const (
 	// headerForwardedBy marks a request a follower forwarded; the receiver
 	// never forwards it again.
 	headerForwardedBy = "X-Fenced-Forwarded-By"
+	// HeaderLeader is set by a follower on the response of a call it
+	// forwarded and the leader answered: the leader's API address as the
+	// membership registered it. The Go SDK moves its calls to the
+	// configured endpoint with that address (and never dials an address
+	// it was not configured with).
+	HeaderLeader = "Fenced-Leader"
 )
 
 // readPaths are the API calls that only read. On the leader they are
@@ -98,6 +104,12 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		ModifyResponse: func(res *http.Response) error {
 			if b, ok := res.Request.Context().Value(upstreamBodyKey{}).(*upstreamBody); ok {
 				b.set(res.Body)
+			}
+			// Only an answer of the leader names it: a forward that
+			// failed, or that the target refused as no longer the leader
+			// (503), does not send clients to a leader that may be gone.
+			if target, ok := res.Request.Context().Value(leaderURLKey{}).(*url.URL); ok && res.StatusCode != http.StatusServiceUnavailable {
+				res.Header.Set(HeaderLeader, target.Host)
 			}
 			return nil
 		},
