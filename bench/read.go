@@ -3,9 +3,6 @@ package bench
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
-	"time"
 )
 
 // runRead runs the read workload: one kv key, written once under a lock's
@@ -30,53 +27,10 @@ func runRead(ctx context.Context, f *Fenced, o Options) (Result, error) {
 	if err != nil || closeErr != nil {
 		return Result{}, fmt.Errorf("bench: write %s: %v %v", key, err, closeErr)
 	}
-	var (
-		measuring atomic.Bool
-		completed atomic.Int64
-		errs      errorCount
-		mu        sync.Mutex
-		lat       latencies
-		wg        sync.WaitGroup
-	)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	for i := range o.Clients {
-		c := f.clients[i%len(f.clients)]
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var mine latencies
-			for runCtx.Err() == nil {
-				counted := measuring.Load()
-				start := time.Now()
-				if _, err := c.KVGet(runCtx, key); err != nil {
-					if runCtx.Err() == nil {
-						errs.add(fmt.Errorf("kv get %s: %w", key, err))
-						pause(runCtx, 10*time.Millisecond)
-					}
-					continue
-				}
-				completed.Add(1)
-				if counted && measuring.Load() {
-					mine = append(mine, time.Since(start))
-				}
-			}
-			mu.Lock()
-			lat = append(lat, mine...)
-			mu.Unlock()
-		}()
-	}
-	m, err := measure(ctx, o, &measuring, &completed, stop, &wg)
-	if err != nil {
-		return Result{}, err
-	}
-	lat.sort()
-	r := Result{
-		System: f.Name(), Workload: o.Workload, Clients: o.Clients,
-		DurationS: m.elapsed.Seconds(), Cycles: int64(len(lat)), CyclesPerS: float64(len(lat)) / m.elapsed.Seconds(),
-		P50Ms: lat.percentile(0.50), P90Ms: lat.percentile(0.90), P99Ms: lat.percentile(0.99), MaxMs: lat.percentile(1),
-		CycleP50Ms: lat.percentile(0.50), CycleP99Ms: lat.percentile(0.99), Server: m.server,
-	}
-	errs.fill(&r)
-	return m.finish(r)
+	return runTimedOps(ctx, o, f.Name(), o.Clients, func(ctx context.Context, i int) error {
+		if _, err := f.clients[i%len(f.clients)].KVGet(ctx, key); err != nil {
+			return fmt.Errorf("kv get %s: %w", key, err)
+		}
+		return nil
+	})
 }
