@@ -376,7 +376,7 @@ func TestRun_BrokenQueueAndLatchFailTheirChecks(t *testing.T) {
 // with wrong tokens were all refused, and neither checker (nor any other)
 // found a violation.
 func TestRun_QueueAndLatchNoViolations(t *testing.T) {
-	res := run(t, check.Config{Nodes: 3, Duration: 10 * time.Second, Seed: 22, Faults: history.AllFaults, Workloads: []string{check.WorkloadQueue, check.WorkloadLatch}})
+	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 22, Faults: history.AllFaults, Workloads: []string{check.WorkloadQueue, check.WorkloadLatch}})
 	for _, v := range res.Violations {
 		t.Errorf("violation: %s: %s", v.Check, v.Message)
 	}
