@@ -115,6 +115,16 @@ type Config struct {
 	// (64 MiB).
 	WALSegmentSize int
 
+	// LogCacheEntries is how many of the newest log entries the node keeps
+	// in memory besides the log on disk, so that replicating an entry to
+	// the followers (on the leader) and applying it (on a follower) reads
+	// it from memory instead of the segment file. The log on disk is
+	// written and fsynced as without it. Each entry is at most 2 MiB of
+	// commands proposed together (usually far less), so this bounds the
+	// memory the cache holds to LogCacheEntries times that. 0 turns the
+	// cache off. Default 256.
+	LogCacheEntries int
+
 	// SnapshotRetain is how many snapshots are kept on disk. Default 2.
 	SnapshotRetain int
 
@@ -209,6 +219,7 @@ func DefaultConfig() Config {
 		SnapshotThreshold:  8192,
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
+		LogCacheEntries:    256,
 		SnapshotRetain:     2,
 		ShutdownTimeout:    5 * time.Second,
 		DiskStallTimeout:   30 * time.Second,
@@ -221,6 +232,10 @@ const (
 	minTimeout = 5 * time.Millisecond
 	maxTimeout = 10 * time.Minute
 )
+
+// maxLogCacheEntries is the largest Config.LogCacheEntries: a cache is a
+// slice of that many pointers, allocated at once.
+const maxLogCacheEntries = 1 << 16
 
 // Validate reports every value of c that Open would refuse, each with what
 // is allowed instead. It returns nil when c is usable.
@@ -266,6 +281,9 @@ func (c Config) Validate() error {
 	}
 	if c.SnapshotThreshold == 0 {
 		bad("snapshot threshold is 0; want at least 1 log entry (default %d)", DefaultConfig().SnapshotThreshold)
+	}
+	if c.LogCacheEntries < 0 || c.LogCacheEntries > maxLogCacheEntries {
+		bad("log cache is %d entries; want 0 (off) to %d (default %d)", c.LogCacheEntries, maxLogCacheEntries, DefaultConfig().LogCacheEntries)
 	}
 	if c.SnapshotRetain < 1 {
 		bad("snapshot retain is %d; want at least 1 snapshot kept", c.SnapshotRetain)

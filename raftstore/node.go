@@ -179,7 +179,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		logger.Info("raft: no state and no bootstrap; waiting to be added to a cluster", "data_dir", cfg.DataDir, "node_id", cfg.NodeID)
 	}
 
-	r, err := raft.NewRaft(rc, fsm, mlogs, mlogs, msnaps, trans)
+	r, err := raft.NewRaft(rc, fsm, newLogCache(mlogs, cfg.LogCacheEntries), mlogs, msnaps, trans)
 	if err != nil {
 		if ferr := fsm.err(); ferr != nil {
 			err = ferr

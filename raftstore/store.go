@@ -40,6 +40,10 @@ import (
 //     every batch before raft-wal opens the log and refuses a damaged one;
 //     only a last write that a crash could have left unfinished is
 //     dropped.
+//   - raft reads entries through logCache (logcache.go), which holds an
+//     entry only after StoreLogs above returned nil for it and is emptied
+//     before every DeleteRange, so it answers only with what the log on
+//     disk holds; it changes no write.
 //   - raft.FileSnapshotStore fsyncs the snapshot's state and meta files and
 //     its parent directory before a snapshot is published, and raft truncates
 //     the log only after that.
