@@ -115,6 +115,15 @@ type Config struct {
 	// (64 MiB).
 	WALSegmentSize int
 
+	// MaxEntriesInFlight is how many entries of commands proposed together
+	// (group commit, Propose) the leader commits at once. While that many
+	// are on their way, newly proposed commands wait and go together into
+	// the next entry when one of them is committed and applied, so under
+	// load every member writes, fsyncs and replicates fewer, larger entries
+	// for the same commands. 0 sets no limit: every group of commands
+	// proposed at the same moment becomes an entry at once. Default 1.
+	MaxEntriesInFlight int
+
 	// LogCacheEntries is how many of the newest log entries the node keeps
 	// in memory besides the log on disk, so that replicating an entry to
 	// the followers (on the leader) and applying it (on a follower) reads
@@ -220,6 +229,7 @@ func DefaultConfig() Config {
 		SnapshotInterval:   2 * time.Minute,
 		TrailingLogs:       10240,
 		LogCacheEntries:    256,
+		MaxEntriesInFlight: 1,
 		SnapshotRetain:     2,
 		ShutdownTimeout:    5 * time.Second,
 		DiskStallTimeout:   30 * time.Second,
@@ -284,6 +294,9 @@ func (c Config) Validate() error {
 	}
 	if c.LogCacheEntries < 0 || c.LogCacheEntries > maxLogCacheEntries {
 		bad("log cache is %d entries; want 0 (off) to %d (default %d)", c.LogCacheEntries, maxLogCacheEntries, DefaultConfig().LogCacheEntries)
+	}
+	if c.MaxEntriesInFlight < 0 {
+		bad("max entries in flight is %d; want 0 (no limit) or more (default %d)", c.MaxEntriesInFlight, DefaultConfig().MaxEntriesInFlight)
 	}
 	if c.SnapshotRetain < 1 {
 		bad("snapshot retain is %d; want at least 1 snapshot kept", c.SnapshotRetain)

@@ -35,6 +35,9 @@ func TestConfig_Validate(t *testing.T) {
 		{"zero commit timeout", func(c *raftstore.Config) { c.CommitTimeout = 0 }, "commit timeout is 0s"},
 		{"zero snapshot threshold", func(c *raftstore.Config) { c.SnapshotThreshold = 0 }, "snapshot threshold is 0"},
 		{"zero snapshot retain", func(c *raftstore.Config) { c.SnapshotRetain = 0 }, "snapshot retain is 0"},
+		{"negative log cache", func(c *raftstore.Config) { c.LogCacheEntries = -1 }, "log cache is -1 entries; want 0 (off) to 65536"},
+		{"huge log cache", func(c *raftstore.Config) { c.LogCacheEntries = 1 << 20 }, "log cache is 1048576 entries"},
+		{"negative entries in flight", func(c *raftstore.Config) { c.MaxEntriesInFlight = -1 }, "max entries in flight is -1; want 0 (no limit) or more"},
 		{"negative shutdown timeout", func(c *raftstore.Config) { c.ShutdownTimeout = -time.Second }, "shutdown timeout is -1s"},
 	}
 	for _, tt := range tests {

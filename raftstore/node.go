@@ -208,6 +208,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		fsm:       fsm,
 		sm:        sm,
 		lease:     lease,
+		proposer:  proposer{window: cfg.MaxEntriesInFlight},
 		watchStop: make(chan struct{}),
 		watchDone: make(chan struct{}),
 		done:      make(chan struct{}),

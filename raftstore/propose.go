@@ -20,9 +20,19 @@ const (
 // yields once so that concurrent proposers can join, then takes the queue
 // and commits it on a goroutine of its own; whoever proposes meanwhile
 // starts the next batch. A lone command is proposed as itself.
+//
+// At most window batches are being committed at once (Config.
+// MaxEntriesInFlight; 0: no limit). While the window is full, proposals
+// wait in the queue, and the first committer to finish takes them all as
+// its next batch: under load each entry carries more commands, so the
+// cluster writes, fsyncs, replicates and acknowledges fewer entries for
+// the same commands, on every member.
 type proposer struct {
-	mu    sync.Mutex
-	queue []*proposal
+	window int // 0: no limit
+
+	mu       sync.Mutex
+	queue    []*proposal
+	inflight int // batches being gathered or committed
 }
 
 // proposal is one command waiting for its entry to commit.
@@ -67,15 +77,16 @@ func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
 	p := &n.proposer
 	p.mu.Lock()
 	p.queue = append(p.queue, pr)
-	lead := len(p.queue) == 1
+	lead := len(p.queue) == 1 && (p.window == 0 || p.inflight < p.window)
+	if lead {
+		p.inflight++
+	}
 	p.mu.Unlock()
 	if lead {
 		runtime.Gosched()
-		p.mu.Lock()
-		batch := p.queue
-		p.queue = nil
-		p.mu.Unlock()
-		go n.commit(batch)
+		if batch := p.take(); batch != nil {
+			go n.commit(batch)
+		}
 	}
 	select {
 	case r := <-pr.done:
@@ -85,18 +96,49 @@ func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
 	}
 }
 
+// take returns the queue for a holder of a place in the window to
+// commit, or, when the queue is empty, gives the place back and returns
+// nil.
+func (p *proposer) take() []*proposal {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	batch := p.queue
+	p.queue = nil
+	if len(batch) == 0 {
+		p.inflight--
+		return nil
+	}
+	return batch
+}
+
+// next returns the queue for the committer that just finished a batch to
+// commit next, or nil when it is done: always without a window (each
+// batch then has a committer of its own).
+func (p *proposer) next() []*proposal {
+	if p.window == 0 {
+		p.mu.Lock()
+		p.inflight--
+		p.mu.Unlock()
+		return nil
+	}
+	return p.take()
+}
+
 // commit proposes the batch, in entries within the batch limits, one after
-// the other, and hands each command its result.
+// the other, and hands each command its result; then it commits what
+// queued meanwhile, until the queue is empty.
 func (n *Node) commit(batch []*proposal) {
-	batch = dropAbandoned(batch)
-	for len(batch) > 0 {
-		k, bytes := 0, 0
-		for k < len(batch) && k < maxBatchCommands && (k == 0 || bytes+batch[k].size <= maxBatchBytes) {
-			bytes += batch[k].size
-			k++
+	for ; batch != nil; batch = n.proposer.next() {
+		batch = dropAbandoned(batch)
+		for len(batch) > 0 {
+			k, bytes := 0, 0
+			for k < len(batch) && k < maxBatchCommands && (k == 0 || bytes+batch[k].size <= maxBatchBytes) {
+				bytes += batch[k].size
+				k++
+			}
+			n.commitEntry(batch[:k])
+			batch = batch[k:]
 		}
-		n.commitEntry(batch[:k])
-		batch = batch[k:]
 	}
 }
 

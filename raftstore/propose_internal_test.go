@@ -2,8 +2,14 @@ package raftstore
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
+	"log/slog"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // A command whose caller gave up while it waited in the group-commit queue
@@ -30,5 +36,158 @@ func TestCommit_DropsProposalsWhoseCallerGaveUp(t *testing.T) {
 	}
 	if len(a.done) != 0 || len(c.done) != 0 {
 		t.Fatal("live proposals were answered before they were proposed")
+	}
+}
+
+// gatedSum is a state machine for the window test: it sums int commands,
+// records how many commands each Apply call got, and, while hold is set,
+// blocks each Apply until released.
+type gatedSum struct {
+	mu      sync.Mutex
+	sum     int
+	batches []int
+	entered chan struct{} // told when an Apply call starts
+	release chan struct{} // an Apply call waits for one receive while held
+	held    atomic.Bool
+}
+
+func (g *gatedSum) Size(any) int { return 8 }
+func (g *gatedSum) Encode(cmds []any) ([]byte, error) {
+	var b []byte
+	for _, c := range cmds {
+		b = binary.AppendVarint(b, int64(c.(int)))
+	}
+	return b, nil
+}
+func (g *gatedSum) Decode(entry []byte, dst []any) ([]any, error) {
+	for len(entry) > 0 {
+		v, n := binary.Varint(entry)
+		if n <= 0 {
+			return dst, errors.New("bad varint")
+		}
+		dst = append(dst, int(v))
+		entry = entry[n:]
+	}
+	return dst, nil
+}
+func (g *gatedSum) Apply(cmds []Command) error {
+	if g.held.Load() {
+		g.entered <- struct{}{}
+		<-g.release
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.batches = append(g.batches, len(cmds))
+	for i := range cmds {
+		g.sum += cmds[i].Cmd.(int)
+		cmds[i].Result = g.sum
+	}
+	return nil
+}
+func (g *gatedSum) Snapshot() ([]byte, error) { return binary.AppendVarint(nil, int64(g.sum)), nil }
+func (g *gatedSum) Restore(b []byte) error {
+	v, _ := binary.Varint(b)
+	g.sum = int(v)
+	return nil
+}
+
+// With MaxEntriesInFlight 1, commands proposed while an entry is on its
+// way wait for it, and then all go into one entry together; every one of
+// them is applied once and answered with its own result.
+func TestPropose_WindowGathersWhatWaits(t *testing.T) {
+	cfg := DefaultConfig()
+	cfg.DataDir = t.TempDir()
+	cfg.PeerListen = "127.0.0.1:0"
+	cfg.Bootstrap = true
+	cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 50*time.Millisecond, 50*time.Millisecond, 50*time.Millisecond
+	cfg.ShutdownTimeout = time.Second
+	cfg.MaxEntriesInFlight = 1
+	cfg.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	sm := &gatedSum{entered: make(chan struct{}), release: make(chan struct{})}
+	n, err := Open(cfg, sm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { n.Shutdown() })
+	// Runs first: a failing test must not leave raft's FSM goroutine held.
+	t.Cleanup(func() { sm.held.Store(false); close(sm.release) })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for !n.Leadership().Leader {
+		select {
+		case <-n.Leadership().Changed:
+		case <-ctx.Done():
+			t.Fatal("no leader")
+		}
+	}
+	if err := n.Barrier(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	sm.held.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := n.Propose(ctx, 1000)
+		first <- err
+	}()
+	<-sm.entered // the first entry is being applied, its window place taken
+	sm.held.Store(false)
+
+	const waiting = 20
+	results := make(chan proposalResult, waiting)
+	var wg sync.WaitGroup
+	for i := range waiting {
+		wg.Go(func() {
+			res, err := n.Propose(ctx, i+1)
+			results <- proposalResult{res, err}
+		})
+	}
+	// All of them wait in the queue: none may reach raft while the window
+	// is full.
+	for {
+		n.proposer.mu.Lock()
+		queued, inflight := len(n.proposer.queue), n.proposer.inflight
+		n.proposer.mu.Unlock()
+		if inflight != 1 {
+			t.Fatalf("%d entries in flight with a window of 1", inflight)
+		}
+		if queued == waiting {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("only %d of %d proposals queued", queued, waiting)
+		}
+		runtime.Gosched()
+	}
+	sm.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(results)
+	seen := map[any]bool{}
+	for r := range results {
+		if r.err != nil {
+			t.Fatalf("propose: %v", r.err)
+		}
+		if seen[r.res] {
+			t.Fatalf("result %v answered twice", r.res)
+		}
+		seen[r.res] = true
+	}
+	sm.mu.Lock()
+	defer sm.mu.Unlock()
+	if want := 1000 + waiting*(waiting+1)/2; sm.sum != want {
+		t.Fatalf("sum %d, want %d: a command was lost or applied twice", sm.sum, want)
+	}
+	// The last two Apply calls: the first entry alone, then every command
+	// that waited, in one entry.
+	if k := len(sm.batches); k < 2 || sm.batches[k-2] != 1 || sm.batches[k-1] != waiting {
+		t.Fatalf("commands per applied entry %v, want ..., 1, %d", sm.batches, waiting)
+	}
+	n.proposer.mu.Lock()
+	defer n.proposer.mu.Unlock()
+	if n.proposer.inflight != 0 || len(n.proposer.queue) != 0 {
+		t.Fatalf("after the commits: %d in flight, %d queued; want 0 and 0", n.proposer.inflight, len(n.proposer.queue))
 	}
 }

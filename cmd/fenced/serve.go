@@ -142,6 +142,7 @@ the defaults in the file's form, and starts nothing.`,
 	f.Uint64Var(&cfg.Raft.SnapshotThreshold, "snapshot-threshold", cfg.Raft.SnapshotThreshold, "log entries since the last snapshot that trigger a new snapshot and log compaction")
 	f.DurationVar(&cfg.Raft.SnapshotInterval, "snapshot-interval", cfg.Raft.SnapshotInterval, "how often to check --snapshot-threshold")
 	f.Uint64Var(&cfg.Raft.TrailingLogs, "trailing-logs", cfg.Raft.TrailingLogs, "log entries kept after a snapshot, for followers slightly behind")
+	f.IntVar(&cfg.Raft.MaxEntriesInFlight, "max-entries-in-flight", cfg.Raft.MaxEntriesInFlight, "Raft entries of commands proposed together that the leader commits at once; commands proposed meanwhile wait and share the next entry (0: no limit, each group of concurrent commands is an entry at once)")
 	f.IntVar(&cfg.Raft.LogCacheEntries, "log-cache-entries", cfg.Raft.LogCacheEntries, "newest Raft log entries also kept in memory, so sending them to followers and applying them does not read them back from the log file (0: off; the log on disk is written and fsynced either way)")
 	f.DurationVar(&cfg.Raft.DiskStallTimeout, "disk-stall-timeout", cfg.Raft.DiskStallTimeout, "exit (status 1) when writes to the Raft log have failed this long without a success, so a supervisor restarts the node; 0 never exits")
 	f.IntVar(&cfg.Metrics.PrefixDepth, "metrics-prefix-depth", cfg.Metrics.PrefixDepth, "group the per-prefix metrics (fenced_prefix_*) by the first N \"/\"-separated segments of a name (0: one group for all names); ignored with --metrics-group")
