@@ -51,14 +51,15 @@
 //
 // Writes go through Propose, which groups the commands proposed at the same
 // moment into one entry (group commit: one log write, one commit and one
-// fsync for all of them), returns only after the entry is committed
-// (written to a majority's disks, fsynced) and applied to the local state
-// machine, and returns the result Apply set for the command. It says when
-// the outcome is unknown: a command that was proposed but whose commit this
-// node could not observe (leadership lost, shutdown, the caller's context
-// ended) may or may not have been applied, and the error wraps
-// ErrOutcomeUnknown. Only the leader accepts writes; on a follower Propose
-// fails with an error wrapping fence.ErrNotLeader.
+// fsync for all of them; while Config.MaxEntriesInFlight entries are on
+// their way, new commands wait and share the next one), returns only after
+// the entry is committed (written to a majority's disks, fsynced) and
+// applied to the local state machine, and returns the result Apply set for
+// the command. It says when the outcome is unknown: a command that was
+// proposed but whose commit this node could not observe (leadership lost,
+// shutdown, the caller's context ended) may or may not have been applied,
+// and the error wraps ErrOutcomeUnknown. Only the leader accepts writes; on
+// a follower Propose fails with an error wrapping fence.ErrNotLeader.
 //
 // Reads of the leader's state are made linearizable with ReadIndex, which
 // confirms the leadership with a quorum and waits for the state machine to
