@@ -148,7 +148,9 @@ func firstAck(outcomes []AckOutcome) AckOutcome {
 
 // pushBatch enqueues b's pushes, all or none. A push whose dedupe key is
 // in the queue's table, or on an earlier push of the batch, is a
-// duplicate of that item and enqueues nothing.
+// duplicate of that item and enqueues nothing. The payloads together are
+// at most the leader's payload limit of one item, so a batch is no larger
+// a message or Raft entry than one push may be.
 func (t *queueTable) pushBatch(b *statev1.QueuePushBatch, now int64) Result {
 	ps := b.GetPushes()
 	if len(ps) == 0 || len(ps) > MaxQueueBatch {
@@ -183,6 +185,9 @@ func (t *queueTable) pushBatch(b *statev1.QueuePushBatch, now int64) Result {
 		items++
 		bytes += uint64(len(p.GetPayload()))
 	}
+	if limit := uint64(min(max(ps[0].GetMaxPayloadBytes(), 1), MaxQueuePayloadBytes)); ps[0].GetMaxPayloadBytes() > 0 && batchBytes(ps) > limit {
+		return Result{Err: fmt.Errorf("%w: the batch's payloads are %d bytes together, above the limit of %d (one item's)", fence.ErrLimitExceeded, batchBytes(ps), limit)}
+	}
 	if err := t.checkRoom(ps[0], items, bytes); err != nil {
 		return Result{Err: err}
 	}
@@ -206,6 +211,15 @@ func (t *queueTable) pushBatch(b *statev1.QueuePushBatch, now int64) Result {
 		t.wake(q)
 	}
 	return Result{Queue: QueueResult{Item: out[0].Item, Duplicate: out[0].Duplicate, Pushed: out}}
+}
+
+// batchBytes is the payload bytes of pushes ps together.
+func batchBytes(ps []*statev1.QueuePush) uint64 {
+	var n uint64
+	for _, p := range ps {
+		n += uint64(len(p.GetPayload()))
+	}
+	return n
 }
 
 // ackBatch acks b's items, each with its own outcome; bad input (a bad
