@@ -292,9 +292,12 @@ func (q *workQueue) firstAvailable(now int64) *queueItem {
 
 // availableAfterWaiters returns the items, up to most, a new claim gets
 // at now: the oldest available items once q's waiting claims took theirs
-// (wake gives them the oldest, one each).
-func (q *workQueue) availableAfterWaiters(now int64, most int) []*queueItem {
-	skip := q.waiters.len()
+// (wake gives them the oldest, in their order, up to waiterTake each).
+func (t *queueTable) availableAfterWaiters(q *workQueue, now int64, most int) []*queueItem {
+	skip := 0
+	for _, w := range q.waiters.list {
+		skip += t.waiterTake(w)
+	}
 	var out []*queueItem
 	for _, id := range q.order {
 		if it := q.items[id]; it.claimToken == 0 && it.availableAt <= now {
@@ -440,8 +443,12 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 			return Result{Err: err}
 		}
 		if ok {
-			res := t.replay(s, seq, rep, claimMax(c))
-			res.Queue.Acks = unpackAcks(rep.holder, len(acks))
+			res := t.replay(s, seq, rep)
+			n := len(acks)
+			if n == 0 && rep.holder != 0 {
+				n = 1 // a retry that left out its one ack is still told it
+			}
+			res.Queue.Acks = unpackAcks(rep.holder, n)
 			res.Queue.Ack = firstAck(res.Queue.Acks)
 			return res
 		}
@@ -453,7 +460,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	q := t.byName[name]
 	var its []*queueItem
 	if q != nil {
-		its = q.availableAfterWaiters(clock, claimMax(c))
+		its = t.availableAfterWaiters(q, clock, claimMax(c))
 	}
 	if len(its) == 0 && c.GetWait() && q != nil && q.waiters.has(s.id) {
 		return Result{Err: fmt.Errorf("%w: session %d already waits to claim from %q; a session waits for one claim of a queue at a time", fence.ErrInvalidArgument, s.id, name)}
@@ -510,7 +517,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 			res.Queue.Claims = append(res.Queue.Claims, t.info(q, it))
 		}
 		res.Grant, res.Queue.Claim = res.Queue.Claims[0].Grant, res.Queue.Claims[0]
-		got := int64(len(res.Queue.Claims))
+		got := -int64(len(res.Queue.Claims)) // replyItems
 		if claimMax(c) == 1 {
 			got = t.clock // as replies kept before batch claims: a claim of one item got one
 		}
@@ -520,7 +527,11 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		q = t.queue(name)
 		m.enqueue(kindQueue, fence.KindClaim, name, &q.waiters, s, seq)
 		q.waitVis[s.id] = c.GetVisibilityMs()
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: ack})
+		var most int64 // replyItems: how many the waiter may get
+		if claimMax(c) > 1 {
+			most = -int64(claimMax(c))
+		}
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: ack, issuedAt: most})
 		return Result{Session: s.id, Queued: true}
 	default:
 		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: ack})
@@ -528,17 +539,25 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 	}
 }
 
-// replay answers a retried claim of up to most items with its first
-// result: the claims it got that are still live.
-func (t *queueTable) replay(s *session, seq uint64, rep reply, most int) Result {
+// replyItems is how many items a queue claim's reply says it got
+// (granted) or may get (queued): a batch claim's reply keeps minus that
+// number in its issuedAt field, which a queue claim's replay reads for
+// nothing else; a reply of one item keeps the queues' time there, or 0,
+// as replies kept before batch claims do.
+func replyItems(rep reply) int {
+	if rep.issuedAt < 0 {
+		return int(min(-rep.issuedAt, MaxQueueBatch))
+	}
+	return 1
+}
+
+// replay answers a retried claim with its first result: the claims it
+// got that are still live.
+func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 	switch rep.kind {
 	case replyGranted:
-		// A claim's tokens are consecutive (one apply issued them); a
-		// claim of one item, or a reply kept before batch claims, got one.
-		n := 1
-		if most > 1 {
-			n = int(min(max(rep.issuedAt, 1), int64(most)))
-		}
+		// A claim's tokens are consecutive (one apply issued them).
+		n := replyItems(rep)
 		res := Result{Session: s.id, Granted: true}
 		for tok := rep.token; tok < rep.token+fence.Token(n); tok++ {
 			if ref, ok := t.claims[tok]; ok {
@@ -560,6 +579,17 @@ func (t *queueTable) replay(s *session, seq uint64, rep reply, most int) Result 
 		return Result{Session: s.id}
 	}
 	return Result{Err: fmt.Errorf("%w: request seq %d was already used for another request; every request needs its own seq", fence.ErrInvalidArgument, seq)}
+}
+
+// waiterTake is how many items waiter w takes when items are there: a
+// batch claim up to its max_items, kept in its queued reply (replyItems).
+func (t *queueTable) waiterTake(w waiter) int {
+	if s := t.m.sessions[w.session]; s != nil {
+		if rep, ok := s.replies.at(w.seq); ok {
+			return replyItems(rep)
+		}
+	}
+	return 1
 }
 
 // grantItem claims it for session s: it issues the claim's grant, binds
@@ -601,11 +631,18 @@ func (t *queueTable) wake(q *workQueue) {
 		s.bound[kindQueue].unwait(q.name)
 		vis := q.waitVis[w.session]
 		delete(q.waitVis, w.session)
-		g := t.grantItem(q, it, s, vis)
-		ack := s.replies.holderOf(w.seq)     // the outcomes of the claim's acks, kept
-		s.replies.promote(w.seq, g.Token, 1) // a waiting claim gets one item
+		most, n := t.waiterTake(w), 0
+		var first fence.Token
+		for ; it != nil && n < most && !m.tokens.exhausted(); it = q.firstAvailable(t.clock) {
+			g := t.grantItem(q, it, s, vis)
+			m.obs.Granted(g)
+			if n++; n == 1 {
+				first = g.Token
+			}
+		}
+		ack := s.replies.holderOf(w.seq) // the outcomes of the claim's acks, kept
+		s.replies.promote(w.seq, first, -int64(n))
 		s.replies.setHolder(w.seq, ack)
-		m.obs.Granted(g)
 	}
 }
 
@@ -738,7 +775,7 @@ func (t *queueTable) cancelWait(c *statev1.QueueCancelWait) Result {
 	m, sid := t.m, c.GetSession()
 	if s := m.sessions[sid]; s != nil && c.GetSeq() > 0 {
 		if rep, ok, _ := s.replies.get(c.GetSeq(), c.GetQueue()); ok && rep.kind == replyGranted {
-			return t.replay(s, c.GetSeq(), rep, 1) // a claim that waited got one item
+			return t.replay(s, c.GetSeq(), rep)
 		}
 	}
 	q := t.byName[c.GetQueue()]
@@ -1099,6 +1136,20 @@ func (m *Machine) ClaimOfRequest(session, seq uint64, queue string) (ClaimInfo, 
 	}
 	q := m.queues.byName[queue]
 	return ClaimInfo{}, false, q != nil && q.waiters.queuedBy(session, seq)
+}
+
+// ClaimsOfRequest returns the live claims the claim request seq of
+// session made on queue got (a batch claim's, several).
+func (m *Machine) ClaimsOfRequest(session, seq uint64, queue string) []ClaimInfo {
+	s := m.sessions[session]
+	if s == nil {
+		return nil
+	}
+	rep, ok, _ := s.replies.get(seq, queue)
+	if !ok || rep.kind != replyGranted {
+		return nil
+	}
+	return m.queues.replay(s, seq, rep).Queue.Claims
 }
 
 // ClaimDeadline is a live claim's token and visibility timeout.

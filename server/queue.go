@@ -252,18 +252,19 @@ func (s *Server) awaitClaim(ctx context.Context, queue string, session, seq uint
 		return res, err
 	}
 	if res.Queue.Claim.Item != 0 {
-		return res, nil // the cancel's result: the claim that won the race
+		return res, nil // the cancel's result: the claims that won the race
 	}
-	if claim.Grant.Token == res.Grant.Token && claim.Item != 0 {
-		res.Queue.Claim = claim
-		return res, nil
+	// Pushed to this call: read the claims of the request (a batch claim
+	// that waited may get several).
+	var claims []fsm.ClaimInfo
+	s.sm.read(func(m *fsm.Machine) { claims = m.ClaimsOfRequest(session, seq, queue) })
+	if len(claims) == 0 && claim.Grant.Token == res.Grant.Token && claim.Item != 0 {
+		claims = []fsm.ClaimInfo{claim}
 	}
-	// Pushed to this call: read the claim of the grant.
-	var ok bool
-	s.sm.read(func(m *fsm.Machine) { res.Queue.Claim, ok = m.Claim(res.Grant.Token) })
-	if !ok {
+	if len(claims) == 0 {
 		return fsm.Result{}, fmt.Errorf("%w: the claim with token %d of queue %q ended before its reply was sent", fence.ErrStaleToken, res.Grant.Token, queue)
 	}
+	res.Queue.Claim, res.Queue.Claims = claims[0], claims
 	return res, nil
 }
 

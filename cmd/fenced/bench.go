@@ -56,7 +56,9 @@ Workloads:
                 that every claim of an item has a token above its earlier
                 claims'. With --ack-with-claim (the default) each ack
                 rides the next claim (ack-and-claim-next): two commands
-                per item instead of three
+                per item instead of three. With --batch N (up to 32) each
+                worker pushes N items in one call and acks them with its
+                next claim of up to N: two commands per N items
   read          every client reads one kv key (linearizable: a quorum
                 round trip per read, or the leader lease with --lease-reads)
 
