@@ -111,10 +111,27 @@ func (q *Queue) AckBatch(ctx context.Context, claims []*Claim) (errs []error, er
 	if err := q.own(claims); err != nil {
 		return nil, err
 	}
-	req := &fencedv1.QueueAckBatchRequest{Queue: q.name, Items: make([]*fencedv1.QueueAckItem, len(claims))}
+	items := make([]ItemToken, len(claims))
 	for i, c := range claims {
 		c.end(errClaimEnded)
-		req.Items[i] = &fencedv1.QueueAckItem{Item: c.Item, Token: uint64(c.Token)}
+		items[i] = ItemToken{Item: c.Item, Token: c.Token}
+	}
+	return q.AckTokens(ctx, items)
+}
+
+// ItemToken names a claimed item and the claim token presented for it.
+type ItemToken struct {
+	Item  uint64
+	Token fence.Token
+}
+
+// AckTokens acks items of the queue with claim tokens held elsewhere
+// (another process, as the CLI does), in one call, without Claims; its
+// errors are AckBatch's.
+func (q *Queue) AckTokens(ctx context.Context, items []ItemToken) (errs []error, err error) {
+	req := &fencedv1.QueueAckBatchRequest{Queue: q.name, Items: make([]*fencedv1.QueueAckItem, len(items))}
+	for i, it := range items {
+		req.Items[i] = &fencedv1.QueueAckItem{Item: it.Item, Token: uint64(it.Token)}
 	}
 	var resp *fencedv1.QueueAckBatchResponse
 	err = q.c.retry(ctx, "ack batch", q.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
@@ -124,15 +141,15 @@ func (q *Queue) AckBatch(ctx context.Context, claims []*Claim) (errs []error, er
 		}
 		return err
 	})
-	if err == nil && len(resp.GetOutcomes()) != len(claims) {
-		err = fmt.Errorf("the server answered %d outcomes for %d acks", len(resp.GetOutcomes()), len(claims))
+	if err == nil && len(resp.GetOutcomes()) != len(items) {
+		err = fmt.Errorf("the server answered %d outcomes for %d acks", len(resp.GetOutcomes()), len(items))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("client: ack batch %q: %w", q.name, err)
 	}
-	errs = make([]error, len(claims))
+	errs = make([]error, len(items))
 	for i, o := range resp.GetOutcomes() {
-		errs[i] = ackOutcomeErr(claims[i], o)
+		errs[i] = ackOutcomeErr(&Claim{Scope: fsmScope(q.name, items[i].Item), Token: items[i].Token}, o)
 	}
 	return errs, nil
 }
