@@ -52,9 +52,17 @@ func newQueuePushCommand() *cobra.Command {
 	var dedupe string
 	var delay time.Duration
 	var maxDel uint32
+	var lines bool
+	var batch int
 	cmd := &cobra.Command{
 		Use:   "push QUEUE [PAYLOAD]",
 		Short: "Enqueue an item (PAYLOAD, or standard input when omitted)",
+		Long: `Enqueue an item: PAYLOAD, or standard input when omitted.
+
+With --lines every line of the input (PAYLOAD or standard input) is an
+item of its own, pushed --batch at a time in one call each (PushBatch:
+all of a batch or none); one line per item is printed. A batch the server
+refuses stops the command; the batches before it were enqueued.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError("usage: fenced queue push QUEUE [PAYLOAD] [--dedupe-key K] [--delay D]")
@@ -65,6 +73,12 @@ func newQueuePushCommand() *cobra.Command {
 			if err := errors.Join(fsm.ValidateQueueName(args[0]), fsm.ValidateQueueDelayMillis(delay.Milliseconds())); err != nil {
 				return withExit(exitUsage, err)
 			}
+			if lines && dedupe != "" {
+				return usageError("--dedupe-key names one item; with --lines every item gets a random key of its own")
+			}
+			if batch < 1 || batch > fsm.MaxQueueBatch {
+				return usageError("--batch %d is out of range; want 1 to %d", batch, fsm.MaxQueueBatch)
+			}
 			var payload []byte
 			if len(args) == 2 {
 				payload = []byte(args[1])
@@ -73,6 +87,9 @@ func newQueuePushCommand() *cobra.Command {
 				if payload, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxPayloadRead)); err != nil {
 					return err
 				}
+			}
+			if lines {
+				return pushLines(cmd, f, args[0], payload, batch, client.PushItem{Delay: delay, MaxDeliveries: maxDel})
 			}
 			opts := []client.PushOption{client.WithDelay(delay), client.WithMaxDeliveries(maxDel)}
 			if dedupe != "" {
@@ -102,7 +119,46 @@ func newQueuePushCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dedupe, "dedupe-key", "", "enqueue once per key while the queue remembers it (a retry's key); default: a random key")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the item from being claimed for this long (at most 12h)")
 	cmd.Flags().Uint32Var(&maxDel, "max-deliveries", 0, "deliveries before the item moves to QUEUE.dead (0: the server's --queue-max-deliveries)")
+	cmd.Flags().BoolVar(&lines, "lines", false, "every line of the input is an item of its own (empty lines too, but not a final newline)")
+	cmd.Flags().IntVar(&batch, "batch", fsm.MaxQueueBatch, "with --lines, items per call (1 to 32; at most the server's --queue-max-batch)")
 	return cmd
+}
+
+// pushLines pushes every line of input as an item of queue, batch at a
+// time, each item with the options of like, and prints one line per item.
+func pushLines(cmd *cobra.Command, f clientFlags, queue string, input []byte, batch int, like client.PushItem) error {
+	text := strings.TrimSuffix(string(input), "\n")
+	if text == "" {
+		return usageError("--lines: the input has no line")
+	}
+	all := strings.Split(text, "\n")
+	return classify(f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+		q := client.NewQueue(c, queue)
+		for start := 0; start < len(all); start += batch {
+			chunk := all[start:min(start+batch, len(all))]
+			items := make([]client.PushItem, len(chunk))
+			for i, l := range chunk {
+				items[i] = like
+				items[i].Payload = []byte(l)
+			}
+			pushed, err := q.PushBatch(ctx, items)
+			if err != nil {
+				return fmt.Errorf("lines %d to %d: %w", start+1, start+len(chunk), err)
+			}
+			for _, p := range pushed {
+				if f.json {
+					if err := json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"queue": queue, "item": strconv.FormatUint(p.Item, 10), "duplicate": p.Duplicate}); err != nil {
+						return err
+					}
+					continue
+				}
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: pushed item %d\n", shown(queue), p.Item); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
 }
 
 // claimJSON is the JSON form of a claim.
