@@ -26,6 +26,9 @@ func (p *pipeline) runQueue(ctx context.Context, id uint64, raw []byte) *fencedv
 	if err := proto.Unmarshal(raw, &call); err != nil {
 		return pipelineError(id, fmt.Errorf("%w: call %d: queue is not a QueueCall: %v", fence.ErrInvalidArgument, id, err))
 	}
+	if err := p.s.faults.oldPipeline(id, &call); err != nil {
+		return pipelineError(id, err)
+	}
 	var msg any
 	switch c := call.GetCall().(type) {
 	case *fencedv1.QueueCall_Push:
