@@ -15,7 +15,7 @@ const MaxQueueBatch = 32
 // runQueueBatch runs the queue workload with batches of o.Batch items:
 // every worker repeats push of o.Batch items in one call → one call that
 // acks the items it claimed last and claims up to o.Batch next (fewer
-// when fewer are available; one when it waited). A cycle is one item
+// when fewer are available). A cycle is one item
 // acked (Result.Cycles counts items); the claim latency is the batch
 // call's, recorded once per item it acked, so percentiles are per item.
 // The claim tokens are checked as runQueue checks them.

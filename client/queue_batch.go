@@ -71,8 +71,9 @@ func (q *Queue) PushBatch(ctx context.Context, items []PushItem) ([]Pushed, erro
 // ClaimBatch is Claim for up to max items (1 to the server's
 // --queue-max-batch) at once, each with its own claim token (increasing,
 // from the one counter) and its own keep-alive. It returns as soon as it
-// has at least one: what is available, up to max, or the one item pushed
-// to it while it waited. End each claim as Claim's are, or several at once
+// has at least one: what is available, up to max; when it waited, the
+// items (up to max) that the push, nack or expiry which woke it made
+// available. End each claim as Claim's are, or several at once
 // with AckBatch or AckAndClaimNextBatch.
 func (q *Queue) ClaimBatch(ctx context.Context, s *Session, visibility time.Duration, max int) ([]*Claim, error) {
 	cls, _, err := q.claim(ctx, s, visibility, true, nil, max)

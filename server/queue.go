@@ -222,7 +222,7 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 		resp.Claimed, resp.Claim = true, claimProto(res.Queue.Claim)
 		claims := res.Queue.Claims
 		if len(claims) == 0 {
-			claims = []fsm.ClaimInfo{res.Queue.Claim} // a claim that waited got one
+			claims = []fsm.ClaimInfo{res.Queue.Claim} // as before batch claims
 		}
 		for _, c := range claims {
 			resp.Claims = append(resp.Claims, claimProto(c))

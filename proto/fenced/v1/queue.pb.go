@@ -342,7 +342,7 @@ type QueueClaimRequest struct {
 	// max_items above 1 claims up to that many available items at once (a
 	// batch claim), each with its own claim token, increasing; 0 is 1, at
 	// most the server's --queue-max-batch. It may return fewer: what is
-	// available, and one item for a claim that waited.
+	// available (a claim that waited: what came, up to max_items).
 	MaxItems uint32 `protobuf:"varint,9,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
 	// acks ack several items of the queue before the claim, as ack_item
 	// does for one (each with its own outcome in ack_outcomes); not with

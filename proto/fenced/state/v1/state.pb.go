@@ -4619,7 +4619,8 @@ type QueueClaim struct {
 	AckToken uint64 `protobuf:"varint,7,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
 	// max_items above 1 claims up to that many available items in one
 	// command (a batch claim), each with its own claim token, consecutive
-	// from the one counter; a claim that waits gets one item. 0 is 1.
+	// from the one counter; a claim that waits is handed up to max_items
+	// when items come (kept in its queued reply). 0 is 1.
 	MaxItems uint32 `protobuf:"varint,8,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
 	// acks ack several items of the queue first, as ack_item does for one;
 	// not with ack_item. The outcome of each is kept in the claim's reply
