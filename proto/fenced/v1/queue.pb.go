@@ -1404,12 +1404,14 @@ func (x *QueueStatsResponse) GetItems() []*QueueItemInfo {
 	return nil
 }
 
-// QueueCall is one Push, Claim, Ack or Nack carried by the lock service's
-// Pipeline stream (PipelineCall.queue, serialized there because this
-// file imports fenced.proto, which therefore cannot name it). It does
-// exactly what the unary call of the same name does. The SDK sends its
-// queue traffic this way: one stream costs far less per call than one
-// HTTP/2 request each.
+// QueueCall is one Push, PushBatch, Claim, Ack, AckBatch or Nack carried
+// by the lock service's Pipeline stream (PipelineCall.queue, serialized
+// there because this file imports fenced.proto, which therefore cannot
+// name it). It does exactly what the unary call of the same name does.
+// The SDK sends its queue traffic this way: one stream costs far less per
+// call than one HTTP/2 request each. A server that does not know a call
+// answers it InvalidArgument and does nothing; the SDK then sends it
+// unary.
 type QueueCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Call:
