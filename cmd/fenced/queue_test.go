@@ -104,10 +104,11 @@ func TestQueueCLI_PushClaimAck(t *testing.T) {
 }
 
 // fenced work acks every item whose CMD succeeded, with the next claim
-// (--ack-with-claim, the default) or alone: nothing is left in the queue,
-// and each item ran once.
+// (--ack-with-claim, the default), alone, or in batches (--batch 3: up to
+// 3 claimed at once, acked with the next claim, the last alone): nothing
+// is left in the queue, and each item ran once, in order.
 func TestWork_AckWithClaim(t *testing.T) {
-	for _, flag := range []string{"--ack-with-claim=true", "--ack-with-claim=false"} {
+	for _, flag := range []string{"--ack-with-claim=true", "--ack-with-claim=false", "--batch=3"} {
 		srv := proctest.StartServer(t)
 		ep := []string{"--endpoints", srv.Addr}
 		for _, p := range []string{"a", "b", "c", "d"} {
