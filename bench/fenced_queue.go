@@ -56,6 +56,49 @@ func (l *fencedLocker) AckAndClaimNext(ctx context.Context, queue, item string, 
 	return l.keep(queue, next), uint64(next.Token), ackErr, nil
 }
 
+var _ BatchQueuer = (*fencedLocker)(nil)
+
+// PushBatch implements BatchQueuer with client.Queue.PushBatch.
+func (l *fencedLocker) PushBatch(ctx context.Context, queue string, payloads [][]byte) error {
+	items := make([]client.PushItem, len(payloads))
+	for i, p := range payloads {
+		items[i] = client.PushItem{Payload: p}
+	}
+	_, err := l.queue(queue).PushBatch(ctx, items)
+	return err
+}
+
+// ClaimBatch implements BatchQueuer with
+// client.Queue.AckAndClaimNextBatch (ClaimBatch without acks).
+func (l *fencedLocker) ClaimBatch(ctx context.Context, queue string, most int, visibility time.Duration, acks []ItemToken) ([]ItemToken, []error, error) {
+	done := make([]*client.Claim, len(acks))
+	for i, a := range acks {
+		cl, err := l.held(queue, a.Item, a.Token)
+		if err != nil {
+			return nil, []error{err}, err
+		}
+		done[i] = cl
+	}
+	var (
+		next    []*client.Claim
+		ackErrs []error
+		err     error
+	)
+	if len(done) == 0 {
+		next, err = l.queue(queue).ClaimBatch(ctx, l.s, visibility, most)
+	} else {
+		next, ackErrs, err = l.queue(queue).AckAndClaimNextBatch(ctx, l.s, visibility, most, done)
+	}
+	if err != nil {
+		return nil, ackErrs, err
+	}
+	out := make([]ItemToken, len(next))
+	for i, cl := range next {
+		out[i] = ItemToken{Item: l.keep(queue, cl), Token: uint64(cl.Token)}
+	}
+	return out, ackErrs, nil
+}
+
 // held takes the claim of item with token out of the locker's claims.
 func (l *fencedLocker) held(queue, item string, token uint64) (*client.Claim, error) {
 	key := queue + "/" + item

@@ -34,6 +34,9 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 	if _, ok := lockers[0].(Queuer); !ok {
 		return Result{}, fmt.Errorf("bench: %s has no work queue; the queue workload needs one", sys.Name())
 	}
+	if o.Batch > 1 {
+		return runQueueBatch(ctx, sys, o, lockers)
+	}
 	queue := fmt.Sprintf("bench/queue/%s", runID())
 	payload := make([]byte, queuePayload)
 	for i := range payload {

@@ -95,6 +95,25 @@ type AckClaimer interface {
 	AckAndClaimNext(ctx context.Context, queue, item string, token uint64) (next string, nextToken uint64, ackErr, err error)
 }
 
+// BatchQueuer is a Queuer with batches: the queue workload with
+// Options.Batch above 1 needs it.
+type BatchQueuer interface {
+	Queuer
+	// PushBatch enqueues payloads on queue in one call.
+	PushBatch(ctx context.Context, queue string, payloads [][]byte) error
+	// ClaimBatch acks this holder's claims acks (as Ack, each with its own
+	// outcome in ackErrs, whatever the claim does) and claims up to max
+	// items of queue for visibility, in one call, waiting for at least one
+	// when none is available. Each item has its own claim token.
+	ClaimBatch(ctx context.Context, queue string, max int, visibility time.Duration, acks []ItemToken) (claimed []ItemToken, ackErrs []error, err error)
+}
+
+// ItemToken is a claimed item and its claim token.
+type ItemToken struct {
+	Item  string
+	Token uint64
+}
+
 // Limiter is one client's handle on a rate limiter.
 type Limiter interface {
 	// Allow takes one permit if one is free now and reports whether it

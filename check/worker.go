@@ -142,7 +142,11 @@ func RunWorker(ctx context.Context, cfg WorkerConfig) error {
 			electionRound(ctx, c, xs, rec, rng, cfg, name, n)
 			continue
 		case WorkloadQueue:
-			queueRound(ctx, c, rec, rng, cfg, name, n)
+			if rng.IntN(batchEvery) == 0 {
+				queueBatchRound(ctx, c, rec, rng, cfg, name, n)
+			} else {
+				queueRound(ctx, c, rec, rng, cfg, name, n)
+			}
 			continue
 		case WorkloadLatch:
 			latchRound(ctx, c, rec, rng, name)

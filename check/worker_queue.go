@@ -106,3 +106,123 @@ func queueEnd(ctx context.Context, rec *recorder, kind history.Kind, name string
 	op.Outcome, op.Error = outcomeOf(err), errText(err)
 	rec.record(op)
 }
+
+// batchEvery is how often (one round in batchEvery) a queue worker works
+// in batches (queueBatchRound) instead.
+const batchEvery = 3
+
+// queueBatchRound is queueRound in batches: it pushes 1 to 3 items in one
+// call (PushBatch), claims up to 3 (ClaimBatch), writes each claim's kv
+// key under its token, probes one round in probeEvery with a stale token
+// inside an ack batch (AckTokens, with the item's earlier token: the fsm
+// must answer it stale, which --ack-any-token lets through), and acks
+// them all in one call (AckBatch), or one round in ackNextEvery with the
+// claim of up to 2 next items (AckAndClaimNextBatch), whose items it then
+// acks in a batch. Each item of a batch call is its own op of the call's
+// interval in the history.
+func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
+	q := client.NewQueue(c, name)
+	items := make([]client.PushItem, 1+rng.IntN(3))
+	pushes := make([]history.Op, len(items))
+	invoke := time.Now().UnixNano()
+	for i := range items {
+		pushes[i] = history.Op{Kind: history.OpPush, Name: name, Value: fmt.Sprintf("%s-%d-%d", rec.id, n, i), Invoke: invoke}
+		items[i].Payload = []byte(pushes[i].Value)
+	}
+	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+	pushed, err := q.PushBatch(pctx, items)
+	pcancel()
+	for i := range pushes {
+		pushes[i].Outcome, pushes[i].Error = outcomeOf(err), errText(err)
+		if err == nil {
+			pushes[i].Item = pushed[i].Item
+		}
+		rec.record(pushes[i])
+	}
+
+	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	s, closeSession, err := openSession(sctx, ctx, c, cfg.TTL)
+	if err != nil {
+		return
+	}
+	defer closeSession()
+	claim := history.Op{Kind: history.OpClaim, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
+	cctx, ccancel := context.WithTimeout(sctx, 3*time.Second)
+	cls, err := q.ClaimBatch(cctx, s, cfg.TTL, 3)
+	ccancel()
+	recordClaims(rec, claim, cls, err)
+	if err != nil {
+		return
+	}
+	for _, cl := range cls {
+		work(ctx, c, rec, rng, cl.Scope, cl.Token, n)
+	}
+	if rng.IntN(probeEvery) == 0 && cls[0].Token > 1 {
+		probe := []client.ItemToken{{Item: cls[0].Item, Token: cls[0].Token - 1}}
+		ackBatch(ctx, rec, name, probe, "probe", func(ctx context.Context) ([]error, error) { return q.AckTokens(ctx, probe) })
+	}
+	if rng.IntN(ackNextEvery) == 0 {
+		ack := make([]client.ItemToken, len(cls))
+		for i, cl := range cls {
+			ack[i] = client.ItemToken{Item: cl.Item, Token: cl.Token}
+		}
+		claim := history.Op{Kind: history.OpClaim, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
+		var next []*client.Claim
+		cctx, ccancel := context.WithTimeout(sctx, 3*time.Second)
+		ackBatch(ctx, rec, name, ack, "", func(context.Context) ([]error, error) {
+			var ackErrs []error
+			next, ackErrs, err = q.AckAndClaimNextBatch(cctx, s, cfg.TTL, 2, cls)
+			return ackErrs, nil
+		})
+		ccancel()
+		recordClaims(rec, claim, next, err)
+		if err != nil {
+			return
+		}
+		for _, cl := range next {
+			work(ctx, c, rec, rng, cl.Scope, cl.Token, n)
+		}
+		cls = next
+	}
+	ack := make([]client.ItemToken, len(cls))
+	for i, cl := range cls {
+		ack[i] = client.ItemToken{Item: cl.Item, Token: cl.Token}
+	}
+	ackBatch(ctx, rec, name, ack, "", func(ctx context.Context) ([]error, error) { return q.AckBatch(ctx, cls) })
+}
+
+// recordClaims records the claims of one batch claim call (one op each,
+// or one failed op).
+func recordClaims(rec *recorder, op history.Op, cls []*client.Claim, err error) {
+	op.Complete = time.Now().UnixNano()
+	op.Outcome, op.Error = waitOutcome(err), errText(err)
+	if err != nil {
+		rec.record(op)
+		return
+	}
+	for _, cl := range cls {
+		o := op
+		o.Item, o.Token, o.Scope = cl.Item, uint64(cl.Token), cl.Scope
+		rec.record(o)
+	}
+}
+
+// ackBatch runs acks, one call acking items, and records an ack op per
+// item with its own outcome (the call's error when it failed as a
+// whole); result marks a probe.
+func ackBatch(ctx context.Context, rec *recorder, name string, items []client.ItemToken, result string, acks func(context.Context) ([]error, error)) {
+	invoke := time.Now().UnixNano()
+	actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	errs, err := acks(actx)
+	cancel()
+	complete := time.Now().UnixNano()
+	for i, it := range items {
+		e := err
+		if e == nil && i < len(errs) {
+			e = errs[i]
+		}
+		rec.record(history.Op{Kind: history.OpAck, Name: name, Item: it.Item, Token: uint64(it.Token), Result: result, Invoke: invoke, Complete: complete,
+			Outcome: outcomeOf(e), Error: errText(e)})
+	}
+}

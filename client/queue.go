@@ -107,15 +107,22 @@ func (q *Queue) Push(ctx context.Context, payload []byte, opts ...PushOption) (i
 // while the claim is on its way, the item may stay claimed until its
 // visibility timeout ends (at-least-once delivery).
 func (q *Queue) Claim(ctx context.Context, s *Session, visibility time.Duration) (*Claim, error) {
-	cl, _, err := q.claim(ctx, s, visibility, true, nil)
-	return cl, err
+	cls, _, err := q.claim(ctx, s, visibility, true, nil, 1)
+	return first(cls), err
 }
 
 // TryClaim claims an available item without waiting; it returns an error
 // wrapping fence.ErrNotGranted when none is available.
 func (q *Queue) TryClaim(ctx context.Context, s *Session, visibility time.Duration) (*Claim, error) {
-	cl, _, err := q.claim(ctx, s, visibility, false, nil)
-	return cl, err
+	cls, _, err := q.claim(ctx, s, visibility, false, nil, 1)
+	return first(cls), err
+}
+
+func first(cls []*Claim) *Claim {
+	if len(cls) == 0 {
+		return nil
+	}
+	return cls[0]
 }
 
 func (q *Queue) turn(s *Session) *sync.Mutex {
@@ -129,17 +136,20 @@ func (q *Queue) turn(s *Session) *sync.Mutex {
 	return mu
 }
 
-// claim claims an item for s; with prev, its first request acks prev in
-// the same command (AckAndClaimNext), and ackErr is that ack's outcome
-// (the claim's error while no answer told it).
-func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration, wait bool, prev *Claim) (_ *Claim, ackErr, _ error) {
+// claim claims up to most items for s; with prev, its first request acks
+// prev in the same command (AckAndClaimNext), and ackErrs are those acks'
+// outcomes (the claim's error while no answer told them).
+func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration, wait bool, prev []*Claim, most int) (_ []*Claim, ackErrs []error, _ error) {
 	c := q.c
-	fail := func(err error) (*Claim, error, error) {
+	fail := func(err error) ([]*Claim, []error, error) {
 		err = fmt.Errorf("client: claim %q: %w", q.name, err)
-		if ackErr == nil && prev != nil {
-			ackErr = fmt.Errorf("client: ack %s token %d: not known to be acked: %w", prev.Scope, prev.Token, err)
+		if ackErrs == nil && len(prev) > 0 {
+			ackErrs = make([]error, len(prev))
+			for i, p := range prev {
+				ackErrs[i] = fmt.Errorf("client: ack %s token %d: not known to be acked: %w", p.Scope, p.Token, err)
+			}
 		}
-		return nil, ackErr, err
+		return nil, ackErrs, err
 	}
 	if err := c.closed(); err != nil {
 		return fail(err)
@@ -170,8 +180,16 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 		req := &fencedv1.QueueClaimRequest{
 			Queue: q.name, Session: s.id, Secret: s.secret, Seq: seq, VisibilityMs: visibility.Milliseconds(), WaitMs: waitFor.Milliseconds(),
 		}
-		if prev != nil {
-			req.AckItem, req.AckToken = prev.Item, uint64(prev.Token)
+		if most > 1 {
+			req.MaxItems = uint32(most)
+		}
+		switch {
+		case len(prev) == 1:
+			req.AckItem, req.AckToken = prev[0].Item, uint64(prev[0].Token)
+		case len(prev) > 1:
+			for _, p := range prev {
+				req.Acks = append(req.Acks, &fencedv1.QueueAckItem{Item: p.Item, Token: uint64(p.Token)})
+			}
 		}
 		err := c.retry(cctx, "claim", waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
 			r, err := ep.queueClaim(actx, req)
@@ -180,9 +198,21 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 			}
 			return err
 		})
-		if err == nil && prev != nil {
-			// Answered: the ack is decided, and later requests carry none.
-			ackErr, prev = ackOutcomeErr(prev, resp.GetAckOutcome()), nil
+		if err == nil && len(prev) > 0 {
+			// Answered: the acks are decided, and later requests carry none.
+			outcomes := resp.GetAckOutcomes()
+			if len(prev) == 1 {
+				outcomes = []fencedv1.AckOutcome{resp.GetAckOutcome()}
+			}
+			ackErrs = make([]error, len(prev))
+			for i, p := range prev {
+				o := fencedv1.AckOutcome_ACK_OUTCOME_NONE // a server without several acks per claim
+				if len(outcomes) == len(prev) {
+					o = outcomes[i]
+				}
+				ackErrs[i] = ackOutcomeErr(p, o)
+			}
+			prev = nil
 		}
 		switch {
 		case err != nil && s.Err() != nil:
@@ -190,7 +220,15 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 		case err != nil:
 			return fail(err)
 		case resp.GetClaimed():
-			return q.take(s, resp.GetClaim(), visibility), ackErr, nil
+			pcs := resp.GetClaims()
+			if len(pcs) == 0 {
+				pcs = []*fencedv1.Claim{resp.GetClaim()} // a server without batch claims
+			}
+			cls := make([]*Claim, len(pcs))
+			for i, pc := range pcs {
+				cls[i] = q.take(s, pc, visibility)
+			}
+			return cls, ackErrs, nil
 		case !wait:
 			return fail(fmt.Errorf("%w: no item available", fence.ErrNotGranted))
 		case ctx.Err() != nil:
@@ -350,7 +388,8 @@ func (c *Claim) Ack(ctx context.Context) error {
 // c's keep-alive stops first, as in Ack; c must not be used after.
 func (c *Claim) AckAndClaimNext(ctx context.Context) (next *Claim, ackErr, err error) {
 	c.end(errClaimEnded)
-	return c.q.claim(ctx, c.s, c.visibility, true, c)
+	cls, ackErrs, err := c.q.claim(ctx, c.s, c.visibility, true, []*Claim{c}, 1)
+	return first(cls), ackErrs[0], err
 }
 
 // Nack gives the item back to the queue, to be claimed again after delay

@@ -144,6 +144,14 @@ func (r *replies) holderOf(seq uint64) uint64 {
 	return 0
 }
 
+// at returns request seq's reply, if recorded.
+func (r *replies) at(seq uint64) (reply, bool) {
+	if i := r.find(seq); i >= 0 {
+		return r.list[i], true
+	}
+	return reply{}, false
+}
+
 // setHolder sets the holder field of request seq's reply, if recorded.
 func (r *replies) setHolder(seq, holder uint64) {
 	if i := r.find(seq); i >= 0 {

@@ -109,3 +109,71 @@ func TestMachine_UnscopedKVFault(t *testing.T) {
 		}
 	}
 }
+
+// The ack-any-token fault of a test build covers every ack: QueueAck, the
+// acks a claim carries (ack-and-claim-next, one or several) and an ack
+// batch. On a machine without it, an ack with the item's earlier claim
+// token is stale and the property test's ack check (ackViolation) passes;
+// with it, the ack is accepted and the check catches it: the negative
+// control of the check.
+func TestQueue_AckAnyTokenFaultCoversBatches(t *testing.T) {
+	type step func(m *fsm.Machine, sid uint64, item uint64, stale fence.Token) (fsm.Result, []*statev1.QueueItemToken)
+	for _, tt := range []struct {
+		name string
+		ack  step
+	}{
+		{"claim ack_item", func(m *fsm.Machine, sid, item uint64, stale fence.Token) (fsm.Result, []*statev1.QueueItemToken) {
+			return m.Apply(&statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: sid, Seq: 3, Queue: "q", VisibilityMs: 1000, AckItem: item, AckToken: uint64(stale)}}}),
+				[]*statev1.QueueItemToken{{Item: item, Token: uint64(stale)}}
+		}},
+		{"claim acks", func(m *fsm.Machine, sid, item uint64, stale fence.Token) (fsm.Result, []*statev1.QueueItemToken) {
+			acks := []*statev1.QueueItemToken{{Item: item, Token: uint64(stale)}, {Item: item + 100, Token: 1}}
+			return m.Apply(&statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: sid, Seq: 3, Queue: "q", VisibilityMs: 1000, MaxItems: 2, Acks: acks}}}), acks
+		}},
+		{"ack batch", func(m *fsm.Machine, sid, item uint64, stale fence.Token) (fsm.Result, []*statev1.QueueItemToken) {
+			acks := []*statev1.QueueItemToken{{Item: item, Token: uint64(stale)}}
+			return m.Apply(&statev1.Command{Op: &statev1.Command_QueueAckBatch{QueueAckBatch: &statev1.QueueAckBatch{Queue: "q", Acks: acks}}}), acks
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, fault := range []bool{false, true} {
+				m := newMachine(t)
+				m.SetAckAnyToken(fault)
+				m.Apply(initCommand(0))
+				sid := createSession(t, m)
+				m.Apply(&statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", Payload: []byte("x")}}})
+				claim := func(seq uint64) fsm.ClaimInfo {
+					res := m.Apply(&statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: sid, Seq: seq, Queue: "q", VisibilityMs: 1000}}})
+					if !res.Granted {
+						t.Fatalf("claim %d: %+v", seq, res)
+					}
+					return res.Queue.Claim
+				}
+				first := claim(1)
+				m.Apply(&statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Item: first.Item, Token: uint64(first.Grant.Token)}}})
+				second := claim(2) // the item again, with a higher token: first's is stale
+				scope := fsm.ClaimScope("q", second.Item)
+				before := map[string]fence.Token{scope: second.Grant.Token}
+				res, acks := tt.ack(m, sid, first.Item, first.Grant.Token)
+				if res.Err != nil {
+					t.Fatalf("fault %v: %v", fault, res.Err)
+				}
+				after := map[string]fence.Token{}
+				if ci, ok := m.Claim(second.Grant.Token); ok {
+					after[fsm.ClaimScope("q", ci.Item)] = second.Grant.Token
+				}
+				refs := make([]ackRef, len(acks))
+				for i, a := range acks {
+					refs[i] = ackRef{fsm.ClaimScope("q", a.GetItem()), fence.Token(a.GetToken())}
+				}
+				err := ackViolation(refs, res.Queue.Acks, before, after)
+				switch {
+				case !fault && (res.Queue.Acks[0] != fsm.AckStale || err != nil):
+					t.Fatalf("without the fault: acks %v, check %v; want stale and no violation", res.Queue.Acks, err)
+				case fault && (res.Queue.Acks[0] != fsm.AckAcked || err == nil):
+					t.Fatalf("with the fault: acks %v, check %v; want acked and a violation caught", res.Queue.Acks, err)
+				}
+			}
+		})
+	}
+}

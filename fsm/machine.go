@@ -140,6 +140,10 @@ func (m *Machine) Apply(c *statev1.Command) Result {
 		return m.queues.cancelWait(op.QueueCancelWait)
 	case *statev1.Command_QueueTick:
 		return m.queues.tick(now)
+	case *statev1.Command_QueuePushBatch:
+		return m.queues.pushBatch(op.QueuePushBatch, now)
+	case *statev1.Command_QueueAckBatch:
+		return m.queues.ackBatch(op.QueueAckBatch, now)
 	case *statev1.Command_KvWrite:
 		return m.kv.write(op.KvWrite)
 	case *statev1.Command_RegisterNode:

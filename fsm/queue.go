@@ -142,8 +142,15 @@ type QueueResult struct {
 	// Claim is set for a claim that was granted (Result.Granted).
 	Claim ClaimInfo
 	// Ack is the outcome of the ack a claim carried (ack-and-claim-next;
-	// AckNone when it carried none).
+	// AckNone when it carried none); with several, the first's.
 	Ack AckOutcome
+	// Claims are every item a claim got (a batch claim may get several;
+	// Claim is the first); Acks the outcome of each ack a claim or an
+	// ack batch carried, in their order; Pushed the answer to each push
+	// of a push batch.
+	Claims []ClaimInfo
+	Acks   []AckOutcome
+	Pushed []PushOutcome
 }
 
 // AckOutcome is what the ack carried by a claim did (QueueClaim.ack_item,
@@ -283,20 +290,27 @@ func (q *workQueue) firstAvailable(now int64) *queueItem {
 	return nil
 }
 
-// availableAfterWaiters returns the item a new claim gets at now: the
-// oldest available item once q's waiting claims took theirs (wake gives
-// them the oldest, one each), or nil.
-func (q *workQueue) availableAfterWaiters(now int64) *queueItem {
-	skip := q.waiters.len()
+// availableAfterWaiters returns the items, up to most, a new claim gets
+// at now: the oldest available items once q's waiting claims took theirs
+// (wake gives them the oldest, in their order, up to waiterTake each).
+func (t *queueTable) availableAfterWaiters(q *workQueue, now int64, most int) []*queueItem {
+	skip := 0
+	for _, w := range q.waiters.list {
+		skip += t.waiterTake(w)
+	}
+	var out []*queueItem
 	for _, id := range q.order {
 		if it := q.items[id]; it.claimToken == 0 && it.availableAt <= now {
 			if skip == 0 {
-				return it
+				if out = append(out, it); len(out) == most {
+					return out
+				}
+				continue
 			}
 			skip--
 		}
 	}
-	return nil
+	return out
 }
 
 func (t *queueTable) add(q *workQueue, it *queueItem) {
@@ -320,7 +334,8 @@ func (t *queueTable) remove(q *workQueue, id uint64) {
 	}
 }
 
-func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
+// checkPush validates a push; it changes nothing.
+func (t *queueTable) checkPush(p *statev1.QueuePush) error {
 	m, name := t.m, p.GetQueue()
 	limit := int(min(p.GetMaxPayloadBytes(), MaxQueuePayloadBytes))
 	if p.GetMaxPayloadBytes() == 0 {
@@ -328,33 +343,55 @@ func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
 	}
 	switch {
 	case ValidateQueueName(name) != nil:
-		return Result{Err: ValidateQueueName(name)}
+		return ValidateQueueName(name)
 	case len(p.GetPayload()) > limit:
-		return Result{Err: fmt.Errorf("%w: payload is %d bytes, above the limit of %d", fence.ErrLimitExceeded, len(p.GetPayload()), limit)}
+		return fmt.Errorf("%w: payload is %d bytes, above the limit of %d", fence.ErrLimitExceeded, len(p.GetPayload()), limit)
 	case len(p.GetDedupeKey()) > MaxDedupeKeyLen:
-		return Result{Err: fmt.Errorf("%w: dedupe key is %d bytes, longer than %d", fence.ErrInvalidArgument, len(p.GetDedupeKey()), MaxDedupeKeyLen)}
+		return fmt.Errorf("%w: dedupe key is %d bytes, longer than %d", fence.ErrInvalidArgument, len(p.GetDedupeKey()), MaxDedupeKeyLen)
 	case p.GetDedupeWindow() > MaxDedupeWindow:
-		return Result{Err: fmt.Errorf("%w: dedupe window %d is above %d", fence.ErrInvalidArgument, p.GetDedupeWindow(), MaxDedupeWindow)}
+		return fmt.Errorf("%w: dedupe window %d is above %d", fence.ErrInvalidArgument, p.GetDedupeWindow(), MaxDedupeWindow)
 	case m.issuer == "":
-		return Result{Err: errNotInitialised()}
+		return errNotInitialised()
 	}
-	if err := ValidateQueueDelayMillis(p.GetDelayMs()); err != nil {
+	return ValidateQueueDelayMillis(p.GetDelayMs())
+}
+
+// checkRoom refuses adding items items of bytes bytes past the push's
+// limits on every queue together.
+func (t *queueTable) checkRoom(p *statev1.QueuePush, items, bytes uint64) error {
+	if l := p.GetMaxItems(); l > 0 && t.items+items > l {
+		return &QueueLimitError{Resource: QueueLimitItems, Limit: l, Have: t.items}
+	}
+	if l := p.GetMaxBytes(); l > 0 && t.bytes+bytes > l {
+		return &QueueLimitError{Resource: QueueLimitBytes, Limit: l, Have: t.bytes}
+	}
+	return nil
+}
+
+func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
+	if err := t.checkPush(p); err != nil {
 		return Result{Err: err}
 	}
-	key := p.GetDedupeKey()
+	name, key := p.GetQueue(), p.GetDedupeKey()
 	if q := t.byName[name]; q != nil && key != "" {
 		if id, ok := q.dedupe[key]; ok {
 			return Result{Queue: QueueResult{Item: id, Duplicate: true}}
 		}
 	}
-	if l := p.GetMaxItems(); l > 0 && t.items >= l {
-		return Result{Err: &QueueLimitError{Resource: QueueLimitItems, Limit: l, Have: t.items}}
-	}
-	if l := p.GetMaxBytes(); l > 0 && t.bytes+uint64(len(p.GetPayload())) > l {
-		return Result{Err: &QueueLimitError{Resource: QueueLimitBytes, Limit: l, Have: t.bytes}}
+	if err := t.checkRoom(p, 1, uint64(len(p.GetPayload()))); err != nil {
+		return Result{Err: err}
 	}
 	t.advance(now)
 	q := t.queue(name)
+	id := t.enqueue(q, p)
+	t.wake(q)
+	return Result{Queue: QueueResult{Item: id}}
+}
+
+// enqueue adds p's item to q (checked by checkPush, its key not a
+// duplicate) and returns its id; the caller wakes q's waiters.
+func (t *queueTable) enqueue(q *workQueue, p *statev1.QueuePush) uint64 {
+	name, key := q.name, p.GetDedupeKey()
 	q.lastItem++
 	maxDel := p.GetMaxDeliveries()
 	if strings.HasSuffix(name, DeadLetterSuffix) {
@@ -369,8 +406,7 @@ func (t *queueTable) push(p *statev1.QueuePush, now int64) Result {
 			q.dedupeOrder = q.dedupeOrder[1:]
 		}
 	}
-	t.wake(q)
-	return Result{Queue: QueueResult{Item: q.lastItem}}
+	return q.lastItem
 }
 
 func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
@@ -390,6 +426,10 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	if (c.GetAckItem() == 0) != (c.GetAckToken() == 0) {
 		return Result{Err: fmt.Errorf("%w: a claim's ack needs both ack_item and ack_token (item %d, token %d)", fence.ErrInvalidArgument, c.GetAckItem(), c.GetAckToken())}
 	}
+	acks, err := claimAcks(c)
+	if err != nil {
+		return Result{Err: err}
+	}
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
@@ -404,58 +444,54 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 		}
 		if ok {
 			res := t.replay(s, seq, rep)
-			res.Queue.Ack = AckOutcome(rep.holder)
+			n := len(acks)
+			if n == 0 && rep.holder != 0 {
+				n = 1 // a retry that left out its one ack is still told it
+			}
+			res.Queue.Acks = unpackAcks(rep.holder, n)
+			res.Queue.Ack = firstAck(res.Queue.Acks)
 			return res
 		}
 	}
-	// The ack first (ack-and-claim-next): decided now, applied below once
+	// The acks first (ack-and-claim-next): decided now, applied below once
 	// nothing can refuse the claim, so a refused command changes nothing.
-	ack, ackQ, ackIt, freed := AckNone, (*workQueue)(nil), (*queueItem)(nil), 0
-	if c.GetAckItem() != 0 {
-		ackQ, ackIt, err = t.held(name, c.GetAckItem(), fence.Token(c.GetAckToken()))
-		switch {
-		case err == nil:
-			ack = AckAcked
-			if h := m.sessions[ackIt.claimSession]; h != nil && h.owner == s.owner {
-				freed = 1 // the ack ends one of the owner's holds
-			}
-		case errors.Is(err, fence.ErrStaleToken):
-			ack = AckStale
-		default:
-			ack = AckNotFound
-		}
-	}
+	outcomes, acked, freed := t.decideAcks(name, acks, s.owner)
 	clock := t.timeAt(now)
 	q := t.byName[name]
-	var it *queueItem
+	var its []*queueItem
 	if q != nil {
-		it = q.availableAfterWaiters(clock)
+		its = t.availableAfterWaiters(q, clock, claimMax(c))
 	}
-	if it == nil && c.GetWait() && q != nil && q.waiters.has(s.id) {
+	if len(its) == 0 && c.GetWait() && q != nil && q.waiters.has(s.id) {
 		return Result{Err: fmt.Errorf("%w: session %d already waits to claim from %q; a session waits for one claim of a queue at a time", fence.ErrInvalidArgument, s.id, name)}
 	}
-	if it != nil || c.GetWait() {
-		if err := checkHoldQuotaFreeing(s, c.GetQuota(), it == nil, freed); err != nil {
+	if len(its) > 0 || c.GetWait() {
+		if err := checkHoldQuotaFreeing(s, c.GetQuota(), len(its) == 0, freed); err != nil {
 			return Result{Err: err}
 		}
+		its = its[:min(len(its), holdRoom(s, c.GetQuota(), freed))]
 	}
-	if ack == AckAcked {
-		// The item acked is claimed, so the available items (it) and the
-		// waiters are the same after it as before.
+	if len(acked) > 0 {
+		// The items acked are claimed, so the available items (its) and
+		// the waiters are the same after them as before.
 		t.advance(now)
-		t.unclaim(ackQ, ackIt, Unlocked)
-		t.remove(ackQ, ackIt.id)
+		for _, a := range acked {
+			t.unclaim(a.q, a.it, Unlocked)
+			t.remove(a.q, a.it.id)
+		}
 	}
-	res := t.claimNext(c, now, s, seq, q, it, clock, ack)
-	res.Queue.Ack = ack
+	res := t.claimNext(c, now, s, seq, q, its, clock, packAcks(outcomes))
+	res.Queue.Acks, res.Queue.Ack = outcomes, firstAck(outcomes)
 	return res
 }
 
-// claimNext is the claim part of claim, once the claim's ack (ack) was
-// applied: it claims it, queues s or answers not granted, and records the
-// reply with the ack's outcome in its holder field (a queue reply has no
-// holder), so a retry answers the same.
-func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq uint64, q *workQueue, it *queueItem, clock int64, ack AckOutcome) Result {
+// claimNext is the claim part of claim, once the claim's acks were
+// applied: it claims its, queues s or answers not granted, and records the
+// reply with the acks' outcomes (packAcks) in its holder field (a queue
+// reply has no holder) and how many items it claimed in its issuedAt
+// field (a queue claim's replay reads no issue time), so a retry answers
+// the same.
+func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq uint64, q *workQueue, its []*queueItem, clock int64, ack uint64) Result {
 	m, name := t.m, c.GetQueue()
 	if q != nil && q.waiters.len() > 0 && q.firstAvailable(clock) != nil {
 		// An item whose delay ended by this claim's time and that no tick
@@ -463,38 +499,75 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		// waiting claims are served in arrival order.
 		t.advance(now)
 		t.wake(q)
-		if it != nil && m.tokens.exhausted() {
-			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
+		if len(its) > 0 && m.tokens.exhausted() {
+			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: ack})
 			return Result{Session: s.id}
 		}
 	}
 	switch {
-	case it != nil:
+	case len(its) > 0:
 		t.advance(now)
-		g := t.grantItem(q, it, s, c.GetVisibilityMs())
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: t.clock, holder: uint64(ack)})
-		m.obs.Granted(g)
-		return Result{Session: s.id, Granted: true, Grant: g, Queue: QueueResult{Claim: t.info(q, it)}}
+		res := Result{Session: s.id, Granted: true}
+		for _, it := range its {
+			if len(res.Queue.Claims) > 0 && m.tokens.exhausted() {
+				break // fewer: the tokens ran out
+			}
+			g := t.grantItem(q, it, s, c.GetVisibilityMs())
+			m.obs.Granted(g)
+			res.Queue.Claims = append(res.Queue.Claims, t.info(q, it))
+		}
+		res.Grant, res.Queue.Claim = res.Queue.Claims[0].Grant, res.Queue.Claims[0]
+		got := -int64(len(res.Queue.Claims)) // replyItems
+		if claimMax(c) == 1 {
+			got = t.clock // as replies kept before batch claims: a claim of one item got one
+		}
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: res.Grant.Token, issuedAt: got, holder: ack})
+		return res
 	case c.GetWait():
 		q = t.queue(name)
 		m.enqueue(kindQueue, fence.KindClaim, name, &q.waiters, s, seq)
 		q.waitVis[s.id] = c.GetVisibilityMs()
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: uint64(ack)})
+		var most int64 // replyItems: how many the waiter may get
+		if claimMax(c) > 1 {
+			most = -int64(claimMax(c))
+		}
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: ack, issuedAt: most})
 		return Result{Session: s.id, Queued: true}
 	default:
-		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
+		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: ack})
 		return Result{Session: s.id}
 	}
 }
 
-// replay answers a retried claim with its first result.
+// replyItems is how many items a queue claim's reply says it got
+// (granted) or may get (queued): a batch claim's reply keeps minus that
+// number in its issuedAt field, which a queue claim's replay reads for
+// nothing else; a reply of one item keeps the queues' time there, or 0,
+// as replies kept before batch claims do.
+func replyItems(rep reply) int {
+	if rep.issuedAt < 0 {
+		return int(min(-rep.issuedAt, MaxQueueBatch))
+	}
+	return 1
+}
+
+// replay answers a retried claim with its first result: the claims it
+// got that are still live.
 func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 	switch rep.kind {
 	case replyGranted:
-		if ref, ok := t.claims[rep.token]; ok {
-			q := t.byName[ref.queue]
-			it := q.items[ref.item]
-			return Result{Session: s.id, Granted: true, Grant: t.grantOf(q, it), Queue: QueueResult{Claim: t.info(q, it)}}
+		// A claim's tokens are consecutive (one apply issued them).
+		n := replyItems(rep)
+		res := Result{Session: s.id, Granted: true}
+		for tok := rep.token; tok < rep.token+fence.Token(n); tok++ {
+			if ref, ok := t.claims[tok]; ok {
+				q := t.byName[ref.queue]
+				res.Queue.Claims = append(res.Queue.Claims, t.info(q, q.items[ref.item]))
+			}
+		}
+		if len(res.Queue.Claims) > 0 {
+			res.Grant, res.Queue.Claim = res.Queue.Claims[0].Grant, res.Queue.Claims[0]
+			return res
 		}
 		return Result{Err: fmt.Errorf("%w: the claim of request seq %d (token %d) has ended", fence.ErrStaleToken, seq, rep.token)}
 	case replyQueued:
@@ -506,6 +579,17 @@ func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 		return Result{Session: s.id}
 	}
 	return Result{Err: fmt.Errorf("%w: request seq %d was already used for another request; every request needs its own seq", fence.ErrInvalidArgument, seq)}
+}
+
+// waiterTake is how many items waiter w takes when items are there: a
+// batch claim up to its max_items, kept in its queued reply (replyItems).
+func (t *queueTable) waiterTake(w waiter) int {
+	if s := t.m.sessions[w.session]; s != nil {
+		if rep, ok := s.replies.at(w.seq); ok {
+			return replyItems(rep)
+		}
+	}
+	return 1
 }
 
 // grantItem claims it for session s: it issues the claim's grant, binds
@@ -547,11 +631,18 @@ func (t *queueTable) wake(q *workQueue) {
 		s.bound[kindQueue].unwait(q.name)
 		vis := q.waitVis[w.session]
 		delete(q.waitVis, w.session)
-		g := t.grantItem(q, it, s, vis)
-		ack := s.replies.holderOf(w.seq) // the outcome of the claim's ack, kept
-		s.replies.promote(w.seq, g.Token, t.clock)
+		most, n := t.waiterTake(w), 0
+		var first fence.Token
+		for ; it != nil && n < most && !m.tokens.exhausted(); it = q.firstAvailable(t.clock) {
+			g := t.grantItem(q, it, s, vis)
+			m.obs.Granted(g)
+			if n++; n == 1 {
+				first = g.Token
+			}
+		}
+		ack := s.replies.holderOf(w.seq) // the outcomes of the claim's acks, kept
+		s.replies.promote(w.seq, first, -int64(n))
 		s.replies.setHolder(w.seq, ack)
-		m.obs.Granted(g)
 	}
 }
 
@@ -584,15 +675,21 @@ func (t *queueTable) held(name string, item uint64, tok fence.Token) (*workQueue
 	return q, it, nil
 }
 
-func (t *queueTable) ack(a *statev1.QueueAck, now int64) Result {
-	q, it, err := t.held(a.GetQueue(), a.GetItem(), fence.Token(a.GetToken()))
-	if errors.Is(err, fence.ErrStaleToken) && t.m.faults.anyAckToken() && it == nil {
-		// The ack-any-token test fault: a claimed item is acked whatever
-		// token the ack presents (faults_on.go).
-		if q = t.byName[a.GetQueue()]; q != nil && q.items[a.GetItem()] != nil && q.items[a.GetItem()].claimToken != 0 {
-			it, err = q.items[a.GetItem()], nil
+// ackable is held for an ack (of QueueAck, a claim's acks or an ack
+// batch). Under the ack-any-token test fault a claimed item is acked
+// whatever token the ack presents (faults_on.go).
+func (t *queueTable) ackable(name string, item uint64, tok fence.Token) (*workQueue, *queueItem, error) {
+	q, it, err := t.held(name, item, tok)
+	if errors.Is(err, fence.ErrStaleToken) && t.m.faults.anyAckToken() {
+		if q = t.byName[name]; q != nil && q.items[item] != nil && q.items[item].claimToken != 0 {
+			return q, q.items[item], nil
 		}
 	}
+	return q, it, err
+}
+
+func (t *queueTable) ack(a *statev1.QueueAck, now int64) Result {
+	q, it, err := t.ackable(a.GetQueue(), a.GetItem(), fence.Token(a.GetToken()))
 	if err != nil {
 		return Result{Err: err}
 	}
@@ -1039,6 +1136,20 @@ func (m *Machine) ClaimOfRequest(session, seq uint64, queue string) (ClaimInfo, 
 	}
 	q := m.queues.byName[queue]
 	return ClaimInfo{}, false, q != nil && q.waiters.queuedBy(session, seq)
+}
+
+// ClaimsOfRequest returns the live claims the claim request seq of
+// session made on queue got (a batch claim's, several).
+func (m *Machine) ClaimsOfRequest(session, seq uint64, queue string) []ClaimInfo {
+	s := m.sessions[session]
+	if s == nil {
+		return nil
+	}
+	rep, ok, _ := s.replies.get(seq, queue)
+	if !ok || rep.kind != replyGranted {
+		return nil
+	}
+	return m.queues.replay(s, seq, rep).Queue.Claims
 }
 
 // ClaimDeadline is a live claim's token and visibility timeout.

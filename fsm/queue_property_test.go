@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"testing"
 	"time"
 
@@ -89,8 +90,8 @@ type queueRun struct {
 	tokens  []fence.Token // every claim token seen
 	log     []*statev1.Command
 	maxDel  uint32
-	// claimAcks is the ack outcome of every claim answered, by request.
-	claimAcks map[[2]uint64]fsm.AckOutcome
+	// claimAcks is the ack outcomes of every claim answered, by request.
+	claimAcks map[[2]uint64][]fsm.AckOutcome
 }
 
 func (r *queueRun) draw() *statev1.Command {
@@ -112,7 +113,7 @@ func (r *queueRun) draw() *statev1.Command {
 		}
 		return name, rapid.Uint64Range(0, 6).Draw(t, "item"), rapid.Uint64Range(0, uint64(r.m.LastToken())+1).Draw(t, "anytok")
 	}
-	switch rapid.IntRange(0, 13).Draw(t, "op") {
+	switch rapid.IntRange(0, 15).Draw(t, "op") {
 	case 0:
 		c.Op = &statev1.Command_CreateSession{CreateSession: &statev1.CreateSession{TtlMs: 1000}}
 	case 1:
@@ -122,18 +123,21 @@ func (r *queueRun) draw() *statev1.Command {
 			c.Op = &statev1.Command_ExpireSession{ExpireSession: &statev1.ExpireSession{Session: sid, Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 		}
 	case 2, 3:
-		p := &statev1.QueuePush{Queue: name, Payload: []byte(fmt.Sprint(r.now)), MaxDeliveries: r.maxDel, DedupeWindow: 3, MaxPayloadBytes: 16,
-			MaxItems: rapid.SampledFrom([]uint64{0, 6}).Draw(t, "maxitems")}
-		if rapid.IntRange(0, 3).Draw(t, "dedupe") == 0 {
-			p.DedupeKey = rapid.SampledFrom([]string{"k1", "k2", "k3", "k4"}).Draw(t, "key")
+		c.Op = &statev1.Command_QueuePush{QueuePush: r.drawPush(name)}
+	case 14:
+		// A push batch: 1 to 4 pushes (a bad one refuses them all), now
+		// and then to two queues (refused) or of none (refused).
+		b := &statev1.QueuePushBatch{}
+		for range rapid.IntRange(0, 4).Draw(t, "batchpushes") {
+			q := name
+			if rapid.IntRange(0, 15).Draw(t, "otherqueue") == 0 {
+				q = rapid.SampledFrom(queueNames).Draw(t, "batchqueue")
+			}
+			b.Pushes = append(b.Pushes, r.drawPush(q))
 		}
-		if rapid.IntRange(0, 3).Draw(t, "delayed") == 0 {
-			p.DelayMs = rapid.Int64Range(0, 5000).Draw(t, "delay")
-		}
-		if rapid.IntRange(0, 15).Draw(t, "bigpayload") == 0 {
-			p.Payload = make([]byte, 17)
-		}
-		c.Op = &statev1.Command_QueuePush{QueuePush: p}
+		c.Op = &statev1.Command_QueuePushBatch{QueuePushBatch: b}
+	case 15:
+		c.Op = &statev1.Command_QueueAckBatch{QueueAckBatch: &statev1.QueueAckBatch{Queue: name, Acks: r.drawAcks(name, pickToken)}}
 	case 4, 5, 6:
 		r.seqs[sid]++
 		seq := r.seqs[sid]
@@ -142,9 +146,16 @@ func (r *queueRun) draw() *statev1.Command {
 		}
 		vis := rapid.SampledFrom([]int64{1000, 5000, 99, 12*3600*1000 + 1}).Draw(t, "vis")
 		cl := &statev1.QueueClaim{Session: sid, Seq: seq, Queue: name, VisibilityMs: vis, Wait: rapid.Bool().Draw(t, "wait")}
-		if rapid.Bool().Draw(t, "ackwithclaim") {
+		switch rapid.IntRange(0, 3).Draw(t, "ackwithclaim") {
+		case 0, 1:
 			// Ack-and-claim-next, with a live, stale, foreign or bad token.
 			_, cl.AckItem, cl.AckToken = pickToken()
+		case 2:
+			// Several acks (now and then one item twice, or a bad one).
+			cl.Acks = r.drawAcks(name, pickToken)
+		}
+		if rapid.Bool().Draw(t, "batchclaim") {
+			cl.MaxItems = uint32(rapid.SampledFrom([]int{0, 1, 2, 3, 5, fsm.MaxQueueBatch + 1}).Draw(t, "maxitems"))
 		}
 		c.Op = &statev1.Command_QueueClaim{QueueClaim: cl}
 	case 7:
@@ -163,10 +174,105 @@ func (r *queueRun) draw() *statev1.Command {
 		c.Op = &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: rapid.Uint64Range(0, 3).Draw(t, "term")}}
 	case 12:
 		c.Op = &statev1.Command_QueueTick{QueueTick: &statev1.QueueTick{}}
-	default:
+	case 13:
 		c.Op = &statev1.Command_QueueCancelWait{QueueCancelWait: &statev1.QueueCancelWait{Session: sid, Queue: name, Seq: r.seqs[sid]}}
 	}
 	return c
+}
+
+// drawPush draws a push to queue name: now and then with a dedupe key, a
+// delay, or a payload above its limit.
+func (r *queueRun) drawPush(name string) *statev1.QueuePush {
+	t := r.t
+	p := &statev1.QueuePush{Queue: name, Payload: []byte(fmt.Sprint(r.now)), MaxDeliveries: r.maxDel, DedupeWindow: 3, MaxPayloadBytes: 16,
+		MaxItems: rapid.SampledFrom([]uint64{0, 6}).Draw(t, "maxitems")}
+	if rapid.IntRange(0, 3).Draw(t, "dedupe") == 0 {
+		p.DedupeKey = rapid.SampledFrom([]string{"k1", "k2", "k3", "k4"}).Draw(t, "key")
+	}
+	if rapid.IntRange(0, 3).Draw(t, "delayed") == 0 {
+		p.DelayMs = rapid.Int64Range(0, 5000).Draw(t, "delay")
+	}
+	if rapid.IntRange(0, 15).Draw(t, "bigpayload") == 0 {
+		p.Payload = make([]byte, 17)
+	}
+	return p
+}
+
+// drawAcks draws acks of queue name's items: at times every live claim of
+// the queue (a batch worker acking what it holds), else 0 to 4 with live,
+// stale, repeated or bad tokens.
+func (r *queueRun) drawAcks(name string, pick func() (string, uint64, uint64)) []*statev1.QueueItemToken {
+	t := r.t
+	var acks []*statev1.QueueItemToken
+	if rapid.IntRange(0, 3).Draw(t, "ackall") == 0 {
+		for _, it := range r.m.QueueItems(name, 0, 1<<20) {
+			if it.Claimed {
+				acks = append(acks, &statev1.QueueItemToken{Item: it.Item, Token: uint64(it.Grant.Token)})
+			}
+		}
+		return acks[:min(len(acks), fsm.MaxQueueBatch)]
+	}
+	for range rapid.IntRange(0, 4).Draw(t, "acks") {
+		_, item, tok := pick()
+		if len(acks) > 0 && rapid.IntRange(0, 5).Draw(t, "ackagain") == 0 {
+			item, tok = acks[0].Item, acks[0].Token
+		}
+		acks = append(acks, &statev1.QueueItemToken{Item: item, Token: tok})
+	}
+	return acks
+}
+
+// ackRef is one ack a command presents: the item's scope and the token.
+type ackRef struct {
+	scope string
+	token fence.Token
+}
+
+// acksOf returns the acks cmd presents (a claim's or an ack batch's).
+func acksOf(cmd *statev1.Command) []ackRef {
+	var queue string
+	var list []*statev1.QueueItemToken
+	switch {
+	case cmd.GetQueueClaim() != nil:
+		cl := cmd.GetQueueClaim()
+		queue, list = cl.GetQueue(), cl.GetAcks()
+		if cl.GetAckItem() != 0 {
+			list = []*statev1.QueueItemToken{{Item: cl.GetAckItem(), Token: cl.GetAckToken()}}
+		}
+	case cmd.GetQueueAckBatch() != nil:
+		queue, list = cmd.GetQueueAckBatch().GetQueue(), cmd.GetQueueAckBatch().GetAcks()
+	}
+	out := make([]ackRef, len(list))
+	for i, a := range list {
+		out[i] = ackRef{fsm.ClaimScope(queue, a.GetItem()), fence.Token(a.GetToken())}
+	}
+	return out
+}
+
+// ackViolation checks the outcomes of acks against the live claims
+// before (liveBefore) and after (liveAfter) the command: an ack is
+// accepted only with its item's live claim token, once; a refused one
+// leaves its item's live claim as it was. It returns the first violation.
+func ackViolation(acks []ackRef, outcomes []fsm.AckOutcome, liveBefore, liveAfter map[string]fence.Token) error {
+	if len(outcomes) != len(acks) {
+		return fmt.Errorf("%d acks answered %d outcomes", len(acks), len(outcomes))
+	}
+	done, acked := map[string]bool{}, map[string]bool{}
+	for i, a := range acks {
+		acked[a.scope] = acked[a.scope] || outcomes[i] == fsm.AckAcked
+	}
+	for i, a := range acks {
+		tok, live := liveBefore[a.scope]
+		switch {
+		case outcomes[i] == fsm.AckAcked && (!live || tok != a.token || done[a.scope]):
+			return fmt.Errorf("ack %d of %s with token %d accepted; the live claim was %d (%v, acked before in the batch: %v)", i, a.scope, a.token, tok, live, done[a.scope])
+		case outcomes[i] == fsm.AckAcked:
+			done[a.scope] = true
+		case live && !acked[a.scope] && liveAfter[a.scope] != tok:
+			return fmt.Errorf("refused ack %d (%v) of %s with token %d ended its live claim %d", i, outcomes[i], a.scope, a.token, tok)
+		}
+	}
+	return nil
 }
 
 // TestQueue_Properties applies random push, claim, ack, nack, extend,
@@ -190,7 +296,7 @@ func TestQueue_Properties(t *testing.T) {
 		m := fsm.New(c)
 		c.m = m
 		m.Apply(initCommand(0))
-		r := &queueRun{t: t, m: m, c: c, now: 1_000_000, seqs: map[uint64]uint64{}, claimAcks: map[[2]uint64]fsm.AckOutcome{}, maxDel: uint32(rapid.IntRange(1, 3).Draw(t, "maxdel"))}
+		r := &queueRun{t: t, m: m, c: c, now: 1_000_000, seqs: map[uint64]uint64{}, claimAcks: map[[2]uint64][]fsm.AckOutcome{}, maxDel: uint32(rapid.IntRange(1, 3).Draw(t, "maxdel"))}
 		n := rapid.IntRange(1, 250).Draw(t, "n")
 		cut := rapid.IntRange(0, n).Draw(t, "cut")
 		var snap []byte
@@ -218,15 +324,38 @@ func TestQueue_Properties(t *testing.T) {
 			if a := cmd.GetQueueExtend(); a != nil {
 				heldScope, presented = fsm.ClaimScope(a.GetQueue(), a.GetItem()), fence.Token(a.GetToken())
 			}
-			var claimAckScope string
-			if cl := cmd.GetQueueClaim(); cl != nil && cl.GetAckItem() != 0 {
-				claimAckScope, presented = fsm.ClaimScope(cl.GetQueue(), cl.GetAckItem()), fence.Token(cl.GetAckToken())
-			}
-			liveBefore, wasLive := c.live[heldScope+claimAckScope]
+			liveBefore, wasLive := c.live[heldScope]
+			lives := maps.Clone(c.live)
 			lastBefore := m.LastToken()
 			res := m.Apply(cmd)
 			if cl := cmd.GetQueueClaim(); cl != nil && res.Err == nil {
-				r.checkClaimAck(cl, res, before, claimAckScope, presented, liveBefore, wasLive)
+				r.checkClaimAcks(cl, cmd, res, before, lives)
+			}
+			if cmd.GetQueueAckBatch() != nil && res.Err == nil {
+				acks := acksOf(cmd)
+				if err := ackViolation(acks, res.Queue.Acks, lives, c.live); err != nil {
+					t.Fatalf("ack batch: %v", err)
+				}
+				for i, a := range acks {
+					if res.Queue.Acks[i] == fsm.AckAcked {
+						c.acked[a.scope] = true
+						stats.acks++
+					}
+				}
+			}
+			// A batch claim's tokens increase, each above every earlier
+			// token, and it gets at most max_items items.
+			if cl := cmd.GetQueueClaim(); cl != nil && res.Granted && res.Grant.Token > lastBefore {
+				prev := lastBefore
+				for _, ci := range res.Queue.Claims {
+					if ci.Grant.Token <= prev {
+						t.Fatalf("batch claim tokens %v: %d is not above %d", claimTokens(res.Queue.Claims), ci.Grant.Token, prev)
+					}
+					prev = ci.Grant.Token
+				}
+				if len(res.Queue.Claims) == 0 || len(res.Queue.Claims) > max(int(cl.GetMaxItems()), 1) {
+					t.Fatalf("a claim of up to %d items got %d", cl.GetMaxItems(), len(res.Queue.Claims))
+				}
 			}
 			// Waiting claims are served in arrival order: a claim is
 			// granted an item directly only once every claim that waited
@@ -277,6 +406,16 @@ func TestQueue_Properties(t *testing.T) {
 			if cmd.GetQueuePush() != nil && res.Err == nil && !res.Queue.Duplicate {
 				pushed = append(pushed, fsm.ClaimScope(cmd.GetQueuePush().GetQueue(), res.Queue.Item))
 			}
+			if b := cmd.GetQueuePushBatch(); b != nil && res.Err == nil {
+				if len(res.Queue.Pushed) != len(b.GetPushes()) {
+					t.Fatalf("a push batch of %d answered %d", len(b.GetPushes()), len(res.Queue.Pushed))
+				}
+				for _, p := range res.Queue.Pushed {
+					if !p.Duplicate {
+						pushed = append(pushed, fsm.ClaimScope(b.GetPushes()[0].GetQueue(), p.Item))
+					}
+				}
+			}
 		}
 		for _, name := range queueNames {
 			stats.dead += len(m.QueueItems(name+fsm.DeadLetterSuffix, 0, 1<<20))
@@ -307,34 +446,59 @@ func TestQueue_Properties(t *testing.T) {
 	})
 }
 
-// checkClaimAck checks the ack a claim carried (ack-and-claim-next): a
-// retried request answers the first outcome and changes nothing (no
-// second ack); otherwise an ack is accepted only with the item's live
-// claim token, and a refused one leaves the item's claim as it was.
-func (r *queueRun) checkClaimAck(cl *statev1.QueueClaim, res fsm.Result, before []byte, scope string, presented, liveBefore fence.Token, wasLive bool) {
+// checkClaimAcks checks the acks a claim carried (ack-and-claim-next,
+// one or several): a retried request answers the first outcomes and
+// changes nothing (no second ack); otherwise each ack is accepted only
+// with its item's live claim token, and a refused one leaves the item's
+// claim as it was (ackViolation).
+func (r *queueRun) checkClaimAcks(cl *statev1.QueueClaim, cmd *statev1.Command, res fsm.Result, before []byte, lives map[string]fence.Token) {
 	t, c := r.t, r.c
 	key := [2]uint64{res.Session, cl.GetSeq()}
 	if first, seen := r.claimAcks[key]; seen {
-		if res.Queue.Ack != first {
-			t.Fatalf("retried claim %v answered ack %v; its first answer was %v", key, res.Queue.Ack, first)
+		// A retry is told the first outcome of each ack it carries (an ack
+		// the first request did not carry: none).
+		for i, o := range res.Queue.Acks {
+			want := fsm.AckNone
+			if i < len(first) {
+				want = first[i]
+			}
+			if o != want {
+				t.Fatalf("retried claim %v answered acks %v; its first answer was %v", key, res.Queue.Acks, first)
+			}
 		}
 		if !bytes.Equal(before, mustSnapshot(t, r.m)) {
-			t.Fatalf("retried claim %v (ack %s token %d) changed the state", key, scope, presented)
+			t.Fatalf("retried claim %v (acks %v) changed the state", key, acksOf(cmd))
 		}
 		return
 	}
-	r.claimAcks[key] = res.Queue.Ack
-	switch {
-	case scope == "" && res.Queue.Ack != fsm.AckNone:
-		t.Fatalf("a claim without an ack answered ack %v", res.Queue.Ack)
-	case res.Queue.Ack == fsm.AckAcked:
-		if !wasLive || liveBefore != presented {
-			t.Fatalf("claim's ack of %s with token %d accepted; the live claim was %d (%v)", scope, presented, liveBefore, wasLive)
-		}
-		c.acked[scope] = true
-	case scope != "" && wasLive && c.live[scope] != liveBefore:
-		t.Fatalf("claim's refused ack (%v) of %s with token %d ended its live claim %d", res.Queue.Ack, scope, presented, liveBefore)
+	r.claimAcks[key] = res.Queue.Acks
+	acks := acksOf(cmd)
+	if res.Queue.Ack != firstOutcome(res.Queue.Acks) {
+		t.Fatalf("claim answered ack %v but acks %v", res.Queue.Ack, res.Queue.Acks)
 	}
+	if err := ackViolation(acks, res.Queue.Acks, lives, c.live); err != nil {
+		t.Fatalf("claim's acks: %v", err)
+	}
+	for i, a := range acks {
+		if res.Queue.Acks[i] == fsm.AckAcked {
+			c.acked[a.scope] = true
+		}
+	}
+}
+
+func firstOutcome(o []fsm.AckOutcome) fsm.AckOutcome {
+	if len(o) == 0 {
+		return fsm.AckNone
+	}
+	return o[0]
+}
+
+func claimTokens(cs []fsm.ClaimInfo) []fence.Token {
+	out := make([]fence.Token, len(cs))
+	for i, c := range cs {
+		out[i] = c.Grant.Token
+	}
+	return out
 }
 
 // drain moves time past every delay and visibility timeout and ticks, as

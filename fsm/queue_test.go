@@ -233,6 +233,19 @@ func TestQueue_BadInputChangesNothing(t *testing.T) {
 		{"queues at their item limit", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "q", MaxItems: 1}}}, "at their limit of 1"},
 		{"queues at their byte limit", &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{Queue: "other", Payload: []byte("ab"), MaxBytes: 2}}}, "bytes, at their limit of 2"},
 		{"nack delay too long", &statev1.Command{Op: &statev1.Command_QueueNack{QueueNack: &statev1.QueueNack{Queue: "q", Item: 1, Token: uint64(c.Grant.Token), DelayMs: fsm.MaxQueueDelay.Milliseconds() + 1}}}, "delay"},
+		{"empty push batch", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{}}}, "1 to 32"},
+		{"push batch above the limit", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: pushes(33, "q")}}}, "1 to 32"},
+		{"push batch of two queues", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: append(pushes(1, "q"), pushes(1, "r")...)}}}, "a batch is of one queue"},
+		{"push batch with one bad push", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: append(pushes(2, "q"), &statev1.QueuePush{Queue: "q", DelayMs: -1})}}}, "push 2"},
+		{"push batch past the item limit", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: []*statev1.QueuePush{{Queue: "q", MaxItems: 2}, {Queue: "q", MaxItems: 2}}}}}, "at their limit of 2"},
+		{"push batch payloads above one item's limit", &statev1.Command{Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: []*statev1.QueuePush{{Queue: "q", Payload: make([]byte, 6), MaxPayloadBytes: 10}, {Queue: "q", Payload: make([]byte, 6), MaxPayloadBytes: 10}}}}}, "together"},
+		{"claim of 33 items", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 1000, MaxItems: 33}}}, "batch limit of 32"},
+		{"claim with 33 acks", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 1000, Acks: acks(33, uint64(c.Grant.Token))}}}, "batch limit of 32"},
+		{"claim with ack_item and acks", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 1000, AckItem: 1, AckToken: uint64(c.Grant.Token), Acks: acks(1, uint64(c.Grant.Token))}}}, "not both"},
+		{"claim with an ack of item 0", &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{Session: a, Seq: 2, Queue: "q", VisibilityMs: 1000, Acks: append(acks(1, uint64(c.Grant.Token)), &statev1.QueueItemToken{Token: 1})}}}, "ack 1: item is 0"},
+		{"empty ack batch", &statev1.Command{Op: &statev1.Command_QueueAckBatch{QueueAckBatch: &statev1.QueueAckBatch{Queue: "q"}}}, "at least one"},
+		{"ack batch with token 0", &statev1.Command{Op: &statev1.Command_QueueAckBatch{QueueAckBatch: &statev1.QueueAckBatch{Queue: "q", Acks: []*statev1.QueueItemToken{{Item: 1, Token: uint64(c.Grant.Token)}, {Item: 1}}}}}, "ack 1"},
+		{"ack batch of a bad queue name", &statev1.Command{Op: &statev1.Command_QueueAckBatch{QueueAckBatch: &statev1.QueueAckBatch{Queue: "bad\x00", Acks: acks(1, uint64(c.Grant.Token))}}}, "name"},
 	}
 	for _, tc := range cases {
 		before := mustSnapshot(t, m)
@@ -302,4 +315,22 @@ func TestQueue_GoldenSnapshot(t *testing.T) {
 	if res := push(m, 8000, &statev1.QueuePush{Queue: "orders", Payload: []byte("o2 again"), DedupeKey: "o2"}); !res.Queue.Duplicate || res.Queue.Item != 2 {
 		t.Fatalf("the restored dedupe table: %+v", res.Queue)
 	}
+}
+
+// pushes returns n pushes of one byte to queue.
+func pushes(n int, queue string) []*statev1.QueuePush {
+	out := make([]*statev1.QueuePush, n)
+	for i := range out {
+		out[i] = &statev1.QueuePush{Queue: queue, Payload: []byte("p")}
+	}
+	return out
+}
+
+// acks returns n acks of item 1 with token.
+func acks(n int, token uint64) []*statev1.QueueItemToken {
+	out := make([]*statev1.QueueItemToken, n)
+	for i := range out {
+		out[i] = &statev1.QueueItemToken{Item: 1, Token: token}
+	}
+	return out
 }

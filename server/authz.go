@@ -88,7 +88,11 @@ func needOf(msg any) need {
 		return need{perm: permRead, name: m.Name}
 	case *fencedv1.QueuePushRequest:
 		return need{perm: permEnqueue, name: m.Queue}
+	case *fencedv1.QueuePushBatchRequest:
+		return need{perm: permEnqueue, name: m.Queue}
 	case *fencedv1.QueueClaimRequest:
+		return need{perm: permAcquire, name: m.Queue}
+	case *fencedv1.QueueAckBatchRequest:
 		return need{perm: permAcquire, name: m.Queue}
 	case *fencedv1.QueueAckRequest:
 		return need{perm: permAcquire, name: m.Queue}

@@ -7,6 +7,7 @@ import (
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
 // Faults are the fault knobs of a test build (build tag fencedfaults; see
@@ -19,9 +20,10 @@ type faultState struct{}
 
 func newFaultState(Config) *faultState { return &faultState{} }
 
-func (*faultState) warn(*slog.Logger)                  {}
-func (*faultState) clock() fence.Clock                 { return fence.SystemClock{} }
-func (*faultState) machine(*fsm.Machine)               {}
-func (*faultState) tookOver(uint64)                    {}
-func (*faultState) reported(g fence.Grant) fence.Grant { return g }
-func (*faultState) latchDone(count uint64) bool        { return count == 0 }
+func (*faultState) warn(*slog.Logger)                             {}
+func (*faultState) clock() fence.Clock                            { return fence.SystemClock{} }
+func (*faultState) machine(*fsm.Machine)                          {}
+func (*faultState) tookOver(uint64)                               {}
+func (*faultState) reported(g fence.Grant) fence.Grant            { return g }
+func (*faultState) latchDone(count uint64) bool                   { return count == 0 }
+func (*faultState) oldPipeline(uint64, *fencedv1.QueueCall) error { return nil }

@@ -3,12 +3,14 @@
 package server
 
 import (
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
 	"github.com/fenced-dev/fenced/fsm"
+	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
 // Faults are the fault knobs of a test build (build tag fencedfaults): each
@@ -54,6 +56,12 @@ type Faults struct {
 	// when its count reaches one (the negative control of the latch
 	// checker).
 	LatchEarly bool
+	// OldPipeline makes this node's Pipeline answer queue calls as an
+	// older server's does, so an SDK's fallback to unary calls can be
+	// tested: 1, every queue call, as a server from before pipelined
+	// queue calls; 2, the batch calls (push batch, ack batch), as a server
+	// from before them. The unary calls still work.
+	OldPipeline int
 }
 
 // faultState is a node's running faults.
@@ -97,6 +105,9 @@ func (f *faultState) warn(log *slog.Logger) {
 	}
 	if k.LatchEarly {
 		log.Warn(msg, "fault", "latch-early")
+	}
+	if k.OldPipeline != 0 {
+		log.Warn(msg, "fault", "old-pipeline", "as", k.OldPipeline)
 	}
 	if f.cfg.Raft.Test.Dial != nil {
 		log.Warn(msg, "fault", "dial-hook")
@@ -153,4 +164,18 @@ func (c scaledClock) Now() time.Time {
 // its waiters: at zero, or at one under LatchEarly.
 func (f *faultState) latchDone(count uint64) bool {
 	return count == 0 || (f.cfg.Test.LatchEarly && count == 1)
+}
+
+// oldPipeline is the answer of an older server's Pipeline to the queue
+// call call, or nil (OldPipeline).
+func (f *faultState) oldPipeline(id uint64, call *fencedv1.QueueCall) error {
+	switch f.cfg.Test.OldPipeline {
+	case 1:
+		return fmt.Errorf("%w: call %d has no acquire, release or kv_put", fence.ErrInvalidArgument, id)
+	case 2:
+		if call.GetPushBatch() != nil || call.GetAckBatch() != nil {
+			return fmt.Errorf("%w: call %d: the queue call has no push, claim, ack or nack", fence.ErrInvalidArgument, id)
+		}
+	}
+	return nil
 }

@@ -12,6 +12,12 @@ import (
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
+// unknownQueueCall is the error of a QueueCall this server does not know
+// (a newer SDK's), which the SDK takes as its cue to send that call unary
+// (client/pipeline_queue.go). Older servers said "the queue call has no
+// push, claim, ack or nack", which the SDK recognizes too.
+const unknownQueueCall = "the queue call has no push, claim, ack, nack, push batch or ack batch"
+
 // runQueue performs a pipelined work queue call (PipelineCall.queue, a
 // serialized QueueCall) through the unary handler of its kind, authorized
 // as that call would be.
@@ -19,6 +25,9 @@ func (p *pipeline) runQueue(ctx context.Context, id uint64, raw []byte) *fencedv
 	var call fencedv1.QueueCall
 	if err := proto.Unmarshal(raw, &call); err != nil {
 		return pipelineError(id, fmt.Errorf("%w: call %d: queue is not a QueueCall: %v", fence.ErrInvalidArgument, id, err))
+	}
+	if err := p.s.faults.oldPipeline(id, &call); err != nil {
+		return pipelineError(id, err)
 	}
 	var msg any
 	switch c := call.GetCall().(type) {
@@ -30,8 +39,12 @@ func (p *pipeline) runQueue(ctx context.Context, id uint64, raw []byte) *fencedv
 		msg = c.Ack
 	case *fencedv1.QueueCall_Nack:
 		msg = c.Nack
+	case *fencedv1.QueueCall_PushBatch:
+		msg = c.PushBatch
+	case *fencedv1.QueueCall_AckBatch:
+		msg = c.AckBatch
 	default:
-		return pipelineError(id, fmt.Errorf("%w: call %d: the queue call has no push, claim, ack or nack", fence.ErrInvalidArgument, id))
+		return pipelineError(id, fmt.Errorf("%w: call %d: %s", fence.ErrInvalidArgument, id, unknownQueueCall))
 	}
 	if err := p.s.authorize(ctx, fencedv1connect.LockServicePipelineProcedure, needOf(msg)); err != nil {
 		return pipelineError(id, err)
@@ -60,6 +73,16 @@ func (p *pipeline) runQueue(ctx context.Context, id uint64, raw []byte) *fencedv
 		var r *connect.Response[fencedv1.QueueNackResponse]
 		if r, err = p.queues.Nack(ctx, connect.NewRequest(c.Nack)); err == nil {
 			res.Result = &fencedv1.QueueResult_Nack{Nack: r.Msg}
+		}
+	case *fencedv1.QueueCall_PushBatch:
+		var r *connect.Response[fencedv1.QueuePushBatchResponse]
+		if r, err = p.queues.PushBatch(ctx, connect.NewRequest(c.PushBatch)); err == nil {
+			res.Result = &fencedv1.QueueResult_PushBatch{PushBatch: r.Msg}
+		}
+	case *fencedv1.QueueCall_AckBatch:
+		var r *connect.Response[fencedv1.QueueAckBatchResponse]
+		if r, err = p.queues.AckBatch(ctx, connect.NewRequest(c.AckBatch)); err == nil {
+			res.Result = &fencedv1.QueueResult_AckBatch{AckBatch: r.Msg}
 		}
 	}
 	if err != nil {

@@ -37,6 +37,10 @@ type QueueConfig struct {
 	// 256 MiB.
 	MaxItems int
 	MaxBytes int64
+	// MaxBatch bounds a batch (docs/queue.md, "Batches"): the items of a
+	// PushBatch, of a batch claim (max_items), and the acks of a claim or
+	// an AckBatch. Default 32; 1 to 32 (fsm.MaxQueueBatch).
+	MaxBatch int
 }
 
 // Defaults of QueueConfig.
@@ -46,6 +50,7 @@ const (
 	DefaultQueueDedupeKeys      = 10000
 	DefaultQueueMaxItems        = 100000
 	DefaultQueueMaxBytes        = 256 << 20
+	DefaultQueueMaxBatch        = fsm.MaxQueueBatch
 	maxQueueDeliveries          = 1000
 	maxQueueStatsItems          = 1000
 )
@@ -65,6 +70,9 @@ func (c QueueConfig) withDefaults() QueueConfig {
 	}
 	if c.MaxBytes == 0 {
 		c.MaxBytes = DefaultQueueMaxBytes
+	}
+	if c.MaxBatch == 0 {
+		c.MaxBatch = DefaultQueueMaxBatch
 	}
 	return c
 }
@@ -87,6 +95,9 @@ func (c QueueConfig) validate() []error {
 	if c.MaxBytes < 1 {
 		errs = append(errs, fmt.Errorf("queue max bytes %d must be at least 1", c.MaxBytes))
 	}
+	if c.MaxBatch < 1 || c.MaxBatch > fsm.MaxQueueBatch {
+		errs = append(errs, fmt.Errorf("queue max batch %d is out of range; want 1 to %d", c.MaxBatch, fsm.MaxQueueBatch))
+	}
 	return errs
 }
 
@@ -94,6 +105,7 @@ func (c QueueConfig) validate() []error {
 type queueMetrics struct {
 	ops      *prometheus.CounterVec
 	expiries prometheus.Counter
+	batch    *prometheus.HistogramVec
 }
 
 func newQueueMetrics(reg *prometheus.Registry, sm *stateMachine) *queueMetrics {
@@ -104,6 +116,10 @@ func newQueueMetrics(reg *prometheus.Registry, sm *stateMachine) *queueMetrics {
 		expiries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_queue_claim_expiries_total", Help: "Claims ended by expiry (their visibility timeout, or their session's TTL, ran out), on this node's state machine.",
 		}),
+		batch: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "fenced_queue_batch_items", Help: "Items per work-queue call that succeeded, by op: push (a Push is 1, a PushBatch its items), claim (items claimed), ack (acks an AckBatch or a claim carried).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32},
+		}, []string{"op"}),
 	}
 	gauge := func(name, help string, f func(*fsm.Machine) int) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
@@ -112,7 +128,7 @@ func newQueueMetrics(reg *prometheus.Registry, sm *stateMachine) *queueMetrics {
 			return float64(v)
 		})
 	}
-	reg.MustRegister(m.ops, m.expiries,
+	reg.MustRegister(m.ops, m.expiries, m.batch,
 		gauge("fenced_queue_items", "Items in every work queue (dead-letter queues included), claimed or not.", (*fsm.Machine).QueueItemCount),
 		gauge("fenced_queue_claims", "Live claims of work-queue items.", func(fm *fsm.Machine) int { return len(fm.Claims()) }),
 	)
@@ -136,34 +152,14 @@ var _ fencedv1connect.QueueServiceHandler = (*queueService)(nil)
 
 // Push implements QueueServiceHandler.
 func (h *queueService) Push(ctx context.Context, req *connect.Request[fencedv1.QueuePushRequest]) (*connect.Response[fencedv1.QueuePushResponse], error) {
-	m, cfg := req.Msg, h.s.cfg.Queue.withDefaults()
-	err := errors.Join(fsm.ValidateQueueName(m.Queue), fsm.ValidateQueueDelayMillis(m.DelayMs))
-	if len(m.Payload) > cfg.MaxPayloadBytes {
-		err = errors.Join(err, fmt.Errorf("%w: payload is %d bytes, above the limit of %d (set by fenced serve --queue-max-payload)", fence.ErrLimitExceeded, len(m.Payload), cfg.MaxPayloadBytes))
-	}
-	if m.MaxDeliveries > maxQueueDeliveries {
-		err = errors.Join(err, fmt.Errorf("%w: max_deliveries %d is above %d", fence.ErrInvalidArgument, m.MaxDeliveries, maxQueueDeliveries))
-	}
-	if len(m.DedupeKey) > fsm.MaxDedupeKeyLen {
-		err = errors.Join(err, fmt.Errorf("%w: dedupe key is %d bytes, longer than %d", fence.ErrInvalidArgument, len(m.DedupeKey), fsm.MaxDedupeKeyLen))
-	}
+	m := req.Msg
+	push, err := h.s.queuePush(m.Queue, m.Payload, m.DedupeKey, m.DelayMs, m.MaxDeliveries)
 	if err != nil {
 		h.s.queueMetrics.count("push", err, "")
 		return nil, toConnect(err)
 	}
-	maxDel := m.MaxDeliveries
-	if maxDel == 0 {
-		maxDel = uint32(cfg.MaxDeliveries)
-	}
-	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: &statev1.QueuePush{
-		Queue: m.Queue, Payload: m.Payload, DedupeKey: m.DedupeKey, DelayMs: m.DelayMs, MaxDeliveries: maxDel,
-		DedupeWindow: uint32(cfg.DedupeKeys), MaxPayloadBytes: uint32(cfg.MaxPayloadBytes), MaxItems: uint64(cfg.MaxItems), MaxBytes: uint64(cfg.MaxBytes),
-	}}})
-	var le *fsm.QueueLimitError
-	if errors.As(err, &le) {
-		h.s.limitMetrics.rejections.WithLabelValues("queue_" + le.Resource).Inc()
-		err = fmt.Errorf("%w (set by fenced serve --queue-max-%s)", err, le.Resource)
-	}
+	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_QueuePush{QueuePush: push}})
+	err = h.s.queueLimitErr(err)
 	outcome := "ok"
 	if res.Queue.Duplicate {
 		outcome = "duplicate"
@@ -172,6 +168,7 @@ func (h *queueService) Push(ctx context.Context, req *connect.Request[fencedv1.Q
 	if err != nil {
 		return nil, toConnect(err)
 	}
+	h.s.queueMetrics.batch.WithLabelValues("push").Observe(1)
 	return connect.NewResponse(&fencedv1.QueuePushResponse{Item: res.Queue.Item, Duplicate: res.Queue.Duplicate}), nil
 }
 
@@ -192,6 +189,7 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 		}
 		err = errors.Join(err, fence.ValidateToken(fence.Token(m.AckToken)))
 	}
+	err = errors.Join(err, h.s.checkClaimBatch(m))
 	if err != nil {
 		h.s.queueMetrics.count("claim", err, "")
 		return nil, toConnect(err)
@@ -202,11 +200,11 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 	}
 	res, err := h.s.propose(ctx, &statev1.Command{Op: &statev1.Command_QueueClaim{QueueClaim: &statev1.QueueClaim{
 		Session: m.Session, Seq: m.Seq, Queue: m.Queue, VisibilityMs: m.VisibilityMs, Wait: m.WaitMs > 0, Quota: h.s.quota(ctx), SecretHash: hash,
-		AckItem: m.AckItem, AckToken: m.AckToken,
+		AckItem: m.AckItem, AckToken: m.AckToken, MaxItems: m.MaxItems, Acks: ackItemsState(m.Acks),
 	}}})
-	ack := res.Queue.Ack // applied with the claim, whatever the wait does
-	if err == nil && m.AckItem != 0 {
-		h.s.queueMetrics.count("ack", nil, ackMetricOutcome[ack])
+	acks := res.Queue.Acks // applied with the claim, whatever the wait does
+	if err == nil {
+		h.s.queueMetrics.countAcks(acks)
 	}
 	if err == nil && res.Queued {
 		res, err = h.s.awaitClaim(ctx, m.Queue, m.Session, m.Seq, time.Duration(m.WaitMs)*time.Millisecond)
@@ -219,15 +217,23 @@ func (h *queueService) Claim(ctx context.Context, req *connect.Request[fencedv1.
 	if err != nil {
 		return nil, toConnect(h.s.limitErr(err))
 	}
-	resp := &fencedv1.QueueClaimResponse{AckOutcome: fencedv1.AckOutcome(ack)}
+	resp := &fencedv1.QueueClaimResponse{AckOutcome: fencedv1.AckOutcome(fsmFirstAck(acks)), AckOutcomes: ackOutcomesProto(acks)}
 	if res.Granted {
 		resp.Claimed, resp.Claim = true, claimProto(res.Queue.Claim)
+		claims := res.Queue.Claims
+		if len(claims) == 0 {
+			claims = []fsm.ClaimInfo{res.Queue.Claim} // as before batch claims
+		}
+		for _, c := range claims {
+			resp.Claims = append(resp.Claims, claimProto(c))
+		}
+		h.s.queueMetrics.batch.WithLabelValues("claim").Observe(float64(len(claims)))
 	}
 	return connect.NewResponse(resp), nil
 }
 
-// ackMetricOutcome is the fenced_queue_requests_total outcome of the ack
-// a claim carried.
+// ackMetricOutcome is the fenced_queue_requests_total outcome of an ack
+// a claim or an ack batch carried.
 var ackMetricOutcome = map[fsm.AckOutcome]string{fsm.AckAcked: "ok", fsm.AckStale: "stale", fsm.AckNotFound: "error"}
 
 // awaitClaim waits for the queued claim seq of session on queue.
@@ -246,18 +252,19 @@ func (s *Server) awaitClaim(ctx context.Context, queue string, session, seq uint
 		return res, err
 	}
 	if res.Queue.Claim.Item != 0 {
-		return res, nil // the cancel's result: the claim that won the race
+		return res, nil // the cancel's result: the claims that won the race
 	}
-	if claim.Grant.Token == res.Grant.Token && claim.Item != 0 {
-		res.Queue.Claim = claim
-		return res, nil
+	// Pushed to this call: read the claims of the request (a batch claim
+	// that waited may get several).
+	var claims []fsm.ClaimInfo
+	s.sm.read(func(m *fsm.Machine) { claims = m.ClaimsOfRequest(session, seq, queue) })
+	if len(claims) == 0 && claim.Grant.Token == res.Grant.Token && claim.Item != 0 {
+		claims = []fsm.ClaimInfo{claim}
 	}
-	// Pushed to this call: read the claim of the grant.
-	var ok bool
-	s.sm.read(func(m *fsm.Machine) { res.Queue.Claim, ok = m.Claim(res.Grant.Token) })
-	if !ok {
+	if len(claims) == 0 {
 		return fsm.Result{}, fmt.Errorf("%w: the claim with token %d of queue %q ended before its reply was sent", fence.ErrStaleToken, res.Grant.Token, queue)
 	}
+	res.Queue.Claim, res.Queue.Claims = claims[0], claims
 	return res, nil
 }
 

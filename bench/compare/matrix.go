@@ -67,6 +67,7 @@ var matrix = []benchCase{
 	{ID: "election-failover", Title: "election failover: SIGKILL of the leader's process to the next leader's first token, 1 node", Workload: workloadElection, Failovers: 5, Targets: []string{"fenced", "etcd", "redis"}, VsEtcd: "etcd"},
 	{ID: "fenced-write-64", Title: "fenced-write, 64 clients, 1 node", Workload: bench.WorkloadFencedWrite, Clients: 64, Targets: []string{"fenced"}},
 	{ID: "queue-64", Title: "work queue, 64 workers on one queue (push → claim → ack)", Workload: bench.WorkloadQueue, Clients: 64, Targets: []string{"fenced", "fenced-3", "redis"}, VsRedis: "redis"},
+	{ID: "queue-64-batch", Title: fmt.Sprintf("work queue, 64 workers on one queue, batches of %d (push %d → claim up to %d → ack them)", queueBatch, queueBatch, queueBatch), Workload: bench.WorkloadQueue, Clients: 64, Batch: queueBatch, Targets: []string{"fenced", "fenced-3", "redis"}, VsRedis: "redis"},
 	{ID: "limiter-64", Title: "rate limiter (token bucket), 64 clients, one permit per decision; fenced-batch takes 64 per round trip", Workload: bench.WorkloadLimiter, Clients: 64, Batch: limiterBatch, Targets: []string{"fenced", "fenced-batch", "redis"}, VsRedis: "redis"},
 }
 
@@ -74,10 +75,15 @@ var matrix = []benchCase{
 // fenced-batch.
 const limiterBatch = 64
 
-// batchFor returns the limiter batch of target name in c: c.Batch on the
-// -batch targets, 0 (one permit per decision) on the others.
+// queueBatch is the queue-64-batch case's items per call, the same on
+// every target.
+const queueBatch = 16
+
+// batchFor returns the batch of target name in c: for the queue, c.Batch
+// on every target; for the limiter, c.Batch on the -batch targets, 0 (one
+// permit per decision) on the others.
 func (c benchCase) batchFor(name string) int {
-	if strings.HasSuffix(name, "-batch") {
+	if c.Workload == bench.WorkloadQueue || strings.HasSuffix(name, "-batch") {
 		return c.Batch
 	}
 	return 0

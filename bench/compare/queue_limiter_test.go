@@ -99,3 +99,56 @@ func TestLimiterRecipes(t *testing.T) {
 		})
 	}
 }
+
+// TestQueueBatchRecipes checks the batched queue of both adapters on real
+// servers: a push of 5 in one call, a claim of up to 4 gets 4 with
+// increasing tokens, its acks (one with a stale token) ride the next
+// claim, which gets the fifth: the stale ack is refused and changes
+// nothing, the others are acked.
+func TestQueueBatchRecipes(t *testing.T) {
+	for _, name := range []string{"redis", "fenced"} {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			w := lockers(t, ctx, launchFor(t, name), 1)[0].(bench.BatchQueuer)
+			const q = "test/queue-batch"
+			if err := w.PushBatch(ctx, q, [][]byte{[]byte("a"), []byte("b"), []byte("c"), []byte("d"), []byte("e")}); err != nil {
+				t.Fatal(err)
+			}
+			got, _, err := w.ClaimBatch(ctx, q, 4, 10*time.Second, nil)
+			if err != nil || len(got) != 4 {
+				t.Fatalf("claim of up to 4 of 5: %v, %v", got, err)
+			}
+			for i := 1; i < len(got); i++ {
+				if got[i].Token <= got[i-1].Token {
+					t.Fatalf("the batch's tokens do not increase: %v", got)
+				}
+			}
+			acks := append([]bench.ItemToken(nil), got...)
+			stale := got[0]
+			if name == "redis" { // fenced's adapter acks through the Claims it holds
+				acks[0].Token--
+			}
+			next, ackErrs, err := w.ClaimBatch(ctx, q, 4, 10*time.Second, acks)
+			if err != nil || len(next) != 1 || len(ackErrs) != 4 {
+				t.Fatalf("acks of 4 with the claim of the fifth: %v, %v, %v", next, ackErrs, err)
+			}
+			for i, e := range ackErrs {
+				if (e != nil) != (name == "redis" && i == 0) {
+					t.Fatalf("ack %d: %v", i, e)
+				}
+			}
+			if next[0].Token <= got[3].Token {
+				t.Fatalf("the next claim's token %d is not above the batch's %v", next[0].Token, got)
+			}
+			if name == "redis" {
+				if err := w.Ack(ctx, q, stale.Item, stale.Token); err != nil {
+					t.Fatalf("the first item's own ack, after a stale one: %v", err)
+				}
+			}
+			if err := w.Ack(ctx, q, next[0].Item, next[0].Token); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}

@@ -113,3 +113,100 @@ func (l *redisLocker) Ack(ctx context.Context, queue, item string, token uint64)
 	}
 	return nil
 }
+
+// Batches (the queue-64-batch case), the nearest Redis has to fenced's:
+// a push of N items is one LPUSH with N values; a claim of up to N is one
+// Lua script that LMOVEs up to N items to the processing list, each with
+// its own INCR token (BLMOVE of one, then the token script, when the
+// queue is empty, as Claim does); an ack of N is one Lua script doing the
+// token-checked LREM of each. Each is one round trip, fsynced with
+// appendfsync always.
+var (
+	// KEYS: q:<name>, q:<name>:processing, fence, q:<name>:claims. ARGV:
+	// the most items to move.
+	redisQueueClaimBatch = redis.NewScript(`
+local out = {}
+for i = 1, tonumber(ARGV[1]) do
+  local v = redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT')
+  if not v then break end
+  local t = redis.call('INCR', KEYS[3])
+  redis.call('HSET', KEYS[4], v, t)
+  out[#out+1] = v
+  out[#out+1] = t
+end
+return out`)
+	// KEYS: q:<name>:processing, q:<name>:claims. ARGV: item, token, item,
+	// token, ... Returns 1 (acked) or 0 (stale) for each.
+	redisQueueAckBatch = redis.NewScript(`
+local out = {}
+for i = 1, #ARGV, 2 do
+  if redis.call('HGET', KEYS[2], ARGV[i]) == ARGV[i+1] then
+    redis.call('LREM', KEYS[1], 1, ARGV[i])
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    out[#out+1] = 1
+  else
+    out[#out+1] = 0
+  end
+end
+return out`)
+)
+
+var _ bench.BatchQueuer = (*redisLocker)(nil)
+
+// PushBatch implements bench.BatchQueuer: one LPUSH of every item.
+func (l *redisLocker) PushBatch(ctx context.Context, queue string, payloads [][]byte) error {
+	list, _, _ := redisQueueKeys(queue)
+	items := make([]any, len(payloads))
+	for i, p := range payloads {
+		items[i] = fmt.Sprintf("%s-%d:%s", l.owner, l.n.Add(1), p)
+	}
+	if err := l.r.rdb.LPush(ctx, list, items...).Err(); err != nil {
+		return fmt.Errorf("redis lpush %s: %w", list, err)
+	}
+	return nil
+}
+
+// ClaimBatch implements bench.BatchQueuer: the ack script for acks, then
+// the claim script (or BLMOVE and the token script when the queue is
+// empty).
+func (l *redisLocker) ClaimBatch(ctx context.Context, queue string, most int, visibility time.Duration, acks []bench.ItemToken) ([]bench.ItemToken, []error, error) {
+	list, processing, claims := redisQueueKeys(queue)
+	var ackErrs []error
+	if len(acks) > 0 {
+		args := make([]any, 0, 2*len(acks))
+		for _, a := range acks {
+			args = append(args, a.Item, strconv.FormatUint(a.Token, 10))
+		}
+		res, err := redisQueueAckBatch.Run(ctx, l.r.rdb, []string{processing, claims}, args...).Int64Slice()
+		if err == nil && len(res) != len(acks) {
+			err = fmt.Errorf("the ack script answered %d of %d", len(res), len(acks))
+		}
+		ackErrs = make([]error, len(acks))
+		for i := range acks {
+			switch {
+			case err != nil:
+				ackErrs[i] = fmt.Errorf("redis ack batch %s: %w", processing, err)
+			case res[i] == 0:
+				ackErrs[i] = errRedisStaleClaim
+			}
+		}
+	}
+	v, err := redisQueueClaimBatch.Run(ctx, l.r.rdb, []string{list, processing, redisFenceKey, claims}, most).Slice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return nil, ackErrs, fmt.Errorf("redis claim batch %s: %w", list, err)
+	}
+	var out []bench.ItemToken
+	for i := 0; i+1 < len(v); i += 2 {
+		item, _ := v[i].(string)
+		token, _ := v[i+1].(int64)
+		out = append(out, bench.ItemToken{Item: item, Token: uint64(token)})
+	}
+	if len(out) > 0 {
+		return out, ackErrs, nil
+	}
+	item, token, err := l.Claim(ctx, queue, visibility)
+	if err != nil {
+		return nil, ackErrs, err
+	}
+	return []bench.ItemToken{{Item: item, Token: token}}, ackErrs, nil
+}

@@ -56,7 +56,9 @@ Workloads:
                 that every claim of an item has a token above its earlier
                 claims'. With --ack-with-claim (the default) each ack
                 rides the next claim (ack-and-claim-next): two commands
-                per item instead of three
+                per item instead of three. With --batch N (up to 32) each
+                worker pushes N items in one call and acks them with its
+                next claim of up to N: two commands per N items
   read          every client reads one kv key (linearizable: a quorum
                 round trip per read, or the leader lease with --lease-reads)
 
@@ -121,7 +123,7 @@ serves other users only if a little extra load is acceptable.`,
 	f.StringVar(&workload, "workload", string(bench.WorkloadLock), "lock, handoff, sessions, fenced-write, semaphore, rwlock, limiter, queue or read")
 	f.IntVar(&o.Capacity, "capacity", 8, "the semaphore's capacity in the semaphore workload, 1–1000000")
 	f.BoolVar(&ackWithClaim, "ack-with-claim", true, "queue: ack each item with the next claim, one command instead of two (false: a separate ack per item)")
-	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000")
+	f.IntVar(&o.Batch, "batch", 0, "limiter: permits each client takes per round trip (0 or 1: one per decision), 0–10000; queue: items per call, 1–32 (each worker pushes N in one call and acks them with its next claim of up to N)")
 	f.IntVar(&o.Clients, "clients", 16, "concurrent clients (sessions: how many open holders at a time), 1–10000")
 	f.IntVar(&o.Sessions, "sessions", 10000, "holders the sessions workload keeps alive, 1–1000000")
 	f.DurationVar(&o.Duration, "duration", 10*time.Second, "how long to measure")

@@ -52,9 +52,17 @@ func newQueuePushCommand() *cobra.Command {
 	var dedupe string
 	var delay time.Duration
 	var maxDel uint32
+	var lines bool
+	var batch int
 	cmd := &cobra.Command{
 		Use:   "push QUEUE [PAYLOAD]",
 		Short: "Enqueue an item (PAYLOAD, or standard input when omitted)",
+		Long: `Enqueue an item: PAYLOAD, or standard input when omitted.
+
+With --lines every line of the input (PAYLOAD or standard input) is an
+item of its own, pushed --batch at a time in one call each (PushBatch:
+all of a batch or none); one line per item is printed. A batch the server
+refuses stops the command; the batches before it were enqueued.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 1 || len(args) > 2 {
 				return usageError("usage: fenced queue push QUEUE [PAYLOAD] [--dedupe-key K] [--delay D]")
@@ -65,6 +73,12 @@ func newQueuePushCommand() *cobra.Command {
 			if err := errors.Join(fsm.ValidateQueueName(args[0]), fsm.ValidateQueueDelayMillis(delay.Milliseconds())); err != nil {
 				return withExit(exitUsage, err)
 			}
+			if lines && dedupe != "" {
+				return usageError("--dedupe-key names one item; with --lines every item gets a random key of its own")
+			}
+			if batch < 1 || batch > fsm.MaxQueueBatch {
+				return usageError("--batch %d is out of range; want 1 to %d", batch, fsm.MaxQueueBatch)
+			}
 			var payload []byte
 			if len(args) == 2 {
 				payload = []byte(args[1])
@@ -73,6 +87,9 @@ func newQueuePushCommand() *cobra.Command {
 				if payload, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), maxPayloadRead)); err != nil {
 					return err
 				}
+			}
+			if lines {
+				return pushLines(cmd, f, args[0], payload, batch, client.PushItem{Delay: delay, MaxDeliveries: maxDel})
 			}
 			opts := []client.PushOption{client.WithDelay(delay), client.WithMaxDeliveries(maxDel)}
 			if dedupe != "" {
@@ -102,7 +119,46 @@ func newQueuePushCommand() *cobra.Command {
 	cmd.Flags().StringVar(&dedupe, "dedupe-key", "", "enqueue once per key while the queue remembers it (a retry's key); default: a random key")
 	cmd.Flags().DurationVar(&delay, "delay", 0, "keep the item from being claimed for this long (at most 12h)")
 	cmd.Flags().Uint32Var(&maxDel, "max-deliveries", 0, "deliveries before the item moves to QUEUE.dead (0: the server's --queue-max-deliveries)")
+	cmd.Flags().BoolVar(&lines, "lines", false, "every line of the input is an item of its own (empty lines too, but not a final newline)")
+	cmd.Flags().IntVar(&batch, "batch", fsm.MaxQueueBatch, "with --lines, items per call (1 to 32; at most the server's --queue-max-batch)")
 	return cmd
+}
+
+// pushLines pushes every line of input as an item of queue, batch at a
+// time, each item with the options of like, and prints one line per item.
+func pushLines(cmd *cobra.Command, f clientFlags, queue string, input []byte, batch int, like client.PushItem) error {
+	text := strings.TrimSuffix(string(input), "\n")
+	if text == "" {
+		return usageError("--lines: the input has no line")
+	}
+	all := strings.Split(text, "\n")
+	return classify(f.withClient(cmd.Context(), func(ctx context.Context, c *client.Client) error {
+		q := client.NewQueue(c, queue)
+		for start := 0; start < len(all); start += batch {
+			chunk := all[start:min(start+batch, len(all))]
+			items := make([]client.PushItem, len(chunk))
+			for i, l := range chunk {
+				items[i] = like
+				items[i].Payload = []byte(l)
+			}
+			pushed, err := q.PushBatch(ctx, items)
+			if err != nil {
+				return fmt.Errorf("lines %d to %d: %w", start+1, start+len(chunk), err)
+			}
+			for _, p := range pushed {
+				if f.json {
+					if err := json.NewEncoder(cmd.OutOrStdout()).Encode(map[string]any{"queue": queue, "item": strconv.FormatUint(p.Item, 10), "duplicate": p.Duplicate}); err != nil {
+						return err
+					}
+					continue
+				}
+				if _, err := fmt.Fprintf(cmd.OutOrStdout(), "%s: pushed item %d\n", shown(queue), p.Item); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
 }
 
 // claimJSON is the JSON form of a claim.
@@ -305,7 +361,7 @@ func newQueueStatsCommand() *cobra.Command {
 func newWorkCommand() *cobra.Command {
 	var cf clientFlags
 	var ttl, visibility, grace, nackDelay time.Duration
-	var maxItems int
+	var maxItems, batch int
 	var ackWithClaim bool
 	cmd := &cobra.Command{
 		Use:   "work QUEUE [flags] -- CMD [ARGS...]",
@@ -328,6 +384,12 @@ rides the claim of the next item, one command instead of two
 (ack-and-claim-next, docs/queue.md); the last item (--max-items) is acked
 alone.
 
+With --batch N (2 to 32) fenced claims up to N items at once, runs CMD
+for each in turn (every claim is kept alive meanwhile), and acks those
+whose CMD exited 0 with the claim of the next up to N: two commands per N
+items. Items claimed but not yet run when fenced stops go back to the
+queue when its session closes (one delivery counted).
+
 With --max-items N fenced exits after N items (acked, nacked or lost).
 
 Exit status: 0 done; 2 usage; 1 other error.`,
@@ -348,11 +410,17 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 			if maxItems < 0 {
 				return usageError("--max-items must not be negative, got %d", maxItems)
 			}
+			if batch < 1 || batch > fsm.MaxQueueBatch {
+				return usageError("--batch %d is out of range; want 1 to %d", batch, fsm.MaxQueueBatch)
+			}
 			c, err := cf.client(cmd.Context())
 			if err != nil {
 				return err
 			}
 			defer c.Close()
+			if batch > 1 {
+				return workBatch(cmd.Context(), cmd.ErrOrStderr(), c, cf.timeout, name, ttl, visibility, grace, nackDelay, maxItems, batch, argv)
+			}
 			return work(cmd.Context(), cmd.ErrOrStderr(), c, cf.timeout, name, ttl, visibility, grace, nackDelay, maxItems, ackWithClaim, argv)
 		},
 	}
@@ -362,6 +430,7 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 	cmd.Flags().DurationVar(&grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when a claim is lost")
 	cmd.Flags().DurationVar(&nackDelay, "nack-delay", 0, "when CMD fails, keep the item from being claimed again for this long")
 	cmd.Flags().IntVar(&maxItems, "max-items", 0, "exit after this many items (0: run until interrupted)")
+	cmd.Flags().IntVar(&batch, "batch", 1, "claim up to this many items at once (1 to 32; at most the server's --queue-max-batch) and ack them with the next claim")
 	cmd.Flags().BoolVar(&ackWithClaim, "ack-with-claim", true, "ack an item in the same command as the next item's claim (false: a separate ack, as servers before ack-and-claim-next need)")
 	return cmd
 }
@@ -369,20 +438,11 @@ Exit status: 0 done; 2 usage; 1 other error.`,
 // work claims items of queue and runs argv for each until maxItems were
 // handled or ctx ends.
 func work(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.Duration, queue string, ttl, visibility, grace, nackDelay time.Duration, maxItems int, ackWithClaim bool, argv []string) error {
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	s, err := c.NewSession(sctx, client.WithTTL(ttl))
-	cancel()
+	ctx, s, end, err := workSession(ctx, c, timeout, ttl)
 	if err != nil {
-		return classify(err)
+		return err
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Close(cctx)
-	}()
-	// SIGINT and SIGTERM end the loop; a running CMD gets them too.
-	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
+	defer end()
 	q := client.NewQueue(c, queue)
 	var done *client.Claim // CMD succeeded: acked with the next claim
 	defer func() {
@@ -429,6 +489,104 @@ func work(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.
 // ackAlone acks cl in a command of its own (CMD succeeded). A stale
 // answer after an ack-and-claim-next whose answer was lost may be that
 // ack's own.
+// workSession opens the session of fenced work and returns it with the
+// context that SIGINT and SIGTERM end (a running CMD gets them too); end
+// stops listening and closes the session.
+func workSession(ctx context.Context, c *client.Client, timeout, ttl time.Duration) (context.Context, *client.Session, func(), error) {
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	s, err := c.NewSession(sctx, client.WithTTL(ttl))
+	cancel()
+	if err != nil {
+		return nil, nil, nil, classify(err)
+	}
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+	return ctx, s, func() {
+		stop()
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(cctx)
+	}, nil
+}
+
+// workBatch is work with --batch: it claims up to batch items at once,
+// runs CMD for each in turn, and acks those whose CMD succeeded with the
+// next claim (AckAndClaimNextBatch), or alone in one call at the end.
+func workBatch(ctx context.Context, stderr io.Writer, c *client.Client, timeout time.Duration, queue string, ttl, visibility, grace, nackDelay time.Duration, maxItems, batch int, argv []string) error {
+	ctx, s, end, err := workSession(ctx, c, timeout, ttl)
+	if err != nil {
+		return err
+	}
+	defer end()
+	q := client.NewQueue(c, queue)
+	var done []*client.Claim // CMD succeeded: acked with the next claim
+	defer func() { ackAllAlone(stderr, q, done) }()
+	for n := 0; maxItems == 0 || n < maxItems; {
+		want := batch
+		if maxItems > 0 {
+			want = min(batch, maxItems-n)
+		}
+		var cls []*client.Claim
+		if len(done) > 0 {
+			var ackErrs []error
+			cls, ackErrs, err = q.AckAndClaimNextBatch(ctx, s, visibility, want, done)
+			var unknown []*client.Claim
+			for i, ackErr := range ackErrs {
+				switch {
+				case ackErr == nil:
+				case errors.Is(ackErr, fence.ErrStaleToken) || errors.Is(ackErr, fence.ErrInvalidArgument):
+					fmt.Fprintf(stderr, "fenced: %s token %d: CMD succeeded but the ack was refused: %v\n", done[i].Scope, done[i].Token, ackErr)
+				default:
+					unknown = append(unknown, done[i]) // not known: acked alone below
+				}
+			}
+			done = unknown
+		} else {
+			cls, err = q.ClaimBatch(ctx, s, visibility, want)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			return classify(err)
+		}
+		ackAllAlone(stderr, q, done)
+		done = nil
+		for _, cl := range cls {
+			n++
+			d, err := runItem(ctx, stderr, cl, grace, nackDelay, argv, true)
+			if err != nil {
+				return err
+			}
+			if d != nil {
+				done = append(done, d)
+			}
+			if ctx.Err() != nil {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// ackAllAlone acks claims in one call (AckBatch), reporting each refused.
+func ackAllAlone(stderr io.Writer, q *client.Queue, claims []*client.Claim) {
+	if len(claims) == 0 {
+		return
+	}
+	ectx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	errs, err := q.AckBatch(ectx, claims)
+	for i, cl := range claims {
+		e := err
+		if e == nil {
+			e = errs[i]
+		}
+		if e != nil {
+			fmt.Fprintf(stderr, "fenced: %s token %d: CMD succeeded but the ack was refused: %v\n", cl.Scope, cl.Token, e)
+		}
+	}
+}
+
 func ackAlone(stderr io.Writer, cl *client.Claim) {
 	ectx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()

@@ -104,10 +104,11 @@ func TestQueueCLI_PushClaimAck(t *testing.T) {
 }
 
 // fenced work acks every item whose CMD succeeded, with the next claim
-// (--ack-with-claim, the default) or alone: nothing is left in the queue,
-// and each item ran once.
+// (--ack-with-claim, the default), alone, or in batches (--batch 3: up to
+// 3 claimed at once, acked with the next claim, the last alone): nothing
+// is left in the queue, and each item ran once, in order.
 func TestWork_AckWithClaim(t *testing.T) {
-	for _, flag := range []string{"--ack-with-claim=true", "--ack-with-claim=false"} {
+	for _, flag := range []string{"--ack-with-claim=true", "--ack-with-claim=false", "--batch=3"} {
 		srv := proctest.StartServer(t)
 		ep := []string{"--endpoints", srv.Addr}
 		for _, p := range []string{"a", "b", "c", "d"} {
@@ -243,5 +244,60 @@ func TestCluster_QueueClaimAcrossLeaderChange(t *testing.T) {
 	}
 	if _, errOut, code := runFenced(t, append([]string{"queue", "ack", "jobs", "1", "--token", second.String()}, via...)...); code != 0 {
 		t.Fatalf("ack with the live claim: exit %d %s", code, errOut)
+	}
+}
+
+// fenced queue push --lines pushes every line of stdin as an item, --batch
+// at a time; a batch with an item above the payload limit is refused
+// whole (exit 1, nothing of it enqueued), and bad flags are usage errors
+// that push nothing.
+func TestQueueCLI_PushLines(t *testing.T) {
+	srv := proctest.StartServer(t, "--queue-max-payload", "8")
+	ep := []string{"--endpoints", srv.Addr}
+	push := func(stdin string, args ...string) (string, string, int) {
+		cmd := exec.Command(proctest.Binary(t), append(append([]string{"queue", "push", "lines"}, args...), ep...)...)
+		cmd.Stdin = strings.NewReader(stdin)
+		var out, errOut strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return out.String(), errOut.String(), code
+	}
+	if out, errOut, code := push("a\nb\nc\n", "--lines", "--batch", "2"); code != 0 || out != "lines: pushed item 1\nlines: pushed item 2\nlines: pushed item 3\n" {
+		t.Fatalf("push --lines: exit %d %q %s", code, out, errOut)
+	}
+	stats := func() string {
+		out, _, _ := runFenced(t, append([]string{"queue", "stats", "lines"}, ep...)...)
+		return out
+	}
+	before := stats()
+	if !strings.Contains(before, "lines: 3 available") {
+		t.Fatalf("after push --lines: %s", before)
+	}
+	for _, tt := range []struct {
+		stdin string
+		args  []string
+		code  int
+	}{
+		{"ok\n" + strings.Repeat("x", 9) + "\n", []string{"--lines"}, 1}, // one item above 8 bytes: the batch is refused
+		{"a\n", []string{"--lines", "--batch", "0"}, 2},
+		{"a\n", []string{"--lines", "--batch", "33"}, 2},
+		{"a\n", []string{"--lines", "--dedupe-key", "k"}, 2},
+		{"", []string{"--lines"}, 2},
+	} {
+		if _, errOut, code := push(tt.stdin, tt.args...); code != tt.code || strings.TrimSpace(errOut) == "" {
+			t.Errorf("push %v: exit %d, want %d: %q", tt.args, code, tt.code, errOut)
+		}
+	}
+	if after := stats(); after != before {
+		t.Fatalf("refused pushes changed the queue:\nbefore %s\nafter %s", before, after)
+	}
+	for i, want := range []string{"a", "b", "c"} {
+		if item, _, payload := claimJSON(t, srv.Addr, "lines", "--visibility", "30s"); item != uint64(i+1) || payload != want {
+			t.Fatalf("claim %d: item %d %q, want %d %q", i, item, payload, i+1, want)
+		}
 	}
 }

@@ -161,6 +161,7 @@ the defaults in the file's form, and starts nothing.`,
 	f.IntVar(&cfg.Queue.MaxDeliveries, "queue-max-deliveries", server.DefaultQueueMaxDeliveries, "deliveries of a work-queue item before it moves to the dead-letter queue QUEUE.dead, unless its push sets its own (1 to 1000)")
 	f.IntVar(&cfg.Queue.MaxItems, "queue-max-items", server.DefaultQueueMaxItems, "most items in every work queue together (dead-letter queues included); a push past it is refused")
 	f.Int64Var(&cfg.Queue.MaxBytes, "queue-max-bytes", server.DefaultQueueMaxBytes, "most payload bytes in every work queue together; a push past it is refused")
+	f.IntVar(&cfg.Queue.MaxBatch, "queue-max-batch", server.DefaultQueueMaxBatch, "most items in one work-queue batch: a push batch, a batch claim, the acks of a claim or an ack batch (1 to 32)")
 	f.IntVar(&cfg.Queue.DedupeKeys, "queue-dedupe-keys", server.DefaultQueueDedupeKeys, "dedupe keys each work queue remembers (oldest forgotten first): a retried push enqueues once while its key is among them")
 	f.StringVar(&cfg.TLS.Cert, "cert", "", "serve the API over TLS with this certificate (PEM; see fenced certs issue --node); SIGHUP reloads it")
 	f.StringVar(&cfg.TLS.Key, "key", "", "private key of --cert (PEM)")

@@ -337,8 +337,17 @@ type QueueClaimRequest struct {
 	// docs/queue.md): checked as QueueAckRequest is, but a stale token or
 	// an unknown item does not fail the call; the claim proceeds and
 	// ack_outcome says what happened. Both set or both 0.
-	AckItem       uint64 `protobuf:"varint,7,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
-	AckToken      uint64 `protobuf:"varint,8,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
+	AckItem  uint64 `protobuf:"varint,7,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
+	AckToken uint64 `protobuf:"varint,8,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
+	// max_items above 1 claims up to that many available items at once (a
+	// batch claim), each with its own claim token, increasing; 0 is 1, at
+	// most the server's --queue-max-batch. It may return fewer: what is
+	// available (a claim that waited: what came, up to max_items).
+	MaxItems uint32 `protobuf:"varint,9,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
+	// acks ack several items of the queue before the claim, as ack_item
+	// does for one (each with its own outcome in ack_outcomes); not with
+	// ack_item. At most the server's --queue-max-batch.
+	Acks          []*QueueAckItem `protobuf:"bytes,10,rep,name=acks,proto3" json:"acks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -429,20 +438,91 @@ func (x *QueueClaimRequest) GetAckToken() uint64 {
 	return 0
 }
 
+func (x *QueueClaimRequest) GetMaxItems() uint32 {
+	if x != nil {
+		return x.MaxItems
+	}
+	return 0
+}
+
+func (x *QueueClaimRequest) GetAcks() []*QueueAckItem {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
+// QueueAckItem names a claimed item and its claim token.
+type QueueAckItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Item          uint64                 `protobuf:"varint,1,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckItem) Reset() {
+	*x = QueueAckItem{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckItem) ProtoMessage() {}
+
+func (x *QueueAckItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckItem.ProtoReflect.Descriptor instead.
+func (*QueueAckItem) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *QueueAckItem) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueAckItem) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
 type QueueClaimResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// claimed is false when no item was available in the wait.
 	Claimed bool   `protobuf:"varint,1,opt,name=claimed,proto3" json:"claimed,omitempty"`
 	Claim   *Claim `protobuf:"bytes,2,opt,name=claim,proto3" json:"claim,omitempty"`
 	// ack_outcome is the outcome of the request's ack_item (NONE without).
-	AckOutcome    AckOutcome `protobuf:"varint,3,opt,name=ack_outcome,json=ackOutcome,proto3,enum=fenced.v1.AckOutcome" json:"ack_outcome,omitempty"`
+	AckOutcome AckOutcome `protobuf:"varint,3,opt,name=ack_outcome,json=ackOutcome,proto3,enum=fenced.v1.AckOutcome" json:"ack_outcome,omitempty"`
+	// claims are every item claimed (claim is the first of them).
+	Claims []*Claim `protobuf:"bytes,4,rep,name=claims,proto3" json:"claims,omitempty"`
+	// ack_outcomes are the outcomes of the request's acks, in their order.
+	AckOutcomes   []AckOutcome `protobuf:"varint,5,rep,packed,name=ack_outcomes,json=ackOutcomes,proto3,enum=fenced.v1.AckOutcome" json:"ack_outcomes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueueClaimResponse) Reset() {
 	*x = QueueClaimResponse{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[4]
+	mi := &file_fenced_v1_queue_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +534,7 @@ func (x *QueueClaimResponse) String() string {
 func (*QueueClaimResponse) ProtoMessage() {}
 
 func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[4]
+	mi := &file_fenced_v1_queue_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +547,7 @@ func (x *QueueClaimResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueClaimResponse.ProtoReflect.Descriptor instead.
 func (*QueueClaimResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{4}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *QueueClaimResponse) GetClaimed() bool {
@@ -491,6 +571,20 @@ func (x *QueueClaimResponse) GetAckOutcome() AckOutcome {
 	return AckOutcome_ACK_OUTCOME_NONE
 }
 
+func (x *QueueClaimResponse) GetClaims() []*Claim {
+	if x != nil {
+		return x.Claims
+	}
+	return nil
+}
+
+func (x *QueueClaimResponse) GetAckOutcomes() []AckOutcome {
+	if x != nil {
+		return x.AckOutcomes
+	}
+	return nil
+}
+
 type QueueAckRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
@@ -502,7 +596,7 @@ type QueueAckRequest struct {
 
 func (x *QueueAckRequest) Reset() {
 	*x = QueueAckRequest{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[5]
+	mi := &file_fenced_v1_queue_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +608,7 @@ func (x *QueueAckRequest) String() string {
 func (*QueueAckRequest) ProtoMessage() {}
 
 func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[5]
+	mi := &file_fenced_v1_queue_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +621,7 @@ func (x *QueueAckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckRequest.ProtoReflect.Descriptor instead.
 func (*QueueAckRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *QueueAckRequest) GetQueue() string {
@@ -559,7 +653,7 @@ type QueueAckResponse struct {
 
 func (x *QueueAckResponse) Reset() {
 	*x = QueueAckResponse{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[6]
+	mi := &file_fenced_v1_queue_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -571,7 +665,7 @@ func (x *QueueAckResponse) String() string {
 func (*QueueAckResponse) ProtoMessage() {}
 
 func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[6]
+	mi := &file_fenced_v1_queue_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -584,7 +678,274 @@ func (x *QueueAckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueAckResponse.ProtoReflect.Descriptor instead.
 func (*QueueAckResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{7}
+}
+
+// QueuePushItem is one item of a PushBatch; its fields are those of
+// QueuePushRequest.
+type QueuePushItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Payload       []byte                 `protobuf:"bytes,1,opt,name=payload,proto3" json:"payload,omitempty"`
+	DedupeKey     string                 `protobuf:"bytes,2,opt,name=dedupe_key,json=dedupeKey,proto3" json:"dedupe_key,omitempty"`
+	DelayMs       int64                  `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	MaxDeliveries uint32                 `protobuf:"varint,4,opt,name=max_deliveries,json=maxDeliveries,proto3" json:"max_deliveries,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePushItem) Reset() {
+	*x = QueuePushItem{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePushItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePushItem) ProtoMessage() {}
+
+func (x *QueuePushItem) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePushItem.ProtoReflect.Descriptor instead.
+func (*QueuePushItem) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *QueuePushItem) GetPayload() []byte {
+	if x != nil {
+		return x.Payload
+	}
+	return nil
+}
+
+func (x *QueuePushItem) GetDedupeKey() string {
+	if x != nil {
+		return x.DedupeKey
+	}
+	return ""
+}
+
+func (x *QueuePushItem) GetDelayMs() int64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *QueuePushItem) GetMaxDeliveries() uint32 {
+	if x != nil {
+		return x.MaxDeliveries
+	}
+	return 0
+}
+
+type QueuePushBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// items are 1 to the server's --queue-max-batch (default 32) items.
+	Items         []*QueuePushItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePushBatchRequest) Reset() {
+	*x = QueuePushBatchRequest{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePushBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePushBatchRequest) ProtoMessage() {}
+
+func (x *QueuePushBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePushBatchRequest.ProtoReflect.Descriptor instead.
+func (*QueuePushBatchRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *QueuePushBatchRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueuePushBatchRequest) GetItems() []*QueuePushItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type QueuePushBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// items answer the request's items, in their order.
+	Items         []*QueuePushResponse `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePushBatchResponse) Reset() {
+	*x = QueuePushBatchResponse{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePushBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePushBatchResponse) ProtoMessage() {}
+
+func (x *QueuePushBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePushBatchResponse.ProtoReflect.Descriptor instead.
+func (*QueuePushBatchResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *QueuePushBatchResponse) GetItems() []*QueuePushResponse {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type QueueAckBatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Queue string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	// items are 1 to the server's --queue-max-batch (default 32) items.
+	Items         []*QueueAckItem `protobuf:"bytes,2,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckBatchRequest) Reset() {
+	*x = QueueAckBatchRequest{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckBatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckBatchRequest) ProtoMessage() {}
+
+func (x *QueueAckBatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckBatchRequest.ProtoReflect.Descriptor instead.
+func (*QueueAckBatchRequest) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *QueueAckBatchRequest) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueAckBatchRequest) GetItems() []*QueueAckItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type QueueAckBatchResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// outcomes answer the request's items, in their order (acked, stale
+	// or not found).
+	Outcomes      []AckOutcome `protobuf:"varint,1,rep,packed,name=outcomes,proto3,enum=fenced.v1.AckOutcome" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckBatchResponse) Reset() {
+	*x = QueueAckBatchResponse{}
+	mi := &file_fenced_v1_queue_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckBatchResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckBatchResponse) ProtoMessage() {}
+
+func (x *QueueAckBatchResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_queue_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckBatchResponse.ProtoReflect.Descriptor instead.
+func (*QueueAckBatchResponse) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *QueueAckBatchResponse) GetOutcomes() []AckOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
 }
 
 type QueueNackRequest struct {
@@ -599,7 +960,7 @@ type QueueNackRequest struct {
 
 func (x *QueueNackRequest) Reset() {
 	*x = QueueNackRequest{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[7]
+	mi := &file_fenced_v1_queue_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -611,7 +972,7 @@ func (x *QueueNackRequest) String() string {
 func (*QueueNackRequest) ProtoMessage() {}
 
 func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[7]
+	mi := &file_fenced_v1_queue_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -624,7 +985,7 @@ func (x *QueueNackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackRequest.ProtoReflect.Descriptor instead.
 func (*QueueNackRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *QueueNackRequest) GetQueue() string {
@@ -663,7 +1024,7 @@ type QueueNackResponse struct {
 
 func (x *QueueNackResponse) Reset() {
 	*x = QueueNackResponse{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[8]
+	mi := &file_fenced_v1_queue_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -675,7 +1036,7 @@ func (x *QueueNackResponse) String() string {
 func (*QueueNackResponse) ProtoMessage() {}
 
 func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[8]
+	mi := &file_fenced_v1_queue_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -688,7 +1049,7 @@ func (x *QueueNackResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNackResponse.ProtoReflect.Descriptor instead.
 func (*QueueNackResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{14}
 }
 
 type QueueExtendRequest struct {
@@ -703,7 +1064,7 @@ type QueueExtendRequest struct {
 
 func (x *QueueExtendRequest) Reset() {
 	*x = QueueExtendRequest{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[9]
+	mi := &file_fenced_v1_queue_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -715,7 +1076,7 @@ func (x *QueueExtendRequest) String() string {
 func (*QueueExtendRequest) ProtoMessage() {}
 
 func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[9]
+	mi := &file_fenced_v1_queue_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -728,7 +1089,7 @@ func (x *QueueExtendRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendRequest.ProtoReflect.Descriptor instead.
 func (*QueueExtendRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QueueExtendRequest) GetQueue() string {
@@ -768,7 +1129,7 @@ type QueueExtendResponse struct {
 
 func (x *QueueExtendResponse) Reset() {
 	*x = QueueExtendResponse{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[10]
+	mi := &file_fenced_v1_queue_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -780,7 +1141,7 @@ func (x *QueueExtendResponse) String() string {
 func (*QueueExtendResponse) ProtoMessage() {}
 
 func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[10]
+	mi := &file_fenced_v1_queue_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -793,7 +1154,7 @@ func (x *QueueExtendResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtendResponse.ProtoReflect.Descriptor instead.
 func (*QueueExtendResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{10}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *QueueExtendResponse) GetClaim() *Claim {
@@ -815,7 +1176,7 @@ type QueueStatsRequest struct {
 
 func (x *QueueStatsRequest) Reset() {
 	*x = QueueStatsRequest{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[11]
+	mi := &file_fenced_v1_queue_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -827,7 +1188,7 @@ func (x *QueueStatsRequest) String() string {
 func (*QueueStatsRequest) ProtoMessage() {}
 
 func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[11]
+	mi := &file_fenced_v1_queue_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -840,7 +1201,7 @@ func (x *QueueStatsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsRequest.ProtoReflect.Descriptor instead.
 func (*QueueStatsRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{11}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QueueStatsRequest) GetQueue() string {
@@ -878,7 +1239,7 @@ type QueueItemInfo struct {
 
 func (x *QueueItemInfo) Reset() {
 	*x = QueueItemInfo{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[12]
+	mi := &file_fenced_v1_queue_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -890,7 +1251,7 @@ func (x *QueueItemInfo) String() string {
 func (*QueueItemInfo) ProtoMessage() {}
 
 func (x *QueueItemInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[12]
+	mi := &file_fenced_v1_queue_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -903,7 +1264,7 @@ func (x *QueueItemInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueItemInfo.ProtoReflect.Descriptor instead.
 func (*QueueItemInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{12}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *QueueItemInfo) GetItem() *Claim {
@@ -952,7 +1313,7 @@ type QueueStatsResponse struct {
 
 func (x *QueueStatsResponse) Reset() {
 	*x = QueueStatsResponse{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[13]
+	mi := &file_fenced_v1_queue_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1325,7 @@ func (x *QueueStatsResponse) String() string {
 func (*QueueStatsResponse) ProtoMessage() {}
 
 func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[13]
+	mi := &file_fenced_v1_queue_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1338,7 @@ func (x *QueueStatsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueStatsResponse.ProtoReflect.Descriptor instead.
 func (*QueueStatsResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{13}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *QueueStatsResponse) GetQueue() string {
@@ -1043,12 +1404,14 @@ func (x *QueueStatsResponse) GetItems() []*QueueItemInfo {
 	return nil
 }
 
-// QueueCall is one Push, Claim, Ack or Nack carried by the lock service's
-// Pipeline stream (PipelineCall.queue, serialized there because this
-// file imports fenced.proto, which therefore cannot name it). It does
-// exactly what the unary call of the same name does. The SDK sends its
-// queue traffic this way: one stream costs far less per call than one
-// HTTP/2 request each.
+// QueueCall is one Push, PushBatch, Claim, Ack, AckBatch or Nack carried
+// by the lock service's Pipeline stream (PipelineCall.queue, serialized
+// there because this file imports fenced.proto, which therefore cannot
+// name it). It does exactly what the unary call of the same name does.
+// The SDK sends its queue traffic this way: one stream costs far less per
+// call than one HTTP/2 request each. A server that does not know a call
+// answers it InvalidArgument and does nothing; the SDK then sends it
+// unary.
 type QueueCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Call:
@@ -1057,6 +1420,8 @@ type QueueCall struct {
 	//	*QueueCall_Claim
 	//	*QueueCall_Ack
 	//	*QueueCall_Nack
+	//	*QueueCall_PushBatch
+	//	*QueueCall_AckBatch
 	Call          isQueueCall_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1064,7 +1429,7 @@ type QueueCall struct {
 
 func (x *QueueCall) Reset() {
 	*x = QueueCall{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[14]
+	mi := &file_fenced_v1_queue_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1076,7 +1441,7 @@ func (x *QueueCall) String() string {
 func (*QueueCall) ProtoMessage() {}
 
 func (x *QueueCall) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[14]
+	mi := &file_fenced_v1_queue_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1089,7 +1454,7 @@ func (x *QueueCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueCall.ProtoReflect.Descriptor instead.
 func (*QueueCall) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{14}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QueueCall) GetCall() isQueueCall_Call {
@@ -1135,6 +1500,24 @@ func (x *QueueCall) GetNack() *QueueNackRequest {
 	return nil
 }
 
+func (x *QueueCall) GetPushBatch() *QueuePushBatchRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_PushBatch); ok {
+			return x.PushBatch
+		}
+	}
+	return nil
+}
+
+func (x *QueueCall) GetAckBatch() *QueueAckBatchRequest {
+	if x != nil {
+		if x, ok := x.Call.(*QueueCall_AckBatch); ok {
+			return x.AckBatch
+		}
+	}
+	return nil
+}
+
 type isQueueCall_Call interface {
 	isQueueCall_Call()
 }
@@ -1155,6 +1538,14 @@ type QueueCall_Nack struct {
 	Nack *QueueNackRequest `protobuf:"bytes,4,opt,name=nack,proto3,oneof"`
 }
 
+type QueueCall_PushBatch struct {
+	PushBatch *QueuePushBatchRequest `protobuf:"bytes,5,opt,name=push_batch,json=pushBatch,proto3,oneof"`
+}
+
+type QueueCall_AckBatch struct {
+	AckBatch *QueueAckBatchRequest `protobuf:"bytes,6,opt,name=ack_batch,json=ackBatch,proto3,oneof"`
+}
+
 func (*QueueCall_Push) isQueueCall_Call() {}
 
 func (*QueueCall_Claim) isQueueCall_Call() {}
@@ -1162,6 +1553,10 @@ func (*QueueCall_Claim) isQueueCall_Call() {}
 func (*QueueCall_Ack) isQueueCall_Call() {}
 
 func (*QueueCall_Nack) isQueueCall_Call() {}
+
+func (*QueueCall_PushBatch) isQueueCall_Call() {}
+
+func (*QueueCall_AckBatch) isQueueCall_Call() {}
 
 // QueueResult is the answer of a QueueCall that succeeded
 // (PipelineResult.queue); a failed one is answered with
@@ -1174,6 +1569,8 @@ type QueueResult struct {
 	//	*QueueResult_Claim
 	//	*QueueResult_Ack
 	//	*QueueResult_Nack
+	//	*QueueResult_PushBatch
+	//	*QueueResult_AckBatch
 	Result        isQueueResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1181,7 +1578,7 @@ type QueueResult struct {
 
 func (x *QueueResult) Reset() {
 	*x = QueueResult{}
-	mi := &file_fenced_v1_queue_proto_msgTypes[15]
+	mi := &file_fenced_v1_queue_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1193,7 +1590,7 @@ func (x *QueueResult) String() string {
 func (*QueueResult) ProtoMessage() {}
 
 func (x *QueueResult) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_queue_proto_msgTypes[15]
+	mi := &file_fenced_v1_queue_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1206,7 +1603,7 @@ func (x *QueueResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueResult.ProtoReflect.Descriptor instead.
 func (*QueueResult) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{15}
+	return file_fenced_v1_queue_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *QueueResult) GetResult() isQueueResult_Result {
@@ -1252,6 +1649,24 @@ func (x *QueueResult) GetNack() *QueueNackResponse {
 	return nil
 }
 
+func (x *QueueResult) GetPushBatch() *QueuePushBatchResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_PushBatch); ok {
+			return x.PushBatch
+		}
+	}
+	return nil
+}
+
+func (x *QueueResult) GetAckBatch() *QueueAckBatchResponse {
+	if x != nil {
+		if x, ok := x.Result.(*QueueResult_AckBatch); ok {
+			return x.AckBatch
+		}
+	}
+	return nil
+}
+
 type isQueueResult_Result interface {
 	isQueueResult_Result()
 }
@@ -1272,6 +1687,14 @@ type QueueResult_Nack struct {
 	Nack *QueueNackResponse `protobuf:"bytes,4,opt,name=nack,proto3,oneof"`
 }
 
+type QueueResult_PushBatch struct {
+	PushBatch *QueuePushBatchResponse `protobuf:"bytes,5,opt,name=push_batch,json=pushBatch,proto3,oneof"`
+}
+
+type QueueResult_AckBatch struct {
+	AckBatch *QueueAckBatchResponse `protobuf:"bytes,6,opt,name=ack_batch,json=ackBatch,proto3,oneof"`
+}
+
 func (*QueueResult_Push) isQueueResult_Result() {}
 
 func (*QueueResult_Claim) isQueueResult_Result() {}
@@ -1279,6 +1702,10 @@ func (*QueueResult_Claim) isQueueResult_Result() {}
 func (*QueueResult_Ack) isQueueResult_Result() {}
 
 func (*QueueResult_Nack) isQueueResult_Result() {}
+
+func (*QueueResult_PushBatch) isQueueResult_Result() {}
+
+func (*QueueResult_AckBatch) isQueueResult_Result() {}
 
 var File_fenced_v1_queue_proto protoreflect.FileDescriptor
 
@@ -1305,7 +1732,7 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\x0emax_deliveries\x18\x05 \x01(\rR\rmaxDeliveries\"E\n" +
 	"\x11QueuePushResponse\x12\x12\n" +
 	"\x04item\x18\x01 \x01(\x04R\x04item\x12\x1c\n" +
-	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xe3\x01\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\"\xad\x02\n" +
 	"\x11QueueClaimRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x16\n" +
@@ -1314,17 +1741,41 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\rvisibility_ms\x18\x05 \x01(\x03R\fvisibilityMs\x12\x17\n" +
 	"\await_ms\x18\x06 \x01(\x03R\x06waitMs\x12\x19\n" +
 	"\back_item\x18\a \x01(\x04R\aackItem\x12\x1b\n" +
-	"\tack_token\x18\b \x01(\x04R\backToken\"\x8e\x01\n" +
+	"\tack_token\x18\b \x01(\x04R\backToken\x12\x1b\n" +
+	"\tmax_items\x18\t \x01(\rR\bmaxItems\x12+\n" +
+	"\x04acks\x18\n" +
+	" \x03(\v2\x17.fenced.v1.QueueAckItemR\x04acks\"8\n" +
+	"\fQueueAckItem\x12\x12\n" +
+	"\x04item\x18\x01 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"\xf2\x01\n" +
 	"\x12QueueClaimResponse\x12\x18\n" +
 	"\aclaimed\x18\x01 \x01(\bR\aclaimed\x12&\n" +
 	"\x05claim\x18\x02 \x01(\v2\x10.fenced.v1.ClaimR\x05claim\x126\n" +
 	"\vack_outcome\x18\x03 \x01(\x0e2\x15.fenced.v1.AckOutcomeR\n" +
-	"ackOutcome\"Q\n" +
+	"ackOutcome\x12(\n" +
+	"\x06claims\x18\x04 \x03(\v2\x10.fenced.v1.ClaimR\x06claims\x128\n" +
+	"\fack_outcomes\x18\x05 \x03(\x0e2\x15.fenced.v1.AckOutcomeR\vackOutcomes\"Q\n" +
 	"\x0fQueueAckRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
 	"\x05token\x18\x03 \x01(\x04R\x05token\"\x12\n" +
-	"\x10QueueAckResponse\"m\n" +
+	"\x10QueueAckResponse\"\x8a\x01\n" +
+	"\rQueuePushItem\x12\x18\n" +
+	"\apayload\x18\x01 \x01(\fR\apayload\x12\x1d\n" +
+	"\n" +
+	"dedupe_key\x18\x02 \x01(\tR\tdedupeKey\x12\x19\n" +
+	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12%\n" +
+	"\x0emax_deliveries\x18\x04 \x01(\rR\rmaxDeliveries\"]\n" +
+	"\x15QueuePushBatchRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12.\n" +
+	"\x05items\x18\x02 \x03(\v2\x18.fenced.v1.QueuePushItemR\x05items\"L\n" +
+	"\x16QueuePushBatchResponse\x122\n" +
+	"\x05items\x18\x01 \x03(\v2\x1c.fenced.v1.QueuePushResponseR\x05items\"[\n" +
+	"\x14QueueAckBatchRequest\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x12-\n" +
+	"\x05items\x18\x02 \x03(\v2\x17.fenced.v1.QueueAckItemR\x05items\"J\n" +
+	"\x15QueueAckBatchResponse\x121\n" +
+	"\boutcomes\x18\x01 \x03(\x0e2\x15.fenced.v1.AckOutcomeR\boutcomes\"m\n" +
 	"\x10QueueNackRequest\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
@@ -1356,31 +1807,39 @@ const file_fenced_v1_queue_proto_rawDesc = "" +
 	"\awaiters\x18\x06 \x01(\rR\awaiters\x12\x1b\n" +
 	"\tlast_item\x18\a \x01(\x04R\blastItem\x12\x12\n" +
 	"\x04dead\x18\b \x01(\rR\x04dead\x12.\n" +
-	"\x05items\x18\t \x03(\v2\x18.fenced.v1.QueueItemInfoR\x05items\"\xdf\x01\n" +
+	"\x05items\x18\t \x03(\v2\x18.fenced.v1.QueueItemInfoR\x05items\"\xe2\x02\n" +
 	"\tQueueCall\x121\n" +
 	"\x04push\x18\x01 \x01(\v2\x1b.fenced.v1.QueuePushRequestH\x00R\x04push\x124\n" +
 	"\x05claim\x18\x02 \x01(\v2\x1c.fenced.v1.QueueClaimRequestH\x00R\x05claim\x12.\n" +
 	"\x03ack\x18\x03 \x01(\v2\x1a.fenced.v1.QueueAckRequestH\x00R\x03ack\x121\n" +
-	"\x04nack\x18\x04 \x01(\v2\x1b.fenced.v1.QueueNackRequestH\x00R\x04nackB\x06\n" +
-	"\x04call\"\xe7\x01\n" +
+	"\x04nack\x18\x04 \x01(\v2\x1b.fenced.v1.QueueNackRequestH\x00R\x04nack\x12A\n" +
+	"\n" +
+	"push_batch\x18\x05 \x01(\v2 .fenced.v1.QueuePushBatchRequestH\x00R\tpushBatch\x12>\n" +
+	"\tack_batch\x18\x06 \x01(\v2\x1f.fenced.v1.QueueAckBatchRequestH\x00R\backBatchB\x06\n" +
+	"\x04call\"\xec\x02\n" +
 	"\vQueueResult\x122\n" +
 	"\x04push\x18\x01 \x01(\v2\x1c.fenced.v1.QueuePushResponseH\x00R\x04push\x125\n" +
 	"\x05claim\x18\x02 \x01(\v2\x1d.fenced.v1.QueueClaimResponseH\x00R\x05claim\x12/\n" +
 	"\x03ack\x18\x03 \x01(\v2\x1b.fenced.v1.QueueAckResponseH\x00R\x03ack\x122\n" +
-	"\x04nack\x18\x04 \x01(\v2\x1c.fenced.v1.QueueNackResponseH\x00R\x04nackB\b\n" +
+	"\x04nack\x18\x04 \x01(\v2\x1c.fenced.v1.QueueNackResponseH\x00R\x04nack\x12B\n" +
+	"\n" +
+	"push_batch\x18\x05 \x01(\v2!.fenced.v1.QueuePushBatchResponseH\x00R\tpushBatch\x12?\n" +
+	"\tack_batch\x18\x06 \x01(\v2 .fenced.v1.QueueAckBatchResponseH\x00R\backBatchB\b\n" +
 	"\x06result*k\n" +
 	"\n" +
 	"AckOutcome\x12\x14\n" +
 	"\x10ACK_OUTCOME_NONE\x10\x00\x12\x15\n" +
 	"\x11ACK_OUTCOME_ACKED\x10\x01\x12\x15\n" +
 	"\x11ACK_OUTCOME_STALE\x10\x02\x12\x19\n" +
-	"\x15ACK_OUTCOME_NOT_FOUND\x10\x032\xa9\x03\n" +
+	"\x15ACK_OUTCOME_NOT_FOUND\x10\x032\xca\x04\n" +
 	"\fQueueService\x12A\n" +
 	"\x04Push\x12\x1b.fenced.v1.QueuePushRequest\x1a\x1c.fenced.v1.QueuePushResponse\x12D\n" +
 	"\x05Claim\x12\x1c.fenced.v1.QueueClaimRequest\x1a\x1d.fenced.v1.QueueClaimResponse\x12>\n" +
 	"\x03Ack\x12\x1a.fenced.v1.QueueAckRequest\x1a\x1b.fenced.v1.QueueAckResponse\x12A\n" +
 	"\x04Nack\x12\x1b.fenced.v1.QueueNackRequest\x1a\x1c.fenced.v1.QueueNackResponse\x12G\n" +
-	"\x06Extend\x12\x1d.fenced.v1.QueueExtendRequest\x1a\x1e.fenced.v1.QueueExtendResponse\x12D\n" +
+	"\x06Extend\x12\x1d.fenced.v1.QueueExtendRequest\x1a\x1e.fenced.v1.QueueExtendResponse\x12P\n" +
+	"\tPushBatch\x12 .fenced.v1.QueuePushBatchRequest\x1a!.fenced.v1.QueuePushBatchResponse\x12M\n" +
+	"\bAckBatch\x12\x1f.fenced.v1.QueueAckBatchRequest\x1a .fenced.v1.QueueAckBatchResponse\x12D\n" +
 	"\x05Stats\x12\x1c.fenced.v1.QueueStatsRequest\x1a\x1d.fenced.v1.QueueStatsResponseB7Z5github.com/fenced-dev/fenced/proto/fenced/v1;fencedv1b\x06proto3"
 
 var (
@@ -1396,59 +1855,80 @@ func file_fenced_v1_queue_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_queue_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_fenced_v1_queue_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_fenced_v1_queue_proto_goTypes = []any{
-	(AckOutcome)(0),             // 0: fenced.v1.AckOutcome
-	(*Claim)(nil),               // 1: fenced.v1.Claim
-	(*QueuePushRequest)(nil),    // 2: fenced.v1.QueuePushRequest
-	(*QueuePushResponse)(nil),   // 3: fenced.v1.QueuePushResponse
-	(*QueueClaimRequest)(nil),   // 4: fenced.v1.QueueClaimRequest
-	(*QueueClaimResponse)(nil),  // 5: fenced.v1.QueueClaimResponse
-	(*QueueAckRequest)(nil),     // 6: fenced.v1.QueueAckRequest
-	(*QueueAckResponse)(nil),    // 7: fenced.v1.QueueAckResponse
-	(*QueueNackRequest)(nil),    // 8: fenced.v1.QueueNackRequest
-	(*QueueNackResponse)(nil),   // 9: fenced.v1.QueueNackResponse
-	(*QueueExtendRequest)(nil),  // 10: fenced.v1.QueueExtendRequest
-	(*QueueExtendResponse)(nil), // 11: fenced.v1.QueueExtendResponse
-	(*QueueStatsRequest)(nil),   // 12: fenced.v1.QueueStatsRequest
-	(*QueueItemInfo)(nil),       // 13: fenced.v1.QueueItemInfo
-	(*QueueStatsResponse)(nil),  // 14: fenced.v1.QueueStatsResponse
-	(*QueueCall)(nil),           // 15: fenced.v1.QueueCall
-	(*QueueResult)(nil),         // 16: fenced.v1.QueueResult
-	(*Grant)(nil),               // 17: fenced.v1.Grant
+	(AckOutcome)(0),                // 0: fenced.v1.AckOutcome
+	(*Claim)(nil),                  // 1: fenced.v1.Claim
+	(*QueuePushRequest)(nil),       // 2: fenced.v1.QueuePushRequest
+	(*QueuePushResponse)(nil),      // 3: fenced.v1.QueuePushResponse
+	(*QueueClaimRequest)(nil),      // 4: fenced.v1.QueueClaimRequest
+	(*QueueAckItem)(nil),           // 5: fenced.v1.QueueAckItem
+	(*QueueClaimResponse)(nil),     // 6: fenced.v1.QueueClaimResponse
+	(*QueueAckRequest)(nil),        // 7: fenced.v1.QueueAckRequest
+	(*QueueAckResponse)(nil),       // 8: fenced.v1.QueueAckResponse
+	(*QueuePushItem)(nil),          // 9: fenced.v1.QueuePushItem
+	(*QueuePushBatchRequest)(nil),  // 10: fenced.v1.QueuePushBatchRequest
+	(*QueuePushBatchResponse)(nil), // 11: fenced.v1.QueuePushBatchResponse
+	(*QueueAckBatchRequest)(nil),   // 12: fenced.v1.QueueAckBatchRequest
+	(*QueueAckBatchResponse)(nil),  // 13: fenced.v1.QueueAckBatchResponse
+	(*QueueNackRequest)(nil),       // 14: fenced.v1.QueueNackRequest
+	(*QueueNackResponse)(nil),      // 15: fenced.v1.QueueNackResponse
+	(*QueueExtendRequest)(nil),     // 16: fenced.v1.QueueExtendRequest
+	(*QueueExtendResponse)(nil),    // 17: fenced.v1.QueueExtendResponse
+	(*QueueStatsRequest)(nil),      // 18: fenced.v1.QueueStatsRequest
+	(*QueueItemInfo)(nil),          // 19: fenced.v1.QueueItemInfo
+	(*QueueStatsResponse)(nil),     // 20: fenced.v1.QueueStatsResponse
+	(*QueueCall)(nil),              // 21: fenced.v1.QueueCall
+	(*QueueResult)(nil),            // 22: fenced.v1.QueueResult
+	(*Grant)(nil),                  // 23: fenced.v1.Grant
 }
 var file_fenced_v1_queue_proto_depIdxs = []int32{
-	17, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
-	1,  // 1: fenced.v1.QueueClaimResponse.claim:type_name -> fenced.v1.Claim
-	0,  // 2: fenced.v1.QueueClaimResponse.ack_outcome:type_name -> fenced.v1.AckOutcome
-	1,  // 3: fenced.v1.QueueExtendResponse.claim:type_name -> fenced.v1.Claim
-	1,  // 4: fenced.v1.QueueItemInfo.item:type_name -> fenced.v1.Claim
-	13, // 5: fenced.v1.QueueStatsResponse.items:type_name -> fenced.v1.QueueItemInfo
-	2,  // 6: fenced.v1.QueueCall.push:type_name -> fenced.v1.QueuePushRequest
-	4,  // 7: fenced.v1.QueueCall.claim:type_name -> fenced.v1.QueueClaimRequest
-	6,  // 8: fenced.v1.QueueCall.ack:type_name -> fenced.v1.QueueAckRequest
-	8,  // 9: fenced.v1.QueueCall.nack:type_name -> fenced.v1.QueueNackRequest
-	3,  // 10: fenced.v1.QueueResult.push:type_name -> fenced.v1.QueuePushResponse
-	5,  // 11: fenced.v1.QueueResult.claim:type_name -> fenced.v1.QueueClaimResponse
-	7,  // 12: fenced.v1.QueueResult.ack:type_name -> fenced.v1.QueueAckResponse
-	9,  // 13: fenced.v1.QueueResult.nack:type_name -> fenced.v1.QueueNackResponse
-	2,  // 14: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
-	4,  // 15: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
-	6,  // 16: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
-	8,  // 17: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
-	10, // 18: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
-	12, // 19: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
-	3,  // 20: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
-	5,  // 21: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
-	7,  // 22: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
-	9,  // 23: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
-	11, // 24: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
-	14, // 25: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
-	20, // [20:26] is the sub-list for method output_type
-	14, // [14:20] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	23, // 0: fenced.v1.Claim.grant:type_name -> fenced.v1.Grant
+	5,  // 1: fenced.v1.QueueClaimRequest.acks:type_name -> fenced.v1.QueueAckItem
+	1,  // 2: fenced.v1.QueueClaimResponse.claim:type_name -> fenced.v1.Claim
+	0,  // 3: fenced.v1.QueueClaimResponse.ack_outcome:type_name -> fenced.v1.AckOutcome
+	1,  // 4: fenced.v1.QueueClaimResponse.claims:type_name -> fenced.v1.Claim
+	0,  // 5: fenced.v1.QueueClaimResponse.ack_outcomes:type_name -> fenced.v1.AckOutcome
+	9,  // 6: fenced.v1.QueuePushBatchRequest.items:type_name -> fenced.v1.QueuePushItem
+	3,  // 7: fenced.v1.QueuePushBatchResponse.items:type_name -> fenced.v1.QueuePushResponse
+	5,  // 8: fenced.v1.QueueAckBatchRequest.items:type_name -> fenced.v1.QueueAckItem
+	0,  // 9: fenced.v1.QueueAckBatchResponse.outcomes:type_name -> fenced.v1.AckOutcome
+	1,  // 10: fenced.v1.QueueExtendResponse.claim:type_name -> fenced.v1.Claim
+	1,  // 11: fenced.v1.QueueItemInfo.item:type_name -> fenced.v1.Claim
+	19, // 12: fenced.v1.QueueStatsResponse.items:type_name -> fenced.v1.QueueItemInfo
+	2,  // 13: fenced.v1.QueueCall.push:type_name -> fenced.v1.QueuePushRequest
+	4,  // 14: fenced.v1.QueueCall.claim:type_name -> fenced.v1.QueueClaimRequest
+	7,  // 15: fenced.v1.QueueCall.ack:type_name -> fenced.v1.QueueAckRequest
+	14, // 16: fenced.v1.QueueCall.nack:type_name -> fenced.v1.QueueNackRequest
+	10, // 17: fenced.v1.QueueCall.push_batch:type_name -> fenced.v1.QueuePushBatchRequest
+	12, // 18: fenced.v1.QueueCall.ack_batch:type_name -> fenced.v1.QueueAckBatchRequest
+	3,  // 19: fenced.v1.QueueResult.push:type_name -> fenced.v1.QueuePushResponse
+	6,  // 20: fenced.v1.QueueResult.claim:type_name -> fenced.v1.QueueClaimResponse
+	8,  // 21: fenced.v1.QueueResult.ack:type_name -> fenced.v1.QueueAckResponse
+	15, // 22: fenced.v1.QueueResult.nack:type_name -> fenced.v1.QueueNackResponse
+	11, // 23: fenced.v1.QueueResult.push_batch:type_name -> fenced.v1.QueuePushBatchResponse
+	13, // 24: fenced.v1.QueueResult.ack_batch:type_name -> fenced.v1.QueueAckBatchResponse
+	2,  // 25: fenced.v1.QueueService.Push:input_type -> fenced.v1.QueuePushRequest
+	4,  // 26: fenced.v1.QueueService.Claim:input_type -> fenced.v1.QueueClaimRequest
+	7,  // 27: fenced.v1.QueueService.Ack:input_type -> fenced.v1.QueueAckRequest
+	14, // 28: fenced.v1.QueueService.Nack:input_type -> fenced.v1.QueueNackRequest
+	16, // 29: fenced.v1.QueueService.Extend:input_type -> fenced.v1.QueueExtendRequest
+	10, // 30: fenced.v1.QueueService.PushBatch:input_type -> fenced.v1.QueuePushBatchRequest
+	12, // 31: fenced.v1.QueueService.AckBatch:input_type -> fenced.v1.QueueAckBatchRequest
+	18, // 32: fenced.v1.QueueService.Stats:input_type -> fenced.v1.QueueStatsRequest
+	3,  // 33: fenced.v1.QueueService.Push:output_type -> fenced.v1.QueuePushResponse
+	6,  // 34: fenced.v1.QueueService.Claim:output_type -> fenced.v1.QueueClaimResponse
+	8,  // 35: fenced.v1.QueueService.Ack:output_type -> fenced.v1.QueueAckResponse
+	15, // 36: fenced.v1.QueueService.Nack:output_type -> fenced.v1.QueueNackResponse
+	17, // 37: fenced.v1.QueueService.Extend:output_type -> fenced.v1.QueueExtendResponse
+	11, // 38: fenced.v1.QueueService.PushBatch:output_type -> fenced.v1.QueuePushBatchResponse
+	13, // 39: fenced.v1.QueueService.AckBatch:output_type -> fenced.v1.QueueAckBatchResponse
+	20, // 40: fenced.v1.QueueService.Stats:output_type -> fenced.v1.QueueStatsResponse
+	33, // [33:41] is the sub-list for method output_type
+	25, // [25:33] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_queue_proto_init() }
@@ -1457,17 +1937,21 @@ func file_fenced_v1_queue_proto_init() {
 		return
 	}
 	file_fenced_v1_fenced_proto_init()
-	file_fenced_v1_queue_proto_msgTypes[14].OneofWrappers = []any{
+	file_fenced_v1_queue_proto_msgTypes[20].OneofWrappers = []any{
 		(*QueueCall_Push)(nil),
 		(*QueueCall_Claim)(nil),
 		(*QueueCall_Ack)(nil),
 		(*QueueCall_Nack)(nil),
+		(*QueueCall_PushBatch)(nil),
+		(*QueueCall_AckBatch)(nil),
 	}
-	file_fenced_v1_queue_proto_msgTypes[15].OneofWrappers = []any{
+	file_fenced_v1_queue_proto_msgTypes[21].OneofWrappers = []any{
 		(*QueueResult_Push)(nil),
 		(*QueueResult_Claim)(nil),
 		(*QueueResult_Ack)(nil),
 		(*QueueResult_Nack)(nil),
+		(*QueueResult_PushBatch)(nil),
+		(*QueueResult_AckBatch)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1475,7 +1959,7 @@ func file_fenced_v1_queue_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_queue_proto_rawDesc), len(file_fenced_v1_queue_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -102,6 +102,8 @@ type Command struct {
 	//	*Command_ExpireClaim
 	//	*Command_QueueCancelWait
 	//	*Command_QueueTick
+	//	*Command_QueuePushBatch
+	//	*Command_QueueAckBatch
 	//	*Command_RotateKeys
 	//	*Command_SemAcquire
 	//	*Command_SemRelease
@@ -359,6 +361,24 @@ func (x *Command) GetQueueTick() *QueueTick {
 	return nil
 }
 
+func (x *Command) GetQueuePushBatch() *QueuePushBatch {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueuePushBatch); ok {
+			return x.QueuePushBatch
+		}
+	}
+	return nil
+}
+
+func (x *Command) GetQueueAckBatch() *QueueAckBatch {
+	if x != nil {
+		if x, ok := x.Op.(*Command_QueueAckBatch); ok {
+			return x.QueueAckBatch
+		}
+	}
+	return nil
+}
+
 func (x *Command) GetRotateKeys() *RotateKeys {
 	if x != nil {
 		if x, ok := x.Op.(*Command_RotateKeys); ok {
@@ -606,6 +626,14 @@ type Command_QueueTick struct {
 	QueueTick *QueueTick `protobuf:"bytes,67,opt,name=queue_tick,json=queueTick,proto3,oneof"`
 }
 
+type Command_QueuePushBatch struct {
+	QueuePushBatch *QueuePushBatch `protobuf:"bytes,68,opt,name=queue_push_batch,json=queuePushBatch,proto3,oneof"`
+}
+
+type Command_QueueAckBatch struct {
+	QueueAckBatch *QueueAckBatch `protobuf:"bytes,69,opt,name=queue_ack_batch,json=queueAckBatch,proto3,oneof"`
+}
+
 type Command_RotateKeys struct {
 	RotateKeys *RotateKeys `protobuf:"bytes,35,opt,name=rotate_keys,json=rotateKeys,proto3,oneof"`
 }
@@ -714,6 +742,10 @@ func (*Command_ExpireClaim) isCommand_Op() {}
 func (*Command_QueueCancelWait) isCommand_Op() {}
 
 func (*Command_QueueTick) isCommand_Op() {}
+
+func (*Command_QueuePushBatch) isCommand_Op() {}
+
+func (*Command_QueueAckBatch) isCommand_Op() {}
 
 func (*Command_RotateKeys) isCommand_Op() {}
 
@@ -4583,10 +4615,19 @@ type QueueClaim struct {
 	// ack_item and ack_token ack an item of the queue first, in the same
 	// apply (ack-and-claim-next); 0 and 0 for none. A stale ack changes
 	// nothing and does not stop the claim.
-	AckItem       uint64 `protobuf:"varint,6,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
-	AckToken      uint64 `protobuf:"varint,7,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
-	Quota         *Quota `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
-	SecretHash    []byte `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
+	AckItem  uint64 `protobuf:"varint,6,opt,name=ack_item,json=ackItem,proto3" json:"ack_item,omitempty"`
+	AckToken uint64 `protobuf:"varint,7,opt,name=ack_token,json=ackToken,proto3" json:"ack_token,omitempty"`
+	// max_items above 1 claims up to that many available items in one
+	// command (a batch claim), each with its own claim token, consecutive
+	// from the one counter; a claim that waits is handed up to max_items
+	// when items come (kept in its queued reply). 0 is 1.
+	MaxItems uint32 `protobuf:"varint,8,opt,name=max_items,json=maxItems,proto3" json:"max_items,omitempty"`
+	// acks ack several items of the queue first, as ack_item does for one;
+	// not with ack_item. The outcome of each is kept in the claim's reply
+	// (two bits each), so at most 32.
+	Acks          []*QueueItemToken `protobuf:"bytes,9,rep,name=acks,proto3" json:"acks,omitempty"`
+	Quota         *Quota            `protobuf:"bytes,100,opt,name=quota,proto3" json:"quota,omitempty"`
+	SecretHash    []byte            `protobuf:"bytes,50,opt,name=secret_hash,json=secretHash,proto3" json:"secret_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4670,6 +4711,20 @@ func (x *QueueClaim) GetAckToken() uint64 {
 	return 0
 }
 
+func (x *QueueClaim) GetMaxItems() uint32 {
+	if x != nil {
+		return x.MaxItems
+	}
+	return 0
+}
+
+func (x *QueueClaim) GetAcks() []*QueueItemToken {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 func (x *QueueClaim) GetQuota() *Quota {
 	if x != nil {
 		return x.Quota
@@ -4745,6 +4800,162 @@ func (x *QueueAck) GetToken() uint64 {
 	return 0
 }
 
+// QueueItemToken names a claimed item and the claim token presented for
+// it.
+type QueueItemToken struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Item          uint64                 `protobuf:"varint,1,opt,name=item,proto3" json:"item,omitempty"`
+	Token         uint64                 `protobuf:"varint,2,opt,name=token,proto3" json:"token,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueItemToken) Reset() {
+	*x = QueueItemToken{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueItemToken) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueItemToken) ProtoMessage() {}
+
+func (x *QueueItemToken) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueItemToken.ProtoReflect.Descriptor instead.
+func (*QueueItemToken) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *QueueItemToken) GetItem() uint64 {
+	if x != nil {
+		return x.Item
+	}
+	return 0
+}
+
+func (x *QueueItemToken) GetToken() uint64 {
+	if x != nil {
+		return x.Token
+	}
+	return 0
+}
+
+// QueuePushBatch enqueues several items of one queue in one command, all
+// or none: a push the state machine refuses refuses the batch. Each push
+// carries the leader's limits as QueuePush does; the queue is the same in
+// every push.
+type QueuePushBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Pushes        []*QueuePush           `protobuf:"bytes,1,rep,name=pushes,proto3" json:"pushes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueuePushBatch) Reset() {
+	*x = QueuePushBatch{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueuePushBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueuePushBatch) ProtoMessage() {}
+
+func (x *QueuePushBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueuePushBatch.ProtoReflect.Descriptor instead.
+func (*QueuePushBatch) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *QueuePushBatch) GetPushes() []*QueuePush {
+	if x != nil {
+		return x.Pushes
+	}
+	return nil
+}
+
+// QueueAckBatch acks several items of one queue, each with its own outcome
+// (acked, stale, not found) as the acks a claim carries.
+type QueueAckBatch struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Queue         string                 `protobuf:"bytes,1,opt,name=queue,proto3" json:"queue,omitempty"`
+	Acks          []*QueueItemToken      `protobuf:"bytes,2,rep,name=acks,proto3" json:"acks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueueAckBatch) Reset() {
+	*x = QueueAckBatch{}
+	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueueAckBatch) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueueAckBatch) ProtoMessage() {}
+
+func (x *QueueAckBatch) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueueAckBatch.ProtoReflect.Descriptor instead.
+func (*QueueAckBatch) Descriptor() ([]byte, []int) {
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *QueueAckBatch) GetQueue() string {
+	if x != nil {
+		return x.Queue
+	}
+	return ""
+}
+
+func (x *QueueAckBatch) GetAcks() []*QueueItemToken {
+	if x != nil {
+		return x.Acks
+	}
+	return nil
+}
+
 // QueueNack ends a claim: the item goes back to the queue after delay_ms.
 type QueueNack struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4758,7 +4969,7 @@ type QueueNack struct {
 
 func (x *QueueNack) Reset() {
 	*x = QueueNack{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +4981,7 @@ func (x *QueueNack) String() string {
 func (*QueueNack) ProtoMessage() {}
 
 func (x *QueueNack) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[50]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +4994,7 @@ func (x *QueueNack) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueNack.ProtoReflect.Descriptor instead.
 func (*QueueNack) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{50}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *QueueNack) GetQueue() string {
@@ -4827,7 +5038,7 @@ type QueueExtend struct {
 
 func (x *QueueExtend) Reset() {
 	*x = QueueExtend{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4839,7 +5050,7 @@ func (x *QueueExtend) String() string {
 func (*QueueExtend) ProtoMessage() {}
 
 func (x *QueueExtend) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[51]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4852,7 +5063,7 @@ func (x *QueueExtend) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueExtend.ProtoReflect.Descriptor instead.
 func (*QueueExtend) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{51}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *QueueExtend) GetQueue() string {
@@ -4896,7 +5107,7 @@ type ExpireClaim struct {
 
 func (x *ExpireClaim) Reset() {
 	*x = ExpireClaim{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4908,7 +5119,7 @@ func (x *ExpireClaim) String() string {
 func (*ExpireClaim) ProtoMessage() {}
 
 func (x *ExpireClaim) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[52]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4921,7 +5132,7 @@ func (x *ExpireClaim) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExpireClaim.ProtoReflect.Descriptor instead.
 func (*ExpireClaim) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{52}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ExpireClaim) GetToken() uint64 {
@@ -4951,7 +5162,7 @@ type QueueCancelWait struct {
 
 func (x *QueueCancelWait) Reset() {
 	*x = QueueCancelWait{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4963,7 +5174,7 @@ func (x *QueueCancelWait) String() string {
 func (*QueueCancelWait) ProtoMessage() {}
 
 func (x *QueueCancelWait) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[53]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4976,7 +5187,7 @@ func (x *QueueCancelWait) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueCancelWait.ProtoReflect.Descriptor instead.
 func (*QueueCancelWait) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{53}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *QueueCancelWait) GetSession() uint64 {
@@ -5011,7 +5222,7 @@ type QueueTick struct {
 
 func (x *QueueTick) Reset() {
 	*x = QueueTick{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5023,7 +5234,7 @@ func (x *QueueTick) String() string {
 func (*QueueTick) ProtoMessage() {}
 
 func (x *QueueTick) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[54]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5036,7 +5247,7 @@ func (x *QueueTick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueTick.ProtoReflect.Descriptor instead.
 func (*QueueTick) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{54}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{57}
 }
 
 // Queue is one work queue in the snapshot.
@@ -5057,7 +5268,7 @@ type Queue struct {
 
 func (x *Queue) Reset() {
 	*x = Queue{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5069,7 +5280,7 @@ func (x *Queue) String() string {
 func (*Queue) ProtoMessage() {}
 
 func (x *Queue) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[55]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5082,7 +5293,7 @@ func (x *Queue) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Queue.ProtoReflect.Descriptor instead.
 func (*Queue) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{55}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *Queue) GetName() string {
@@ -5131,7 +5342,7 @@ type QueueWaiter struct {
 
 func (x *QueueWaiter) Reset() {
 	*x = QueueWaiter{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5143,7 +5354,7 @@ func (x *QueueWaiter) String() string {
 func (*QueueWaiter) ProtoMessage() {}
 
 func (x *QueueWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[56]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5156,7 +5367,7 @@ func (x *QueueWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueWaiter.ProtoReflect.Descriptor instead.
 func (*QueueWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{56}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *QueueWaiter) GetSession() uint64 {
@@ -5203,7 +5414,7 @@ type QueueItem struct {
 
 func (x *QueueItem) Reset() {
 	*x = QueueItem{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5215,7 +5426,7 @@ func (x *QueueItem) String() string {
 func (*QueueItem) ProtoMessage() {}
 
 func (x *QueueItem) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[57]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5228,7 +5439,7 @@ func (x *QueueItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueItem.ProtoReflect.Descriptor instead.
 func (*QueueItem) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{57}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *QueueItem) GetId() uint64 {
@@ -5325,7 +5536,7 @@ type QueueDedupe struct {
 
 func (x *QueueDedupe) Reset() {
 	*x = QueueDedupe{}
-	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5337,7 +5548,7 @@ func (x *QueueDedupe) String() string {
 func (*QueueDedupe) ProtoMessage() {}
 
 func (x *QueueDedupe) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_state_v1_state_proto_msgTypes[58]
+	mi := &file_fenced_state_v1_state_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5350,7 +5561,7 @@ func (x *QueueDedupe) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QueueDedupe.ProtoReflect.Descriptor instead.
 func (*QueueDedupe) Descriptor() ([]byte, []int) {
-	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{58}
+	return file_fenced_state_v1_state_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *QueueDedupe) GetKey() string {
@@ -5371,7 +5582,7 @@ var File_fenced_state_v1_state_proto protoreflect.FileDescriptor
 
 const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\n" +
-	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\x1a\x1bfenced/state/v1/latch.proto\x1a\x1dfenced/state/v1/limiter.proto\"\xa0\x13\n" +
+	"\x1bfenced/state/v1/state.proto\x12\x0ffenced.state.v1\x1a\x1bfenced/state/v1/latch.proto\x1a\x1dfenced/state/v1/limiter.proto\"\xb7\x14\n" +
 	"\aCommand\x12+\n" +
 	"\x04init\x18\x01 \x01(\v2\x15.fenced.state.v1.InitH\x00R\x04init\x12;\n" +
 	"\n" +
@@ -5400,7 +5611,9 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\fexpire_claim\x18A \x01(\v2\x1c.fenced.state.v1.ExpireClaimH\x00R\vexpireClaim\x12N\n" +
 	"\x11queue_cancel_wait\x18B \x01(\v2 .fenced.state.v1.QueueCancelWaitH\x00R\x0fqueueCancelWait\x12;\n" +
 	"\n" +
-	"queue_tick\x18C \x01(\v2\x1a.fenced.state.v1.QueueTickH\x00R\tqueueTick\x12>\n" +
+	"queue_tick\x18C \x01(\v2\x1a.fenced.state.v1.QueueTickH\x00R\tqueueTick\x12K\n" +
+	"\x10queue_push_batch\x18D \x01(\v2\x1f.fenced.state.v1.QueuePushBatchH\x00R\x0equeuePushBatch\x12H\n" +
+	"\x0fqueue_ack_batch\x18E \x01(\v2\x1e.fenced.state.v1.QueueAckBatchH\x00R\rqueueAckBatch\x12>\n" +
 	"\vrotate_keys\x18# \x01(\v2\x1b.fenced.state.v1.RotateKeysH\x00R\n" +
 	"rotateKeys\x12>\n" +
 	"\vsem_acquire\x18\x14 \x01(\v2\x1b.fenced.state.v1.SemAcquireH\x00R\n" +
@@ -5761,7 +5974,7 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\rdedupe_window\x18\x06 \x01(\rR\fdedupeWindow\x12*\n" +
 	"\x11max_payload_bytes\x18\a \x01(\rR\x0fmaxPayloadBytes\x12\x1b\n" +
 	"\tmax_items\x18\b \x01(\x04R\bmaxItems\x12\x1b\n" +
-	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\x8e\x02\n" +
+	"\tmax_bytes\x18\t \x01(\x04R\bmaxBytes\"\xe0\x02\n" +
 	"\n" +
 	"QueueClaim\x12\x18\n" +
 	"\asession\x18\x01 \x01(\x04R\asession\x12\x10\n" +
@@ -5770,14 +5983,24 @@ const file_fenced_state_v1_state_proto_rawDesc = "" +
 	"\rvisibility_ms\x18\x04 \x01(\x03R\fvisibilityMs\x12\x12\n" +
 	"\x04wait\x18\x05 \x01(\bR\x04wait\x12\x19\n" +
 	"\back_item\x18\x06 \x01(\x04R\aackItem\x12\x1b\n" +
-	"\tack_token\x18\a \x01(\x04R\backToken\x12,\n" +
+	"\tack_token\x18\a \x01(\x04R\backToken\x12\x1b\n" +
+	"\tmax_items\x18\b \x01(\rR\bmaxItems\x123\n" +
+	"\x04acks\x18\t \x03(\v2\x1f.fenced.state.v1.QueueItemTokenR\x04acks\x12,\n" +
 	"\x05quota\x18d \x01(\v2\x16.fenced.state.v1.QuotaR\x05quota\x12\x1f\n" +
 	"\vsecret_hash\x182 \x01(\fR\n" +
 	"secretHash\"J\n" +
 	"\bQueueAck\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
-	"\x05token\x18\x03 \x01(\x04R\x05token\"f\n" +
+	"\x05token\x18\x03 \x01(\x04R\x05token\":\n" +
+	"\x0eQueueItemToken\x12\x12\n" +
+	"\x04item\x18\x01 \x01(\x04R\x04item\x12\x14\n" +
+	"\x05token\x18\x02 \x01(\x04R\x05token\"D\n" +
+	"\x0eQueuePushBatch\x122\n" +
+	"\x06pushes\x18\x01 \x03(\v2\x1a.fenced.state.v1.QueuePushR\x06pushes\"Z\n" +
+	"\rQueueAckBatch\x12\x14\n" +
+	"\x05queue\x18\x01 \x01(\tR\x05queue\x123\n" +
+	"\x04acks\x18\x02 \x03(\v2\x1f.fenced.state.v1.QueueItemTokenR\x04acks\"f\n" +
 	"\tQueueNack\x12\x14\n" +
 	"\x05queue\x18\x01 \x01(\tR\x05queue\x12\x12\n" +
 	"\x04item\x18\x02 \x01(\x04R\x04item\x12\x14\n" +
@@ -5846,7 +6069,7 @@ func file_fenced_state_v1_state_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_state_v1_state_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 59)
+var file_fenced_state_v1_state_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_fenced_state_v1_state_proto_goTypes = []any{
 	(RWMode)(0),             // 0: fenced.state.v1.RWMode
 	(*Command)(nil),         // 1: fenced.state.v1.Command
@@ -5899,21 +6122,24 @@ var file_fenced_state_v1_state_proto_goTypes = []any{
 	(*QueuePush)(nil),       // 48: fenced.state.v1.QueuePush
 	(*QueueClaim)(nil),      // 49: fenced.state.v1.QueueClaim
 	(*QueueAck)(nil),        // 50: fenced.state.v1.QueueAck
-	(*QueueNack)(nil),       // 51: fenced.state.v1.QueueNack
-	(*QueueExtend)(nil),     // 52: fenced.state.v1.QueueExtend
-	(*ExpireClaim)(nil),     // 53: fenced.state.v1.ExpireClaim
-	(*QueueCancelWait)(nil), // 54: fenced.state.v1.QueueCancelWait
-	(*QueueTick)(nil),       // 55: fenced.state.v1.QueueTick
-	(*Queue)(nil),           // 56: fenced.state.v1.Queue
-	(*QueueWaiter)(nil),     // 57: fenced.state.v1.QueueWaiter
-	(*QueueItem)(nil),       // 58: fenced.state.v1.QueueItem
-	(*QueueDedupe)(nil),     // 59: fenced.state.v1.QueueDedupe
-	(*LatchCreate)(nil),     // 60: fenced.state.v1.LatchCreate
-	(*LatchCountDown)(nil),  // 61: fenced.state.v1.LatchCountDown
-	(*LimiterConfig)(nil),   // 62: fenced.state.v1.LimiterConfig
-	(*LimiterTake)(nil),     // 63: fenced.state.v1.LimiterTake
-	(*Latch)(nil),           // 64: fenced.state.v1.Latch
-	(*Limiter)(nil),         // 65: fenced.state.v1.Limiter
+	(*QueueItemToken)(nil),  // 51: fenced.state.v1.QueueItemToken
+	(*QueuePushBatch)(nil),  // 52: fenced.state.v1.QueuePushBatch
+	(*QueueAckBatch)(nil),   // 53: fenced.state.v1.QueueAckBatch
+	(*QueueNack)(nil),       // 54: fenced.state.v1.QueueNack
+	(*QueueExtend)(nil),     // 55: fenced.state.v1.QueueExtend
+	(*ExpireClaim)(nil),     // 56: fenced.state.v1.ExpireClaim
+	(*QueueCancelWait)(nil), // 57: fenced.state.v1.QueueCancelWait
+	(*QueueTick)(nil),       // 58: fenced.state.v1.QueueTick
+	(*Queue)(nil),           // 59: fenced.state.v1.Queue
+	(*QueueWaiter)(nil),     // 60: fenced.state.v1.QueueWaiter
+	(*QueueItem)(nil),       // 61: fenced.state.v1.QueueItem
+	(*QueueDedupe)(nil),     // 62: fenced.state.v1.QueueDedupe
+	(*LatchCreate)(nil),     // 63: fenced.state.v1.LatchCreate
+	(*LatchCountDown)(nil),  // 64: fenced.state.v1.LatchCountDown
+	(*LimiterConfig)(nil),   // 65: fenced.state.v1.LimiterConfig
+	(*LimiterTake)(nil),     // 66: fenced.state.v1.LimiterTake
+	(*Latch)(nil),           // 67: fenced.state.v1.Latch
+	(*Limiter)(nil),         // 68: fenced.state.v1.Limiter
 }
 var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	5,  // 0: fenced.state.v1.Command.init:type_name -> fenced.state.v1.Init
@@ -5932,71 +6158,76 @@ var file_fenced_state_v1_state_proto_depIdxs = []int32{
 	48, // 13: fenced.state.v1.Command.queue_push:type_name -> fenced.state.v1.QueuePush
 	49, // 14: fenced.state.v1.Command.queue_claim:type_name -> fenced.state.v1.QueueClaim
 	50, // 15: fenced.state.v1.Command.queue_ack:type_name -> fenced.state.v1.QueueAck
-	51, // 16: fenced.state.v1.Command.queue_nack:type_name -> fenced.state.v1.QueueNack
-	52, // 17: fenced.state.v1.Command.queue_extend:type_name -> fenced.state.v1.QueueExtend
-	53, // 18: fenced.state.v1.Command.expire_claim:type_name -> fenced.state.v1.ExpireClaim
-	54, // 19: fenced.state.v1.Command.queue_cancel_wait:type_name -> fenced.state.v1.QueueCancelWait
-	55, // 20: fenced.state.v1.Command.queue_tick:type_name -> fenced.state.v1.QueueTick
-	2,  // 21: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
-	30, // 22: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
-	31, // 23: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
-	32, // 24: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
-	42, // 25: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
-	43, // 26: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
-	44, // 27: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
-	12, // 28: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
-	13, // 29: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
-	36, // 30: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
-	37, // 31: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
-	38, // 32: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
-	60, // 33: fenced.state.v1.Command.latch_create:type_name -> fenced.state.v1.LatchCreate
-	61, // 34: fenced.state.v1.Command.latch_count_down:type_name -> fenced.state.v1.LatchCountDown
-	62, // 35: fenced.state.v1.Command.limiter_config:type_name -> fenced.state.v1.LimiterConfig
-	63, // 36: fenced.state.v1.Command.limiter_take:type_name -> fenced.state.v1.LimiterTake
-	1,  // 37: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
-	9,  // 38: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
-	9,  // 39: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 40: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
-	19, // 41: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
-	25, // 42: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
-	27, // 43: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
-	24, // 44: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
-	20, // 45: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
-	23, // 46: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
-	3,  // 47: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
-	33, // 48: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
-	39, // 49: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
-	45, // 50: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
-	64, // 51: fenced.state.v1.State.latches:type_name -> fenced.state.v1.Latch
-	65, // 52: fenced.state.v1.State.limiters:type_name -> fenced.state.v1.Limiter
-	22, // 53: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
-	56, // 54: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
-	26, // 55: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
-	29, // 56: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
-	28, // 57: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
-	9,  // 58: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 59: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
-	34, // 60: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
-	35, // 61: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
-	9,  // 62: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
-	40, // 63: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
-	41, // 64: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
-	0,  // 65: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 66: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
-	9,  // 67: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
-	46, // 68: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
-	47, // 69: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
-	0,  // 70: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
-	0,  // 71: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
-	9,  // 72: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
-	58, // 73: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
-	59, // 74: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
-	57, // 75: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
-	76, // [76:76] is the sub-list for method output_type
-	76, // [76:76] is the sub-list for method input_type
-	76, // [76:76] is the sub-list for extension type_name
-	76, // [76:76] is the sub-list for extension extendee
-	0,  // [0:76] is the sub-list for field type_name
+	54, // 16: fenced.state.v1.Command.queue_nack:type_name -> fenced.state.v1.QueueNack
+	55, // 17: fenced.state.v1.Command.queue_extend:type_name -> fenced.state.v1.QueueExtend
+	56, // 18: fenced.state.v1.Command.expire_claim:type_name -> fenced.state.v1.ExpireClaim
+	57, // 19: fenced.state.v1.Command.queue_cancel_wait:type_name -> fenced.state.v1.QueueCancelWait
+	58, // 20: fenced.state.v1.Command.queue_tick:type_name -> fenced.state.v1.QueueTick
+	52, // 21: fenced.state.v1.Command.queue_push_batch:type_name -> fenced.state.v1.QueuePushBatch
+	53, // 22: fenced.state.v1.Command.queue_ack_batch:type_name -> fenced.state.v1.QueueAckBatch
+	2,  // 23: fenced.state.v1.Command.rotate_keys:type_name -> fenced.state.v1.RotateKeys
+	30, // 24: fenced.state.v1.Command.sem_acquire:type_name -> fenced.state.v1.SemAcquire
+	31, // 25: fenced.state.v1.Command.sem_release:type_name -> fenced.state.v1.SemRelease
+	32, // 26: fenced.state.v1.Command.sem_cancel_wait:type_name -> fenced.state.v1.SemCancelWait
+	42, // 27: fenced.state.v1.Command.rw_acquire:type_name -> fenced.state.v1.RWAcquire
+	43, // 28: fenced.state.v1.Command.rw_release:type_name -> fenced.state.v1.RWRelease
+	44, // 29: fenced.state.v1.Command.rw_cancel_wait:type_name -> fenced.state.v1.RWCancelWait
+	12, // 30: fenced.state.v1.Command.end_lock_delay:type_name -> fenced.state.v1.EndLockDelay
+	13, // 31: fenced.state.v1.Command.renew_grant:type_name -> fenced.state.v1.RenewGrant
+	36, // 32: fenced.state.v1.Command.campaign:type_name -> fenced.state.v1.Campaign
+	37, // 33: fenced.state.v1.Command.resign:type_name -> fenced.state.v1.Resign
+	38, // 34: fenced.state.v1.Command.proclaim:type_name -> fenced.state.v1.Proclaim
+	63, // 35: fenced.state.v1.Command.latch_create:type_name -> fenced.state.v1.LatchCreate
+	64, // 36: fenced.state.v1.Command.latch_count_down:type_name -> fenced.state.v1.LatchCountDown
+	65, // 37: fenced.state.v1.Command.limiter_config:type_name -> fenced.state.v1.LimiterConfig
+	66, // 38: fenced.state.v1.Command.limiter_take:type_name -> fenced.state.v1.LimiterTake
+	1,  // 39: fenced.state.v1.Batch.commands:type_name -> fenced.state.v1.Command
+	9,  // 40: fenced.state.v1.CreateSession.quota:type_name -> fenced.state.v1.Quota
+	9,  // 41: fenced.state.v1.Acquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 42: fenced.state.v1.Release.quota:type_name -> fenced.state.v1.Quota
+	19, // 43: fenced.state.v1.KVWrite.limits:type_name -> fenced.state.v1.KVLimits
+	25, // 44: fenced.state.v1.State.sessions:type_name -> fenced.state.v1.Session
+	27, // 45: fenced.state.v1.State.locks:type_name -> fenced.state.v1.Lock
+	24, // 46: fenced.state.v1.State.kv:type_name -> fenced.state.v1.KVEntry
+	20, // 47: fenced.state.v1.State.nodes:type_name -> fenced.state.v1.RegisterNode
+	23, // 48: fenced.state.v1.State.kv_replies:type_name -> fenced.state.v1.KVReply
+	3,  // 49: fenced.state.v1.State.signing_keys:type_name -> fenced.state.v1.SigningKey
+	33, // 50: fenced.state.v1.State.semaphores:type_name -> fenced.state.v1.Semaphore
+	39, // 51: fenced.state.v1.State.elections:type_name -> fenced.state.v1.Election
+	45, // 52: fenced.state.v1.State.rwlocks:type_name -> fenced.state.v1.RWLock
+	67, // 53: fenced.state.v1.State.latches:type_name -> fenced.state.v1.Latch
+	68, // 54: fenced.state.v1.State.limiters:type_name -> fenced.state.v1.Limiter
+	22, // 55: fenced.state.v1.State.lineage:type_name -> fenced.state.v1.IssuerEpoch
+	59, // 56: fenced.state.v1.State.queues:type_name -> fenced.state.v1.Queue
+	26, // 57: fenced.state.v1.Session.replies:type_name -> fenced.state.v1.Reply
+	29, // 58: fenced.state.v1.Lock.waiters:type_name -> fenced.state.v1.Waiter
+	28, // 59: fenced.state.v1.Lock.waiter_delays:type_name -> fenced.state.v1.WaiterDelay
+	9,  // 60: fenced.state.v1.SemAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 61: fenced.state.v1.SemRelease.quota:type_name -> fenced.state.v1.Quota
+	34, // 62: fenced.state.v1.Semaphore.permits:type_name -> fenced.state.v1.Permit
+	35, // 63: fenced.state.v1.Semaphore.waiters:type_name -> fenced.state.v1.SemWaiter
+	9,  // 64: fenced.state.v1.Campaign.quota:type_name -> fenced.state.v1.Quota
+	40, // 65: fenced.state.v1.Election.candidates:type_name -> fenced.state.v1.Candidate
+	41, // 66: fenced.state.v1.Election.history:type_name -> fenced.state.v1.ElectionChange
+	0,  // 67: fenced.state.v1.RWAcquire.mode:type_name -> fenced.state.v1.RWMode
+	9,  // 68: fenced.state.v1.RWAcquire.quota:type_name -> fenced.state.v1.Quota
+	9,  // 69: fenced.state.v1.RWRelease.quota:type_name -> fenced.state.v1.Quota
+	46, // 70: fenced.state.v1.RWLock.holders:type_name -> fenced.state.v1.RWHolder
+	47, // 71: fenced.state.v1.RWLock.waiters:type_name -> fenced.state.v1.RWWaiter
+	0,  // 72: fenced.state.v1.RWHolder.mode:type_name -> fenced.state.v1.RWMode
+	0,  // 73: fenced.state.v1.RWWaiter.mode:type_name -> fenced.state.v1.RWMode
+	51, // 74: fenced.state.v1.QueueClaim.acks:type_name -> fenced.state.v1.QueueItemToken
+	9,  // 75: fenced.state.v1.QueueClaim.quota:type_name -> fenced.state.v1.Quota
+	48, // 76: fenced.state.v1.QueuePushBatch.pushes:type_name -> fenced.state.v1.QueuePush
+	51, // 77: fenced.state.v1.QueueAckBatch.acks:type_name -> fenced.state.v1.QueueItemToken
+	61, // 78: fenced.state.v1.Queue.items:type_name -> fenced.state.v1.QueueItem
+	62, // 79: fenced.state.v1.Queue.dedupe:type_name -> fenced.state.v1.QueueDedupe
+	60, // 80: fenced.state.v1.Queue.waiters:type_name -> fenced.state.v1.QueueWaiter
+	81, // [81:81] is the sub-list for method output_type
+	81, // [81:81] is the sub-list for method input_type
+	81, // [81:81] is the sub-list for extension type_name
+	81, // [81:81] is the sub-list for extension extendee
+	0,  // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_fenced_state_v1_state_proto_init() }
@@ -6028,6 +6259,8 @@ func file_fenced_state_v1_state_proto_init() {
 		(*Command_ExpireClaim)(nil),
 		(*Command_QueueCancelWait)(nil),
 		(*Command_QueueTick)(nil),
+		(*Command_QueuePushBatch)(nil),
+		(*Command_QueueAckBatch)(nil),
 		(*Command_RotateKeys)(nil),
 		(*Command_SemAcquire)(nil),
 		(*Command_SemRelease)(nil),
@@ -6051,7 +6284,7 @@ func file_fenced_state_v1_state_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_state_v1_state_proto_rawDesc), len(file_fenced_state_v1_state_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   59,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -46,6 +46,10 @@ const (
 	QueueServiceNackProcedure = "/fenced.v1.QueueService/Nack"
 	// QueueServiceExtendProcedure is the fully-qualified name of the QueueService's Extend RPC.
 	QueueServiceExtendProcedure = "/fenced.v1.QueueService/Extend"
+	// QueueServicePushBatchProcedure is the fully-qualified name of the QueueService's PushBatch RPC.
+	QueueServicePushBatchProcedure = "/fenced.v1.QueueService/PushBatch"
+	// QueueServiceAckBatchProcedure is the fully-qualified name of the QueueService's AckBatch RPC.
+	QueueServiceAckBatchProcedure = "/fenced.v1.QueueService/AckBatch"
 	// QueueServiceStatsProcedure is the fully-qualified name of the QueueService's Stats RPC.
 	QueueServiceStatsProcedure = "/fenced.v1.QueueService/Stats"
 )
@@ -68,6 +72,16 @@ type QueueServiceClient interface {
 	Nack(context.Context, *connect.Request[v1.QueueNackRequest]) (*connect.Response[v1.QueueNackResponse], error)
 	// Extend sets the claim's visibility timeout anew from now.
 	Extend(context.Context, *connect.Request[v1.QueueExtendRequest]) (*connect.Response[v1.QueueExtendResponse], error)
+	// PushBatch enqueues several items of one queue in one call (and one
+	// Raft entry), all or none: an item the server refuses (bad input, a
+	// limit) refuses the batch and nothing is enqueued. Each item has its
+	// own dedupe key, delay and max deliveries, and its own answer
+	// (duplicate or not).
+	PushBatch(context.Context, *connect.Request[v1.QueuePushBatchRequest]) (*connect.Response[v1.QueuePushBatchResponse], error)
+	// AckBatch acks several items of one queue in one call, each with its
+	// own outcome (acked, stale, not found): a stale token changes nothing
+	// for its item and does not stop the others.
+	AckBatch(context.Context, *connect.Request[v1.QueueAckBatchRequest]) (*connect.Response[v1.QueueAckBatchResponse], error)
 	// Stats describes a queue and a page of its items.
 	Stats(context.Context, *connect.Request[v1.QueueStatsRequest]) (*connect.Response[v1.QueueStatsResponse], error)
 }
@@ -113,6 +127,18 @@ func NewQueueServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(queueServiceMethods.ByName("Extend")),
 			connect.WithClientOptions(opts...),
 		),
+		pushBatch: connect.NewClient[v1.QueuePushBatchRequest, v1.QueuePushBatchResponse](
+			httpClient,
+			baseURL+QueueServicePushBatchProcedure,
+			connect.WithSchema(queueServiceMethods.ByName("PushBatch")),
+			connect.WithClientOptions(opts...),
+		),
+		ackBatch: connect.NewClient[v1.QueueAckBatchRequest, v1.QueueAckBatchResponse](
+			httpClient,
+			baseURL+QueueServiceAckBatchProcedure,
+			connect.WithSchema(queueServiceMethods.ByName("AckBatch")),
+			connect.WithClientOptions(opts...),
+		),
 		stats: connect.NewClient[v1.QueueStatsRequest, v1.QueueStatsResponse](
 			httpClient,
 			baseURL+QueueServiceStatsProcedure,
@@ -124,12 +150,14 @@ func NewQueueServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 
 // queueServiceClient implements QueueServiceClient.
 type queueServiceClient struct {
-	push   *connect.Client[v1.QueuePushRequest, v1.QueuePushResponse]
-	claim  *connect.Client[v1.QueueClaimRequest, v1.QueueClaimResponse]
-	ack    *connect.Client[v1.QueueAckRequest, v1.QueueAckResponse]
-	nack   *connect.Client[v1.QueueNackRequest, v1.QueueNackResponse]
-	extend *connect.Client[v1.QueueExtendRequest, v1.QueueExtendResponse]
-	stats  *connect.Client[v1.QueueStatsRequest, v1.QueueStatsResponse]
+	push      *connect.Client[v1.QueuePushRequest, v1.QueuePushResponse]
+	claim     *connect.Client[v1.QueueClaimRequest, v1.QueueClaimResponse]
+	ack       *connect.Client[v1.QueueAckRequest, v1.QueueAckResponse]
+	nack      *connect.Client[v1.QueueNackRequest, v1.QueueNackResponse]
+	extend    *connect.Client[v1.QueueExtendRequest, v1.QueueExtendResponse]
+	pushBatch *connect.Client[v1.QueuePushBatchRequest, v1.QueuePushBatchResponse]
+	ackBatch  *connect.Client[v1.QueueAckBatchRequest, v1.QueueAckBatchResponse]
+	stats     *connect.Client[v1.QueueStatsRequest, v1.QueueStatsResponse]
 }
 
 // Push calls fenced.v1.QueueService.Push.
@@ -157,6 +185,16 @@ func (c *queueServiceClient) Extend(ctx context.Context, req *connect.Request[v1
 	return c.extend.CallUnary(ctx, req)
 }
 
+// PushBatch calls fenced.v1.QueueService.PushBatch.
+func (c *queueServiceClient) PushBatch(ctx context.Context, req *connect.Request[v1.QueuePushBatchRequest]) (*connect.Response[v1.QueuePushBatchResponse], error) {
+	return c.pushBatch.CallUnary(ctx, req)
+}
+
+// AckBatch calls fenced.v1.QueueService.AckBatch.
+func (c *queueServiceClient) AckBatch(ctx context.Context, req *connect.Request[v1.QueueAckBatchRequest]) (*connect.Response[v1.QueueAckBatchResponse], error) {
+	return c.ackBatch.CallUnary(ctx, req)
+}
+
 // Stats calls fenced.v1.QueueService.Stats.
 func (c *queueServiceClient) Stats(ctx context.Context, req *connect.Request[v1.QueueStatsRequest]) (*connect.Response[v1.QueueStatsResponse], error) {
 	return c.stats.CallUnary(ctx, req)
@@ -180,6 +218,16 @@ type QueueServiceHandler interface {
 	Nack(context.Context, *connect.Request[v1.QueueNackRequest]) (*connect.Response[v1.QueueNackResponse], error)
 	// Extend sets the claim's visibility timeout anew from now.
 	Extend(context.Context, *connect.Request[v1.QueueExtendRequest]) (*connect.Response[v1.QueueExtendResponse], error)
+	// PushBatch enqueues several items of one queue in one call (and one
+	// Raft entry), all or none: an item the server refuses (bad input, a
+	// limit) refuses the batch and nothing is enqueued. Each item has its
+	// own dedupe key, delay and max deliveries, and its own answer
+	// (duplicate or not).
+	PushBatch(context.Context, *connect.Request[v1.QueuePushBatchRequest]) (*connect.Response[v1.QueuePushBatchResponse], error)
+	// AckBatch acks several items of one queue in one call, each with its
+	// own outcome (acked, stale, not found): a stale token changes nothing
+	// for its item and does not stop the others.
+	AckBatch(context.Context, *connect.Request[v1.QueueAckBatchRequest]) (*connect.Response[v1.QueueAckBatchResponse], error)
 	// Stats describes a queue and a page of its items.
 	Stats(context.Context, *connect.Request[v1.QueueStatsRequest]) (*connect.Response[v1.QueueStatsResponse], error)
 }
@@ -221,6 +269,18 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(queueServiceMethods.ByName("Extend")),
 		connect.WithHandlerOptions(opts...),
 	)
+	queueServicePushBatchHandler := connect.NewUnaryHandler(
+		QueueServicePushBatchProcedure,
+		svc.PushBatch,
+		connect.WithSchema(queueServiceMethods.ByName("PushBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
+	queueServiceAckBatchHandler := connect.NewUnaryHandler(
+		QueueServiceAckBatchProcedure,
+		svc.AckBatch,
+		connect.WithSchema(queueServiceMethods.ByName("AckBatch")),
+		connect.WithHandlerOptions(opts...),
+	)
 	queueServiceStatsHandler := connect.NewUnaryHandler(
 		QueueServiceStatsProcedure,
 		svc.Stats,
@@ -239,6 +299,10 @@ func NewQueueServiceHandler(svc QueueServiceHandler, opts ...connect.HandlerOpti
 			queueServiceNackHandler.ServeHTTP(w, r)
 		case QueueServiceExtendProcedure:
 			queueServiceExtendHandler.ServeHTTP(w, r)
+		case QueueServicePushBatchProcedure:
+			queueServicePushBatchHandler.ServeHTTP(w, r)
+		case QueueServiceAckBatchProcedure:
+			queueServiceAckBatchHandler.ServeHTTP(w, r)
 		case QueueServiceStatsProcedure:
 			queueServiceStatsHandler.ServeHTTP(w, r)
 		default:
@@ -268,6 +332,14 @@ func (UnimplementedQueueServiceHandler) Nack(context.Context, *connect.Request[v
 
 func (UnimplementedQueueServiceHandler) Extend(context.Context, *connect.Request[v1.QueueExtendRequest]) (*connect.Response[v1.QueueExtendResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.QueueService.Extend is not implemented"))
+}
+
+func (UnimplementedQueueServiceHandler) PushBatch(context.Context, *connect.Request[v1.QueuePushBatchRequest]) (*connect.Response[v1.QueuePushBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.QueueService.PushBatch is not implemented"))
+}
+
+func (UnimplementedQueueServiceHandler) AckBatch(context.Context, *connect.Request[v1.QueueAckBatchRequest]) (*connect.Response[v1.QueueAckBatchResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("fenced.v1.QueueService.AckBatch is not implemented"))
 }
 
 func (UnimplementedQueueServiceHandler) Stats(context.Context, *connect.Request[v1.QueueStatsRequest]) (*connect.Response[v1.QueueStatsResponse], error) {
