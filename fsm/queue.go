@@ -203,6 +203,14 @@ func (e *QueueLimitError) Error() string {
 // Unwrap makes errors.Is(err, fence.ErrLimitExceeded) hold.
 func (e *QueueLimitError) Unwrap() error { return fence.ErrLimitExceeded }
 
+// queueReplyPrefix and queueReplyName: a claim is remembered in its
+// session's replies under "\x00queue\x00" + the queue's name, apart from a
+// lock's or an election's of the same name (dedup.go), so a seq used for a
+// claim is never answered with a lock's grant or the other way round.
+const queueReplyPrefix = "\x00queue\x00"
+
+func queueReplyName(name string) string { return queueReplyPrefix + name }
+
 // ClaimScope is the scope of a claim on item of queue: "queue/item".
 func ClaimScope(queue string, item uint64) string {
 	return queue + "/" + strconv.FormatUint(item, 10)
@@ -390,6 +398,11 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	if (c.GetAckItem() == 0) != (c.GetAckToken() == 0) {
 		return Result{Err: fmt.Errorf("%w: a claim's ack needs both ack_item and ack_token (item %d, token %d)", fence.ErrInvalidArgument, c.GetAckItem(), c.GetAckToken())}
 	}
+	if c.GetAckToken() != 0 {
+		if err := fence.ValidateToken(fence.Token(c.GetAckToken())); err != nil {
+			return Result{Err: err}
+		}
+	}
 	if m.tokens.exhausted() {
 		return Result{Err: m.tokens.overflow()}
 	}
@@ -398,7 +411,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 		return Result{Err: err}
 	}
 	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, queueReplyName(name))
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -464,7 +477,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		t.advance(now)
 		t.wake(q)
 		if it != nil && m.tokens.exhausted() {
-			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
+			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: queueReplyName(name), holder: uint64(ack)})
 			return Result{Session: s.id}
 		}
 	}
@@ -472,17 +485,17 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 	case it != nil:
 		t.advance(now)
 		g := t.grantItem(q, it, s, c.GetVisibilityMs())
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: t.clock, holder: uint64(ack)})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: queueReplyName(name), token: g.Token, issuedAt: t.clock, holder: uint64(ack)})
 		m.obs.Granted(g)
 		return Result{Session: s.id, Granted: true, Grant: g, Queue: QueueResult{Claim: t.info(q, it)}}
 	case c.GetWait():
 		q = t.queue(name)
 		m.enqueue(kindQueue, fence.KindClaim, name, &q.waiters, s, seq)
 		q.waitVis[s.id] = c.GetVisibilityMs()
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: uint64(ack)})
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: queueReplyName(name), holder: uint64(ack)})
 		return Result{Session: s.id, Queued: true}
 	default:
-		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: uint64(ack)})
+		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: queueReplyName(name), holder: uint64(ack)})
 		return Result{Session: s.id}
 	}
 }
@@ -498,7 +511,7 @@ func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 		}
 		return Result{Err: fmt.Errorf("%w: the claim of request seq %d (token %d) has ended", fence.ErrStaleToken, seq, rep.token)}
 	case replyQueued:
-		if q := t.byName[rep.name]; q != nil && q.waiters.queuedBy(s.id, seq) {
+		if q := t.byName[strings.TrimPrefix(rep.name, queueReplyPrefix)]; q != nil && q.waiters.queuedBy(s.id, seq) {
 			return Result{Session: s.id, Queued: true}
 		}
 		return Result{Session: s.id}
@@ -677,7 +690,7 @@ func (t *queueTable) giveBack(q *workQueue, it *queueItem, reason EndReason, del
 func (t *queueTable) cancelWait(c *statev1.QueueCancelWait) Result {
 	m, sid := t.m, c.GetSession()
 	if s := m.sessions[sid]; s != nil && c.GetSeq() > 0 {
-		if rep, ok, _ := s.replies.get(c.GetSeq(), c.GetQueue()); ok && rep.kind == replyGranted {
+		if rep, ok, _ := s.replies.get(c.GetSeq(), queueReplyName(c.GetQueue())); ok && rep.kind == replyGranted {
 			return t.replay(s, c.GetSeq(), rep)
 		}
 	}
@@ -1033,7 +1046,7 @@ func (m *Machine) ClaimOfRequest(session, seq uint64, queue string) (ClaimInfo, 
 	if s == nil {
 		return ClaimInfo{}, false, false
 	}
-	if rep, ok, _ := s.replies.get(seq, queue); ok && rep.kind == replyGranted {
+	if rep, ok, _ := s.replies.get(seq, queueReplyName(queue)); ok && rep.kind == replyGranted {
 		ci, live := m.Claim(rep.token)
 		return ci, live, false
 	}
