@@ -54,6 +54,9 @@ type leaseTracker struct {
 	// revoked is a term in which this node started a leadership transfer:
 	// it holds no lease in that term.
 	revoked uint64
+	// acked, when not nil, is closed at the next acknowledgement
+	// (confirmedSince's waiters).
+	acked chan struct{}
 
 	// served and fellBack count the reads served on the lease and those
 	// that asked the quorum instead.
@@ -82,6 +85,41 @@ func (t *leaseTracker) ack(peer raft.ServerID, term uint64, sent time.Duration) 
 	if sent > t.sent[peer] {
 		t.sent[peer] = sent
 	}
+	if t.acked != nil {
+		close(t.acked)
+		t.acked = nil
+	}
+}
+
+// nextAck returns a channel closed at the next acknowledgement recorded.
+func (t *leaseTracker) nextAck() <-chan struct{} {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.acked == nil {
+		t.acked = make(chan struct{})
+	}
+	return t.acked
+}
+
+// confirmedSince reports whether, in term, need of the voters others
+// accepted an AppendEntries this node sent at since or later: then a
+// quorum, this node included, knew it as the leader of term after since.
+func (t *leaseTracker) confirmedSince(term uint64, others []raft.ServerID, need int, since time.Duration) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if need <= 0 {
+		return true
+	}
+	if term != t.term {
+		return false
+	}
+	n := 0
+	for _, id := range others {
+		if s, ok := t.sent[id]; ok && s >= since {
+			n++
+		}
+	}
+	return n >= need
 }
 
 // revoke gives up the lease of term for good.
@@ -135,15 +173,32 @@ func (n *Node) leaseHeld() bool {
 	if n.lease == nil {
 		return false
 	}
-	term, ok := n.leaderTerm()
+	term, others, need, ok := n.quorumPeers()
 	if !ok {
 		return false
 	}
-	self, others, voters := raft.ServerID(n.cfg.NodeID), []raft.ServerID(nil), 0
-	selfVotes := false
+	ok = n.lease.valid(term, others, need, leaseClock())
+	// Still the leader of the same term afterwards, so it led throughout.
+	if after, still := n.leaderTerm(); !still || after != term {
+		return false
+	}
+	return ok
+}
+
+// quorumPeers returns the term this node leads in, the other voting
+// members of its latest configuration and how many of them must have
+// accepted its AppendEntries to make a quorum with its own vote; false
+// when it does not lead, or leads a configuration without its own vote (a
+// leader removing itself).
+func (n *Node) quorumPeers() (term uint64, others []raft.ServerID, need int, ok bool) {
+	term, ok = n.leaderTerm()
+	if !ok {
+		return 0, nil, 0, false
+	}
+	self, voters, selfVotes := raft.ServerID(n.cfg.NodeID), 0, false
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false
+		return 0, nil, 0, false
 	}
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
@@ -157,16 +212,9 @@ func (n *Node) leaseHeld() bool {
 		others = append(others, s.ID)
 	}
 	if !selfVotes {
-		// A leader removing itself: no lease.
-		return false
+		return 0, nil, 0, false
 	}
-	need := voters/2 + 1 - 1
-	ok = n.lease.valid(term, others, need, leaseClock())
-	// Still the leader of the same term afterwards, so it led throughout.
-	if after, still := n.leaderTerm(); !still || after != term {
-		return false
-	}
-	return ok
+	return term, others, voters/2 + 1 - 1, true
 }
 
 // LeaseReads returns how many reads ReadIndex served on the leader lease
