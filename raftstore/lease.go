@@ -39,7 +39,9 @@ import (
 // node gives up its lease for the rest of its term before it starts one.
 
 // leaseTracker records, for each peer, the send time of the latest
-// AppendEntries of the current term the peer accepted.
+// AppendEntries of the current term the peer accepted. Every node keeps
+// one: ConfirmLeader (confirm.go) waits on it, and with Config.LeaseReads
+// the leader lease is measured from it.
 type leaseTracker struct {
 	// duration is how long after the quorum's oldest send time the lease
 	// lasts: HeartbeatTimeout / (1 + LeaseClockDrift).
@@ -54,9 +56,9 @@ type leaseTracker struct {
 	// revoked is a term in which this node started a leadership transfer:
 	// it holds no lease in that term.
 	revoked uint64
-	// acked, when not nil, is closed at the next acknowledgement
-	// (confirmedSince's waiters).
-	acked chan struct{}
+
+	// changed is closed and replaced at every acknowledgement recorded.
+	changed chan struct{}
 
 	// served and fellBack count the reads served on the lease and those
 	// that asked the quorum instead.
@@ -68,6 +70,7 @@ func newLeaseTracker(c Config) *leaseTracker {
 		duration:  time.Duration(float64(c.HeartbeatTimeout) / (1 + c.LeaseClockDrift)),
 		unchecked: c.Test.uncheckedLease(),
 		sent:      map[raft.ServerID]time.Duration{},
+		changed:   make(chan struct{}),
 	}
 }
 
@@ -84,42 +87,32 @@ func (t *leaseTracker) ack(peer raft.ServerID, term uint64, sent time.Duration) 
 	}
 	if sent > t.sent[peer] {
 		t.sent[peer] = sent
-	}
-	if t.acked != nil {
-		close(t.acked)
-		t.acked = nil
+		if t.changed != nil {
+			close(t.changed)
+		}
+		t.changed = make(chan struct{})
 	}
 }
 
-// nextAck returns a channel closed at the next acknowledgement recorded.
-func (t *leaseTracker) nextAck() <-chan struct{} {
+// acked reports whether need of others accepted an AppendEntries of term
+// sent after since, and returns a channel closed at the next
+// acknowledgement recorded.
+func (t *leaseTracker) acked(term uint64, others []raft.ServerID, need int, since time.Duration) (bool, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if t.acked == nil {
-		t.acked = make(chan struct{})
-	}
-	return t.acked
-}
-
-// confirmedSince reports whether, in term, need of the voters others
-// accepted an AppendEntries this node sent at since or later: then a
-// quorum, this node included, knew it as the leader of term after since.
-func (t *leaseTracker) confirmedSince(term uint64, others []raft.ServerID, need int, since time.Duration) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if need <= 0 {
-		return true
+	if t.changed == nil {
+		t.changed = make(chan struct{})
 	}
 	if term != t.term {
-		return false
+		return false, t.changed
 	}
 	n := 0
 	for _, id := range others {
-		if s, ok := t.sent[id]; ok && s >= since {
+		if s, ok := t.sent[id]; ok && s > since {
 			n++
 		}
 	}
-	return n >= need
+	return n >= need, t.changed
 }
 
 // revoke gives up the lease of term for good.
@@ -173,32 +166,39 @@ func (n *Node) leaseHeld() bool {
 	if n.lease == nil {
 		return false
 	}
-	term, others, need, ok := n.quorumPeers()
+	q, ok := n.quorum()
 	if !ok {
 		return false
 	}
-	ok = n.lease.valid(term, others, need, leaseClock())
+	ok = n.lease.valid(q.term, q.others, q.need, leaseClock())
 	// Still the leader of the same term afterwards, so it led throughout.
-	if after, still := n.leaderTerm(); !still || after != term {
+	if after, still := n.leaderTerm(); !still || after != q.term {
 		return false
 	}
 	return ok
 }
 
-// quorumPeers returns the term this node leads in, the other voting
-// members of its latest configuration and how many of them must have
-// accepted its AppendEntries to make a quorum with its own vote; false
-// when it does not lead, or leads a configuration without its own vote (a
-// leader removing itself).
-func (n *Node) quorumPeers() (term uint64, others []raft.ServerID, need int, ok bool) {
-	term, ok = n.leaderTerm()
+// leaderQuorum is what a leader needs to hear from to know it still leads.
+type leaderQuorum struct {
+	term uint64
+	// others are the other voting members; need is how many of them make
+	// a quorum with this node's own vote.
+	others []raft.ServerID
+	need   int
+}
+
+// quorum returns this node's term and the voters it needs, or false when
+// it does not lead or is not a voter itself (a leader removing itself).
+func (n *Node) quorum() (leaderQuorum, bool) {
+	term, ok := n.leaderTerm()
 	if !ok {
-		return 0, nil, 0, false
+		return leaderQuorum{}, false
 	}
-	self, voters, selfVotes := raft.ServerID(n.cfg.NodeID), 0, false
+	self, q, voters := raft.ServerID(n.cfg.NodeID), leaderQuorum{term: term}, 0
+	selfVotes := false
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return 0, nil, 0, false
+		return leaderQuorum{}, false
 	}
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
@@ -209,12 +209,13 @@ func (n *Node) quorumPeers() (term uint64, others []raft.ServerID, need int, ok 
 			selfVotes = true
 			continue
 		}
-		others = append(others, s.ID)
+		q.others = append(q.others, s.ID)
 	}
 	if !selfVotes {
-		return 0, nil, 0, false
+		return leaderQuorum{}, false
 	}
-	return term, others, voters/2 + 1 - 1, true
+	q.need = voters/2 + 1 - 1
+	return q, true
 }
 
 // LeaseReads returns how many reads ReadIndex served on the leader lease

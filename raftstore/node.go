@@ -50,9 +50,8 @@ type Node struct {
 
 	fsm *fsmAdapter
 	sm  StateMachine
-	// acks records the send times of the AppendEntries the peers
-	// accepted (ReadIndex's quorum confirmation); lease is the same
-	// tracker as the leader lease of Config.LeaseReads, nil without.
+	// acks records the AppendEntries the peers accepted (ConfirmLeader);
+	// lease is the same tracker with Config.LeaseReads, nil without.
 	acks     *leaseTracker
 	lease    *leaseTracker
 	proposer proposer
@@ -136,7 +135,8 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		}
 	}
 	gate := newPeerGate(cfg.NodeID, logger)
-	acks, lease := newLeaseTracker(cfg), (*leaseTracker)(nil)
+	acks := newLeaseTracker(cfg)
+	var lease *leaseTracker
 	if cfg.LeaseReads {
 		lease = acks
 	}

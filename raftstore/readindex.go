@@ -70,18 +70,21 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 }
 
 // confirmedSince waits until a quorum accepted an AppendEntries of this
-// node's current term sent at since or later (leaseTracker.confirmedSince),
-// and fails when the node no longer leads, ctx ends or the node shuts down.
+// node's current term sent after since (leaseTracker.acked), and fails
+// when the node no longer leads, ctx ends or the node shuts down.
 func (n *Node) confirmedSince(ctx context.Context, since time.Duration) error {
 	recheck := time.NewTimer(n.cfg.HeartbeatTimeout / 10)
 	defer recheck.Stop()
 	for {
-		next := n.acks.nextAck()
-		term, others, need, ok := n.quorumPeers()
+		q, ok := n.quorum()
 		if !ok {
 			return fmt.Errorf("verify leader: %w", n.notLeaderError(raft.ErrNotLeader))
 		}
-		if n.acks.confirmedSince(term, others, need, since) {
+		if q.need == 0 {
+			return nil
+		}
+		acked, next := n.acks.acked(q.term, q.others, q.need, since)
+		if acked {
 			return nil
 		}
 		select {

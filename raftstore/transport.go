@@ -117,7 +117,7 @@ type gatedTransport struct {
 	*raft.NetworkTransport
 	gate     *peerGate
 	acks     *leaseTracker
-	hold     voteHold // only with lease reads
+	hold     voteHold
 	consumer chan raft.RPC
 	stop     chan struct{}
 	stopOnce sync.Once
@@ -130,8 +130,8 @@ var (
 )
 
 // newTransport listens on cfg.PeerListen and returns raft's network
-// transport over it, behind the peer gate. It records in acks the
-// AppendEntries the peers accept; with lease reads it holds votes for
+// transport over it, behind the peer gate. It records the AppendEntries
+// the peers accept in acks; with lease reads it holds votes for
 // HeartbeatTimeout.
 func newTransport(cfg Config, gate *peerGate, acks *leaseTracker, peerTLS *tlsfiles.Reloader, logger hclog.Logger) (*gatedTransport, error) {
 	ln, err := net.Listen("tcp", cfg.PeerListen)
@@ -189,8 +189,7 @@ var errVoteHeld = errors.New("raftstore: no vote in the first heartbeat timeout 
 // AppendEntries implements raft.Transport. It records the send time of
 // every AppendEntries the peer accepted in the request's term (raft's
 // heartbeats come through here, every tenth of the heartbeat timeout),
-// which ReadIndex's quorum confirmation and the leader lease are measured
-// from.
+// which ConfirmLeader and the leader lease are measured from.
 func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
 	sent := leaseClock()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
