@@ -20,16 +20,8 @@ func TestReadIndex_RefusesAServingTermThatIsNotTheLeadersTerm(t *testing.T) {
 	for _, lease := range []bool{false, true} {
 		cfg := formatTestConfig(t, t.TempDir())
 		cfg.Raft.LeaseReads = lease
-		s, err := Start(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := startServing(t, cfg)
 		defer s.Shutdown(context.Background())
-		for deadline := time.Now().Add(20 * time.Second); s.serving.Load() == 0; time.Sleep(10 * time.Millisecond) {
-			if time.Now().After(deadline) {
-				t.Fatal("no leader within 20s")
-			}
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := s.readIndex(ctx); err != nil {
