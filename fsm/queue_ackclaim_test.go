@@ -247,3 +247,58 @@ func TestQueue_AckWithClaimOtherQueue(t *testing.T) {
 		}
 	}
 }
+
+// TestQueue_AckWithClaimRetryAfterItsClaimEnded: a retry of an
+// ack-and-claim-next whose claim has ended since (acked, expired, or
+// dead-lettered after its last delivery) is refused as stale and changes
+// nothing: it acks nothing again and claims no other item. After the
+// session's end a retry finds no session and changes nothing either.
+func TestQueue_AckWithClaimRetryAfterItsClaimEnded(t *testing.T) {
+	for _, end := range []string{"acked", "expired", "dead-lettered"} {
+		m := newMachine(t)
+		a := createSession(t, m)
+		var maxDel uint32 // expired: the item goes back to the queue
+		if end == "dead-lettered" {
+			maxDel = 1 // its expiry ends its last delivery
+		}
+		for _, p := range []string{"one", "two", "three"} {
+			push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte(p), MaxDeliveries: maxDel})
+		}
+		first := claimQ(m, 1000, a, 1, "q", 1000, false)
+		next := ackClaimQ(m, 1100, a, 2, "q", 1000, false, 1, first.Grant.Token)
+		if !next.Granted || next.Queue.Ack != fsm.AckAcked {
+			t.Fatalf("%s: ack-and-claim-next: %+v", end, next)
+		}
+		switch end {
+		case "acked":
+			if r := ackQ(m, 1200, "q", next.Queue.Claim.Item, next.Grant.Token); r.Err != nil {
+				t.Fatalf("ack: %v", r.Err)
+			}
+		default:
+			if r := expireClaim(m, 2200, next.Grant.Token, 0); r.Err != nil || r.Ignored {
+				t.Fatalf("expire: %+v", r)
+			}
+		}
+		if dead := m.QueueItems("q.dead", 0, 10); (len(dead) == 1) != (end == "dead-lettered") {
+			t.Fatalf("%s: dead-letter queue %+v", end, dead)
+		}
+		before := mustSnapshot(t, m)
+		retry := ackClaimQ(m, 2300, a, 2, "q", 1000, false, 1, first.Grant.Token)
+		if !errors.Is(retry.Err, fence.ErrStaleToken) || retry.Granted {
+			t.Fatalf("%s: retry after the claim ended: %+v, want refused as stale", end, retry)
+		}
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
+			t.Fatalf("%s: the retry changed the state", end)
+		}
+		if r := expire(m, a, 0); r.Err != nil {
+			t.Fatalf("%s: expire session: %v", end, r.Err)
+		}
+		before = mustSnapshot(t, m)
+		if r := ackClaimQ(m, 2400, a, 2, "q", 1000, false, 1, first.Grant.Token); !errors.Is(r.Err, fence.ErrSessionNotFound) {
+			t.Fatalf("%s: retry after the session's end: %+v, want session not found", end, r)
+		}
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
+			t.Fatalf("%s: the retry after the session's end changed the state", end)
+		}
+	}
+}
