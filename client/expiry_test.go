@@ -14,6 +14,12 @@ import (
 // Twenty grants of one name, each taken after the previous one's TTL ran
 // out on the server (a forced expiry, never a release), have strictly
 // increasing tokens.
+//
+// A 200ms TTL keeps the twenty expiries quick, but on a loaded machine the
+// answer to an acquire can come after the grant's validity (less its
+// margin) ran out: Acquire then reports fence.ErrLockLost and withdraws
+// it. Such an acquire hands the test no grant, so it is tried again; every
+// grant the test sees still ended by expiry.
 func TestAcquire_TokensIncreaseAcrossExpiries(t *testing.T) {
 	srv := testserver.Start(t)
 	c, err := client.New([]string{srv.Addr()})
@@ -21,9 +27,10 @@ func TestAcquire_TokensIncreaseAcrossExpiries(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	var last fence.Token
+	late := 0
 	for i := 0; i < 20; i++ {
 		var l *client.TTLLock
 		for l == nil { // the previous grant is held until the server expires it
@@ -32,8 +39,12 @@ func TestAcquire_TokensIncreaseAcrossExpiries(t *testing.T) {
 				time.Sleep(20 * time.Millisecond)
 				continue
 			}
+			if errors.Is(err, fence.ErrLockLost) && ctx.Err() == nil {
+				late++
+				continue // answered after its validity: no grant seen
+			}
 			if err != nil {
-				t.Fatalf("grant %d: %v", i, err)
+				t.Fatalf("grant %d: %v (%d acquires answered too late before)", i, err, late)
 			}
 		}
 		if l.Token() <= last {

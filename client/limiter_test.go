@@ -1,7 +1,9 @@
 package client_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -42,44 +44,92 @@ func TestLimiter_AllowAndWaitInQueue(t *testing.T) {
 
 // TestLimiter_QueueBounded: with a queue of one, a second take that would
 // wait is refused with a retry-after instead of queued.
+//
+// A fixed window is aligned to the leader's clock (window k is
+// [k*W, (k+1)*W)), so the queued take is granted at the next boundary,
+// anywhere from 0 to W after the first take: the test reads the
+// leader's clock (LimiterDescribe's At) around each step instead of
+// assuming the steps fit in the window. A step that a boundary may have
+// overtaken proves nothing and the run is tried again with a window twice
+// as long; one that shows a wrong answer before the boundary fails.
 func TestLimiter_QueueBounded(t *testing.T) {
-	srv, c, ctx := latchClient(t)
-	if _, err := c.LimiterConfig(ctx, "api", client.LimiterSpec{Algorithm: client.FixedWindow, Limit: 1, Window: 2 * time.Second, Queue: 1}, false); err != nil {
+	srv, c, _ := latchClient(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	api := fencedv1connect.NewLimiterServiceClient(http.DefaultClient, "http://"+srv.Addr())
+	for attempt, w := 0, 2*time.Second; attempt < 5; attempt, w = attempt+1, 2*w {
+		if queueBoundedOnce(t, ctx, c, api, fmt.Sprintf("api%d", attempt), w) {
+			return
+		}
+		t.Logf("window %v: a window boundary came between the steps; again with a longer window", w)
+	}
+	t.Fatal("every window, up to 32s, ended before the steps were done: the machine is too slow to tell")
+}
+
+// queueBoundedOnce runs TestLimiter_QueueBounded with window w, reporting
+// false when a window boundary may have come between its steps.
+func queueBoundedOnce(t *testing.T, ctx context.Context, c *client.Client, api fencedv1connect.LimiterServiceClient, name string, w time.Duration) bool {
+	t.Helper()
+	if _, err := c.LimiterConfig(ctx, name, client.LimiterSpec{Algorithm: client.FixedWindow, Limit: 1, Window: w, Queue: 1}, false); err != nil {
 		t.Fatal(err)
 	}
-	api := fencedv1connect.NewLimiterServiceClient(http.DefaultClient, "http://"+srv.Addr())
-	take := func(wait int64) (*fencedv1.LimiterTakeResponse, error) {
-		r, err := api.Take(ctx, connect.NewRequest(&fencedv1.LimiterTakeRequest{Name: "api", Permits: 1, MaxWaitMs: wait}))
+	take := func(wait time.Duration) (*fencedv1.LimiterTakeResponse, error) {
+		r, err := api.Take(ctx, connect.NewRequest(&fencedv1.LimiterTakeRequest{Name: name, Permits: 1, MaxWaitMs: wait.Milliseconds()}))
 		if err != nil {
 			return nil, err
 		}
 		return r.Msg, nil
 	}
-	if r, err := take(0); err != nil || !r.Granted {
-		t.Fatalf("first take: %v, %v", r, err)
-	}
-	queued := make(chan *fencedv1.LimiterTakeResponse, 1)
-	go func() { r, _ := take(10_000); queued <- r }()
-	for {
-		info, err := c.LimiterDescribe(ctx, "api")
+	clock := func() (client.LimiterInfo, int64) {
+		info, err := c.LimiterDescribe(ctx, name)
 		if err != nil {
 			t.Fatal(err)
 		}
+		return info, info.At.UnixMilli() / w.Milliseconds()
+	}
+	_, before := clock()
+	if r, err := take(0); err != nil || !r.Granted {
+		t.Fatalf("first take: %v, %v", r, err)
+	}
+	if _, after := clock(); after != before {
+		return false // which window the first take counts in is not known
+	}
+	boundary := time.UnixMilli((before + 1) * w.Milliseconds())
+	queued := make(chan *fencedv1.LimiterTakeResponse, 1)
+	go func() { r, _ := take(2*w + 10*time.Second); queued <- r }()
+	for {
+		info, _ := clock()
 		if info.Waiting == 1 {
 			break
 		}
 		select {
 		case r := <-queued:
-			t.Fatalf("the waiting take returned %v before its window", r)
+			if info, _ := clock(); info.At.Before(boundary) {
+				t.Fatalf("the waiting take returned %v before its window began at %v (leader's clock %v)", r, boundary, info.At)
+			}
+			return false // it was granted at the boundary before it was seen waiting
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if r, err := take(10_000); err != nil || r.Granted || r.RetryAfterMs <= 0 {
-		t.Fatalf("take with the queue full: %v, %v; want refused with a retry-after", r, err)
+	full, err := take(2*w + 10*time.Second)
+	if err != nil {
+		t.Fatalf("take with the queue full: %v", err)
+	}
+	// The third take was decided at the latest at the leader's time
+	// below, less the time it waited if it was queued.
+	info, _ := clock()
+	decided := info.At.Add(-time.Duration(full.WaitedMs) * time.Millisecond)
+	if !decided.Before(boundary) {
+		<-queued
+		return false // the third take may have come after the boundary
+	}
+	if full.Granted || full.RetryAfterMs <= 0 {
+		t.Fatalf("take with the queue full, decided before %v: %v; want refused with a retry-after", boundary, full)
 	}
 	if r := <-queued; r == nil || !r.Granted || r.WaitedMs <= 0 {
 		t.Fatalf("queued take: %v; want granted after a wait", r)
 	}
+	return true
 }
 
 // TestLimiter_Batching: a handle that batches takes 4 permits per round

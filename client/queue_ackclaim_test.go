@@ -35,10 +35,22 @@ func TestQueue_AckAndClaimNext(t *testing.T) {
 	if first.Context().Err() == nil {
 		t.Error("the acked claim's context is not done")
 	}
-	// The next item does not exist yet: the claim waits for its push.
+	// The next item does not exist yet: the claim waits for its push,
+	// which comes once the claim is seen waiting (not after a sleep: on a
+	// loaded machine the push could come first and prove nothing).
 	pushed := make(chan error, 1)
 	go func() {
-		time.Sleep(200 * time.Millisecond)
+		for {
+			st, err := q.Stats(ctx, 0, 0)
+			if err != nil {
+				pushed <- err
+				return
+			}
+			if st.Waiters == 1 {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
 		_, _, err := q.Push(ctx, []byte("j3"))
 		pushed <- err
 	}()

@@ -55,8 +55,9 @@ func (k replyKind) release() ReleaseResult {
 func (k replyKind) isRelease() bool { return k >= replyReleased && k <= replyNotOwned }
 
 // reply is the remembered result of the request (session, seq). A queue
-// claim's reply has no holder: its holder field keeps the outcome of the
-// ack the claim carried (AckOutcome), so a retry reports it again.
+// claim's reply (named queueReplyName) has no holder: its holder field
+// keeps the outcome of the ack the claim carried (AckOutcome), so a retry
+// reports it again.
 type reply struct {
 	seq      uint64
 	kind     replyKind
@@ -134,7 +135,6 @@ func (r *replies) put(rep reply) {
 	}
 }
 
-// promote turns the queued reply of seq into a grant.
 // holderOf returns the holder field of request seq's reply (0 if none);
 // a queue claim's reply keeps its ack's outcome there (queue.go).
 func (r *replies) holderOf(seq uint64) uint64 {
@@ -159,6 +159,7 @@ func (r *replies) setHolder(seq, holder uint64) {
 	}
 }
 
+// promote turns the queued reply of seq into a grant.
 func (r *replies) promote(seq uint64, tok fence.Token, issuedAt int64) {
 	if i := r.find(seq); i >= 0 {
 		r.list[i].kind, r.list[i].token, r.list[i].issuedAt, r.list[i].holder = replyGranted, tok, issuedAt, 0

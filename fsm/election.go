@@ -85,6 +85,12 @@ type electionTable struct {
 
 var _ primitive = (*electionTable)(nil)
 
+// electionReplyName is the name an election request is remembered under in
+// its session's replies, apart from a lock's or a queue's of the same name
+// (dedup.go): a seq used for a campaign is never answered with a lock's
+// grant, nor a lock acquire with a leader's.
+func electionReplyName(name string) string { return "\x00election\x00" + name }
+
 func newElectionTable(m *Machine) *electionTable {
 	return &electionTable{m: m, byName: make(map[string]*election)}
 }
@@ -258,7 +264,7 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 	}
 	sid, seq := s.id, c.GetSeq()
 	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, electionReplyName(name))
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -267,7 +273,7 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		case ok && (rep.kind.isRelease() || rep.kind == replyProclaimed):
 			return Result{Err: fmt.Errorf("%w: request seq %d was already used for a resign or proclaim; every request needs its own seq", fence.ErrInvalidArgument, seq)}
 		case ok && rep.kind == replyGranted:
-			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLeader, rep.name, rep.name, rep.token, sid, rep.issuedAt)}
+			return Result{Session: sid, Granted: true, Grant: m.grant(fence.KindLeader, name, name, rep.token, sid, rep.issuedAt)}
 		case ok && rep.kind == replyQueued:
 			if e := t.byName[name]; e != nil && e.queue.queuedBy(sid, seq) {
 				return Result{Session: sid, Queued: true, Holder: e.leader}
@@ -282,11 +288,11 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 	}
 	switch {
 	case e.leader == sid:
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: e.token, issuedAt: e.issuedAt})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: electionReplyName(name), token: e.token, issuedAt: e.issuedAt})
 		return Result{Session: sid, Granted: true, Grant: t.grantOf(e)}
 	case e.queue.has(sid):
 		// Already a candidate: it keeps its place and its first value.
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: e.leader})
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: electionReplyName(name), holder: e.leader})
 		return Result{Session: sid, Queued: true, Holder: e.leader}
 	}
 	if err := checkHoldQuota(s, c.GetQuota(), e.leader != 0 || e.queue.len() > 0); err != nil {
@@ -300,14 +306,14 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 		g := m.issueGrant(fence.KindLeader, name, name, sid, now) // exhaustion was checked above
 		e.leader, e.token, e.issuedAt, e.value = sid, g.Token, now, cloneBytes(c.GetValue())
 		s.bound[kindElection].hold(name)
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: electionReplyName(name), token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		t.record(e)
 		return Result{Session: sid, Granted: true, Grant: g}
 	}
 	m.enqueue(kindElection, fence.KindLeader, name, &e.queue, s, seq)
 	e.values[sid] = cloneBytes(c.GetValue())
-	s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: e.leader})
+	s.replies.put(reply{seq: seq, kind: replyQueued, name: electionReplyName(name), holder: e.leader})
 	return Result{Session: sid, Queued: true, Holder: e.leader}
 }
 
@@ -377,7 +383,7 @@ func (t *electionTable) resign(r *statev1.Resign, now int64) Result {
 		return Result{Err: err}
 	}
 	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, electionReplyName(name))
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -406,7 +412,7 @@ func (t *electionTable) resign(r *statev1.Resign, now int64) Result {
 			out = NotOwned
 		}
 	}
-	s.replies.put(reply{seq: seq, kind: releaseReply(out), name: name})
+	s.replies.put(reply{seq: seq, kind: releaseReply(out), name: electionReplyName(name)})
 	return Result{Session: sid, Release: out}
 }
 
@@ -421,7 +427,7 @@ func (t *electionTable) withdraw(s *session, e *election, seq, w uint64, name st
 	if w <= s.replies.floor {
 		return 0, fmt.Errorf("%w: campaign seq %d is too old to withdraw (only the newest %d requests of a session are remembered)", fence.ErrInvalidArgument, w, replyWindow)
 	}
-	rep, ok, err := s.replies.get(w, name)
+	rep, ok, err := s.replies.get(w, electionReplyName(name))
 	switch {
 	case err != nil:
 		return 0, err
@@ -438,7 +444,7 @@ func (t *electionTable) withdraw(s *session, e *election, seq, w uint64, name st
 		t.leave(e, s)
 		out = Released
 	}
-	s.replies.put(reply{seq: w, kind: replyWithdrawn, name: name})
+	s.replies.put(reply{seq: w, kind: replyWithdrawn, name: electionReplyName(name)})
 	if cur := t.byName[name]; out == AlreadyReleased && cur != nil && cur.leader != 0 && cur.leader != s.id {
 		out = NotOwned
 	}
@@ -477,7 +483,7 @@ func (t *electionTable) proclaim(p *statev1.Proclaim, now int64) Result {
 	}
 	sid, seq := s.id, p.GetSeq()
 	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, electionReplyName(name))
 		switch {
 		case err != nil:
 			return Result{Err: err}
@@ -494,7 +500,7 @@ func (t *electionTable) proclaim(p *statev1.Proclaim, now int64) Result {
 	if tok := fence.Token(p.GetToken()); tok != 0 && tok != e.token {
 		return Result{Err: fmt.Errorf("%w: session %d leads election %q with token %d, not %d", fence.ErrNotGranted, sid, name, e.token, tok)}
 	}
-	s.replies.put(reply{seq: seq, kind: replyProclaimed, name: name, token: e.token, issuedAt: e.issuedAt})
+	s.replies.put(reply{seq: seq, kind: replyProclaimed, name: electionReplyName(name), token: e.token, issuedAt: e.issuedAt})
 	if !bytes.Equal(e.value, p.GetValue()) {
 		e.value = cloneBytes(p.GetValue())
 		t.record(e)

@@ -129,7 +129,8 @@ func (m *Machine) checkSessions() error {
 }
 
 // check reports replies out of order, at or below the floor, more than the
-// window, or with a token above last.
+// window, with a token above last, or a claim's with an ack outcome
+// (kept in its holder field) that no ack has.
 func (r *replies) check(last fence.Token) error {
 	if len(r.list) > replyWindow {
 		return fmt.Errorf("%d remembered replies, more than %d", len(r.list), replyWindow)
@@ -145,6 +146,8 @@ func (r *replies) check(last fence.Token) error {
 			return fmt.Errorf("reply seq %d has token %d, above the last token %d", rep.seq, rep.token, last)
 		case (rep.kind == replyGranted || rep.kind == replyProclaimed) && rep.token == 0:
 			return fmt.Errorf("reply seq %d is a grant without a token", rep.seq)
+		case strings.HasPrefix(rep.name, queueReplyPrefix) && !validPackedAcks(rep.holder):
+			return fmt.Errorf("claim reply seq %d has packed ack outcomes %#x, which no acks have (an outcome of none below a real one)", rep.seq, rep.holder)
 		}
 		prev = rep.seq
 	}

@@ -210,6 +210,14 @@ func (e *QueueLimitError) Error() string {
 // Unwrap makes errors.Is(err, fence.ErrLimitExceeded) hold.
 func (e *QueueLimitError) Unwrap() error { return fence.ErrLimitExceeded }
 
+// queueReplyPrefix and queueReplyName: a claim is remembered in its
+// session's replies under "\x00queue\x00" + the queue's name, apart from a
+// lock's or an election's of the same name (dedup.go), so a seq used for a
+// claim is never answered with a lock's grant or the other way round.
+const queueReplyPrefix = "\x00queue\x00"
+
+func queueReplyName(name string) string { return queueReplyPrefix + name }
+
 // ClaimScope is the scope of a claim on item of queue: "queue/item".
 func ClaimScope(queue string, item uint64) string {
 	return queue + "/" + strconv.FormatUint(item, 10)
@@ -438,7 +446,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 		return Result{Err: err}
 	}
 	if seq > 0 {
-		rep, ok, err := s.replies.get(seq, name)
+		rep, ok, err := s.replies.get(seq, queueReplyName(name))
 		if err != nil {
 			return Result{Err: err}
 		}
@@ -500,7 +508,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		t.advance(now)
 		t.wake(q)
 		if len(its) > 0 && m.tokens.exhausted() {
-			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: ack})
+			s.replies.put(reply{seq: seq, kind: replyNotGranted, name: queueReplyName(name), holder: ack})
 			return Result{Session: s.id}
 		}
 	}
@@ -521,7 +529,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		if claimMax(c) == 1 {
 			got = t.clock // as replies kept before batch claims: a claim of one item got one
 		}
-		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: res.Grant.Token, issuedAt: got, holder: ack})
+		s.replies.put(reply{seq: seq, kind: replyGranted, name: queueReplyName(name), token: res.Grant.Token, issuedAt: got, holder: ack})
 		return res
 	case c.GetWait():
 		q = t.queue(name)
@@ -531,10 +539,10 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		if claimMax(c) > 1 {
 			most = -int64(claimMax(c))
 		}
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: name, holder: ack, issuedAt: most})
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: queueReplyName(name), holder: ack, issuedAt: most})
 		return Result{Session: s.id, Queued: true}
 	default:
-		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: name, holder: ack})
+		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: queueReplyName(name), holder: ack})
 		return Result{Session: s.id}
 	}
 }
@@ -571,7 +579,7 @@ func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 		}
 		return Result{Err: fmt.Errorf("%w: the claim of request seq %d (token %d) has ended", fence.ErrStaleToken, seq, rep.token)}
 	case replyQueued:
-		if q := t.byName[rep.name]; q != nil && q.waiters.queuedBy(s.id, seq) {
+		if q := t.byName[strings.TrimPrefix(rep.name, queueReplyPrefix)]; q != nil && q.waiters.queuedBy(s.id, seq) {
 			return Result{Session: s.id, Queued: true}
 		}
 		return Result{Session: s.id}
@@ -774,7 +782,7 @@ func (t *queueTable) giveBack(q *workQueue, it *queueItem, reason EndReason, del
 func (t *queueTable) cancelWait(c *statev1.QueueCancelWait) Result {
 	m, sid := t.m, c.GetSession()
 	if s := m.sessions[sid]; s != nil && c.GetSeq() > 0 {
-		if rep, ok, _ := s.replies.get(c.GetSeq(), c.GetQueue()); ok && rep.kind == replyGranted {
+		if rep, ok, _ := s.replies.get(c.GetSeq(), queueReplyName(c.GetQueue())); ok && rep.kind == replyGranted {
 			return t.replay(s, c.GetSeq(), rep)
 		}
 	}
@@ -1130,7 +1138,7 @@ func (m *Machine) ClaimOfRequest(session, seq uint64, queue string) (ClaimInfo, 
 	if s == nil {
 		return ClaimInfo{}, false, false
 	}
-	if rep, ok, _ := s.replies.get(seq, queue); ok && rep.kind == replyGranted {
+	if rep, ok, _ := s.replies.get(seq, queueReplyName(queue)); ok && rep.kind == replyGranted {
 		ci, live := m.Claim(rep.token)
 		return ci, live, false
 	}
@@ -1145,7 +1153,7 @@ func (m *Machine) ClaimsOfRequest(session, seq uint64, queue string) []ClaimInfo
 	if s == nil {
 		return nil
 	}
-	rep, ok, _ := s.replies.get(seq, queue)
+	rep, ok, _ := s.replies.get(seq, queueReplyName(queue))
 	if !ok || rep.kind != replyGranted {
 		return nil
 	}

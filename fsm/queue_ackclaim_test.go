@@ -196,3 +196,109 @@ func TestQueue_AckWithClaimQuota(t *testing.T) {
 		t.Fatal("a claim refused by the quota changed the state")
 	}
 }
+
+// TestQueue_AckWithClaimTokenRange: an ack token outside 1..MaxToken is
+// bad input: the whole claim is refused with fence.ErrInvalidToken and
+// changes nothing (it is not an ack of an item the queue "never had", and
+// the claim does not go on). MaxToken itself is a valid token that claims
+// nothing here, so its ack is stale.
+func TestQueue_AckWithClaimTokenRange(t *testing.T) {
+	m := newMachine(t)
+	a := createSession(t, m)
+	push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte("x")})
+	push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte("y")})
+	c := claimQ(m, 1000, a, 1, "q", 5000, false)
+	before := mustSnapshot(t, m)
+	for _, tok := range []fence.Token{fence.MaxToken + 1, 1<<64 - 1} {
+		res := ackClaimQ(m, 1100, a, 2, "q", 5000, false, 1, tok)
+		if !errors.Is(res.Err, fence.ErrInvalidToken) || res.Granted {
+			t.Fatalf("ack token %d: %+v, want refused as an invalid token", uint64(tok), res)
+		}
+	}
+	if !bytes.Equal(before, mustSnapshot(t, m)) {
+		t.Fatal("a claim with an out-of-range ack token changed the state")
+	}
+	if res := ackClaimQ(m, 1100, a, 3, "q", 5000, false, 1, fence.MaxToken); res.Err != nil || res.Queue.Ack != fsm.AckStale || !res.Granted {
+		t.Fatalf("ack token MaxToken: %+v, want stale and item 2 claimed", res)
+	}
+	if _, ok := m.Claim(c.Grant.Token); !ok {
+		t.Fatal("an ack with another token ended the claim")
+	}
+}
+
+// TestQueue_AckWithClaimOtherQueue: a claim's ack names an item of the
+// claim's own queue. The token of a claim in another queue, presented for
+// the same item id, is stale there: neither queue's item changes.
+func TestQueue_AckWithClaimOtherQueue(t *testing.T) {
+	m := newMachine(t)
+	a := createSession(t, m)
+	push(m, 1000, &statev1.QueuePush{Queue: "a", Payload: []byte("a1")})
+	push(m, 1000, &statev1.QueuePush{Queue: "b", Payload: []byte("b1")})
+	push(m, 1000, &statev1.QueuePush{Queue: "b", Payload: []byte("b2")})
+	ca := claimQ(m, 1000, a, 1, "a", 5000, false)
+	cb := claimQ(m, 1000, a, 2, "b", 5000, false)
+	res := ackClaimQ(m, 1100, a, 3, "b", 5000, false, 1, ca.Grant.Token)
+	if res.Err != nil || res.Queue.Ack != fsm.AckStale || res.Queue.Claim.Item != 2 {
+		t.Fatalf("claim of b acking a's claim token for item 1: %+v, want stale and b/2 claimed", res)
+	}
+	for _, c := range []fsm.Result{ca, cb} {
+		if _, ok := m.Claim(c.Grant.Token); !ok {
+			t.Fatalf("claim %s ended by an ack of another queue's token", c.Grant.Scope)
+		}
+	}
+}
+
+// TestQueue_AckWithClaimRetryAfterItsClaimEnded: a retry of an
+// ack-and-claim-next whose claim has ended since (acked, expired, or
+// dead-lettered after its last delivery) is refused as stale and changes
+// nothing: it acks nothing again and claims no other item. After the
+// session's end a retry finds no session and changes nothing either.
+func TestQueue_AckWithClaimRetryAfterItsClaimEnded(t *testing.T) {
+	for _, end := range []string{"acked", "expired", "dead-lettered"} {
+		m := newMachine(t)
+		a := createSession(t, m)
+		var maxDel uint32 // expired: the item goes back to the queue
+		if end == "dead-lettered" {
+			maxDel = 1 // its expiry ends its last delivery
+		}
+		for _, p := range []string{"one", "two", "three"} {
+			push(m, 1000, &statev1.QueuePush{Queue: "q", Payload: []byte(p), MaxDeliveries: maxDel})
+		}
+		first := claimQ(m, 1000, a, 1, "q", 1000, false)
+		next := ackClaimQ(m, 1100, a, 2, "q", 1000, false, 1, first.Grant.Token)
+		if !next.Granted || next.Queue.Ack != fsm.AckAcked {
+			t.Fatalf("%s: ack-and-claim-next: %+v", end, next)
+		}
+		switch end {
+		case "acked":
+			if r := ackQ(m, 1200, "q", next.Queue.Claim.Item, next.Grant.Token); r.Err != nil {
+				t.Fatalf("ack: %v", r.Err)
+			}
+		default:
+			if r := expireClaim(m, 2200, next.Grant.Token, 0); r.Err != nil || r.Ignored {
+				t.Fatalf("expire: %+v", r)
+			}
+		}
+		if dead := m.QueueItems("q.dead", 0, 10); (len(dead) == 1) != (end == "dead-lettered") {
+			t.Fatalf("%s: dead-letter queue %+v", end, dead)
+		}
+		before := mustSnapshot(t, m)
+		retry := ackClaimQ(m, 2300, a, 2, "q", 1000, false, 1, first.Grant.Token)
+		if !errors.Is(retry.Err, fence.ErrStaleToken) || retry.Granted {
+			t.Fatalf("%s: retry after the claim ended: %+v, want refused as stale", end, retry)
+		}
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
+			t.Fatalf("%s: the retry changed the state", end)
+		}
+		if r := expire(m, a, 0); r.Err != nil {
+			t.Fatalf("%s: expire session: %v", end, r.Err)
+		}
+		before = mustSnapshot(t, m)
+		if r := ackClaimQ(m, 2400, a, 2, "q", 1000, false, 1, first.Grant.Token); !errors.Is(r.Err, fence.ErrSessionNotFound) {
+			t.Fatalf("%s: retry after the session's end: %+v, want session not found", end, r)
+		}
+		if !bytes.Equal(before, mustSnapshot(t, m)) {
+			t.Fatalf("%s: the retry after the session's end changed the state", end)
+		}
+	}
+}

@@ -45,7 +45,7 @@ func claimAcks(c *statev1.QueueClaim) ([]*statev1.QueueItemToken, error) {
 		if len(acks) > 0 {
 			return nil, fmt.Errorf("%w: a claim carries ack_item or acks, not both", fence.ErrInvalidArgument)
 		}
-		return []*statev1.QueueItemToken{{Item: c.GetAckItem(), Token: c.GetAckToken()}}, nil
+		acks = []*statev1.QueueItemToken{{Item: c.GetAckItem(), Token: c.GetAckToken()}}
 	}
 	return acks, checkAckList(acks, false)
 }
@@ -124,6 +124,18 @@ func packAcks(outcomes []AckOutcome) uint64 {
 		v |= uint64(o&3) << (2 * i)
 	}
 	return v
+}
+
+// validPackedAcks reports whether v is what packAcks makes of some acks:
+// every outcome is acked, stale or not found (never none) up to the last
+// one, and nothing above it.
+func validPackedAcks(v uint64) bool {
+	for ; v != 0; v >>= 2 {
+		if AckOutcome(v&3) == AckNone {
+			return false
+		}
+	}
+	return true
 }
 
 // unpackAcks returns n ack outcomes packed by packAcks.

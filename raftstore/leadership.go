@@ -73,6 +73,13 @@ func (n *Node) watchLeadership(notify <-chan bool, observed <-chan raft.Observat
 	}
 }
 
+// LeaderTerm returns the term this node leads in now, as raft knows it, or
+// false when it is not the leader. Unlike Leadership, which lags raft by a
+// scheduling delay, it reads raft's own state: a caller that must know it
+// still leads in a term it acted on (a read served after that term's
+// takeover) checks it here.
+func (n *Node) LeaderTerm() (uint64, bool) { return n.leaderTerm() }
+
 // leaderTerm returns the term this node leads in, or false when it is not
 // the leader. Raft sets the term before it enters the leader state, and on
 // step-down leaves the leader state before it moves to a later term; so a

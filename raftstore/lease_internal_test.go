@@ -88,3 +88,41 @@ func TestVoteHold(t *testing.T) {
 		t.Error("vote refused without lease reads")
 	}
 }
+
+// acked counts only acknowledgements of AppendEntries sent after since,
+// of the term asked about, from the voters given, and its channel wakes a
+// waiter at the next acknowledgement (ReadIndex's quorum confirmation).
+func TestLeaseTracker_AckedSince(t *testing.T) {
+	tr := newLeaseTracker(Config{HeartbeatTimeout: time.Second})
+	ms := time.Millisecond
+	five := []raft.ServerID{"n2", "n3", "n4", "n5"}
+	tr.ack("n2", 5, 10*ms)
+	tr.ack("n3", 5, 20*ms)
+	if ok, _ := tr.acked(5, five, 2, 9*ms); !ok {
+		t.Error("n2 at 10ms and n3 at 20ms, since 9ms: want confirmed")
+	}
+	if ok, _ := tr.acked(5, five, 2, 10*ms); ok {
+		t.Error("n2's heartbeat was not sent after the read began (10ms): it must not count")
+	}
+	if ok, _ := tr.acked(6, five, 1, 0); ok {
+		t.Error("acknowledgements of term 5 confirmed term 6")
+	}
+	if ok, _ := tr.acked(5, []raft.ServerID{"n4", "n5"}, 1, 0); ok {
+		t.Error("acknowledgements of n2 and n3 counted for voters without them")
+	}
+	_, next := tr.acked(5, five, 2, 10*ms)
+	select {
+	case <-next:
+		t.Fatal("woken before any acknowledgement")
+	default:
+	}
+	tr.ack("n4", 5, 30*ms)
+	select {
+	case <-next:
+	default:
+		t.Fatal("not woken by an acknowledgement")
+	}
+	if ok, _ := tr.acked(5, five, 2, 10*ms); !ok {
+		t.Error("n3 and n4 after 10ms: want confirmed")
+	}
+}

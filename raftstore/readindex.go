@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -27,6 +28,17 @@ import (
 // yet, and every write this leader acknowledged was applied here first.
 // The caller must read the state after ReadIndex returns, not before: the
 // lease is checked at the moment of the call.
+//
+// The quorum's confirmation counts only AppendEntries sent after ReadIndex
+// was called: raft's VerifyLeader also counts the answer to a heartbeat
+// that was already on its way (replication.go: the heartbeat loop
+// notifies every verification waiting when an answer arrives), so a
+// leader stopped with a heartbeat in flight, deposed meanwhile, and
+// resumed could count its followers' answers from before the new
+// election as a confirmation, and read its old state. ReadIndex asks
+// VerifyLeader (which also sends heartbeats at once), then waits until a
+// quorum accepted AppendEntries sent since it started, recorded by the
+// transport with their send times.
 func (n *Node) ReadIndex(ctx context.Context) error {
 	if n.lease != nil {
 		if n.leaseHeld() {
@@ -35,7 +47,11 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 		}
 		n.lease.fellBack.Add(1)
 	}
+	since := leaseClock()
 	if err := n.VerifyLeader(ctx); err != nil {
+		return err
+	}
+	if err := n.confirmedSince(ctx, since); err != nil {
 		return err
 	}
 	commit := n.raft.CommitIndex()
@@ -51,6 +67,38 @@ func (n *Node) ReadIndex(ctx context.Context) error {
 		return fmt.Errorf("read index: wait for apply of index %d (committed %d): %w", target, commit, err)
 	}
 	return nil
+}
+
+// confirmedSince waits until a quorum accepted an AppendEntries of this
+// node's current term sent after since (leaseTracker.acked), and fails
+// when the node no longer leads, ctx ends or the node shuts down.
+func (n *Node) confirmedSince(ctx context.Context, since time.Duration) error {
+	recheck := time.NewTimer(n.cfg.HeartbeatTimeout / 10)
+	defer recheck.Stop()
+	for {
+		q, ok := n.quorum()
+		if !ok {
+			return fmt.Errorf("verify leader: %w", n.notLeaderError(raft.ErrNotLeader))
+		}
+		if q.need == 0 {
+			return nil
+		}
+		acked, next := n.acks.acked(q.term, q.others, q.need, since)
+		if acked {
+			return nil
+		}
+		select {
+		case <-next:
+		case <-recheck.C:
+			// No answer for a while: check the leadership again (a
+			// deposed leader's heartbeats are refused).
+			recheck.Reset(n.cfg.HeartbeatTimeout / 10)
+		case <-ctx.Done():
+			return fmt.Errorf("verify leader: %w: no quorum accepted a heartbeat sent since the read began", ctx.Err())
+		case <-n.done:
+			return fmt.Errorf("verify leader: %w", ErrShutdown)
+		}
+	}
 }
 
 // lastApplicable returns the index of the last entry after applied and up

@@ -22,6 +22,23 @@ func formatTestConfig(t *testing.T, dir string) Config {
 	return cfg
 }
 
+// startServing starts a server with cfg and waits until it leads and
+// serves (its takeover done).
+func startServing(t *testing.T, cfg Config) *Server {
+	t.Helper()
+	s, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(20 * time.Second); s.serving.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.Shutdown(context.Background())
+			t.Fatal("no leader within 20s")
+		}
+	}
+	return s
+}
+
 // waitStoppedWith waits for s to stop on its own and checks why.
 func waitStoppedWith(t *testing.T, s *Server, what string) {
 	t.Helper()
@@ -42,16 +59,8 @@ func waitStoppedWith(t *testing.T, s *Server, what string) {
 // the same data dir, the node stops at it again.
 func TestServer_StopsOnAFutureFormatVersion(t *testing.T) {
 	cfg := formatTestConfig(t, t.TempDir())
-	s, err := Start(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := startServing(t, cfg)
 	defer s.Shutdown(context.Background())
-	for deadline := time.Now().Add(20 * time.Second); s.serving.Load() == 0; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal("no leader within 20s")
-		}
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.propose(ctx, &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: 1}}}); err != nil {

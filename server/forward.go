@@ -254,9 +254,27 @@ func writeConnectError(w http.ResponseWriter, status int, code, msg string) {
 // its state machine has applied everything committed at that point. A read
 // served before that could miss a write already acknowledged, for
 // instance by the previous leader.
+//
+// The takeover is the current term's: serving is set by the goroutine
+// that follows the leadership, which lags raft, so a node that lost its
+// leadership and won a later term can still show the earlier term there
+// before this term's Barrier. After ReadIndex confirmed the leadership
+// (with a quorum or on the lease), raft's leader term must be the serving
+// one; terms only grow, so the read follows that term's takeover.
 func (s *Server) readIndex(ctx context.Context) error {
-	if s.serving.Load() == 0 {
+	serving := s.serving.Load()
+	if serving == 0 {
 		return fmt.Errorf("%w: node %s is still taking over as leader; retry", fence.ErrNotLeader, s.cfg.Raft.NodeID)
 	}
-	return s.node.ReadIndex(ctx)
+	if err := s.node.ReadIndex(ctx); err != nil {
+		return err
+	}
+	term, ok := s.node.LeaderTerm()
+	if !ok {
+		return fmt.Errorf("%w: node %s lost its leadership during the read; retry", fence.ErrNotLeader, s.cfg.Raft.NodeID)
+	}
+	if term != serving {
+		return fmt.Errorf("%w: node %s is still taking over as leader of term %d (it served term %d); retry", fence.ErrNotLeader, s.cfg.Raft.NodeID, term, serving)
+	}
+	return nil
 }

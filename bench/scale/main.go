@@ -51,12 +51,12 @@ func main() {
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+func run(args []string, stdout, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("scale", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sizes := fs.String("sessions", "1000,10000,100000", "comma-separated numbers of live sessions, one row each, 1–1000000")
 	bin := fs.String("fenced", "", "the fenced binary to run (default: built from this source tree)")
-	dir := fs.String("dir", "", "where the data dirs and logs go (default: a temporary directory); a row's directory is removed when it succeeds")
+	dir := fs.String("dir", "", "where the data dirs and logs go (default: a temporary directory, removed at the end unless a row failed); a row's directory is removed when it succeeds")
 	ttl := fs.Duration("ttl", 60*time.Second, "every session's TTL; the keep-alives renew each every TTL/3")
 	rest := fs.Duration("rest", 30*time.Second, "how long the server's CPU is sampled at rest")
 	clients := fs.Int("clients", 128, "holders opened at a time, 1–10000")
@@ -98,11 +98,16 @@ func run(args []string, stdout, stderr io.Writer) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if *dir == "" {
-		d, err := os.MkdirTemp("", "fenced-scale-")
-		if err != nil {
-			return err
+		d, merr := os.MkdirTemp("", "fenced-scale-")
+		if merr != nil {
+			return merr
 		}
-		defer os.RemoveAll(d)
+		// Kept when a row fails: its logs are what tells why.
+		defer func() {
+			if err == nil {
+				err = os.RemoveAll(d)
+			}
+		}()
 		*dir = d
 	}
 	if *bin == "" {
@@ -119,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	for _, n := range ns {
 		row, err := measure(ctx, cfg, n)
 		if err != nil {
-			return fmt.Errorf("%d sessions: %w", n, err)
+			return fmt.Errorf("%d sessions: %w (the servers' and the clients' logs are kept in %s)", n, err, *dir)
 		}
 		rows = append(rows, row)
 		if err := enc.Encode(row); err != nil {
@@ -223,5 +228,17 @@ func clientLogger(path string) (*slog.Logger, func() error, error) {
 }
 
 func cpuOf(pid int) time.Duration { return bench.ProcessCPU(pid) }
+
+// clientCPU is the CPU time this process alone has used: the holders'
+// clients. Not bench.ProcessCPU(os.Getpid()), which counts the process's
+// live descendants too, and the servers this program starts are its
+// children.
+func clientCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
 
 func rssOf(pid int) int64 { return bench.ProcessRSS(pid) }

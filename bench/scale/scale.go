@@ -174,14 +174,14 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 
 	// At rest.
 	cfg.progress("%d: at rest for %v", n, cfg.rest)
-	cpu0, self0, t0 := cpuOf(leader.pid()), cpuOf(os.Getpid()), time.Now()
+	cpu0, self0, t0 := cpuOf(leader.pid()), clientCPU(), time.Now()
 	if err := pause(ctx, cfg.rest); err != nil {
 		return row, err
 	}
 	el := time.Since(t0)
 	row.RestS = el.Seconds()
 	row.CPUPercent = 100 * float64(cpuOf(leader.pid())-cpu0) / float64(el)
-	row.ClientCPUPercent = 100 * float64(cpuOf(os.Getpid())-self0) / float64(el)
+	row.ClientCPUPercent = 100 * float64(clientCPU()-self0) / float64(el)
 	rss := rssOf(leader.pid())
 	row.RSSMiB, row.RSSBeforeMiB = mib(rss), mib(before)
 	row.BytesPerSession = float64(rss-before) / float64(n)

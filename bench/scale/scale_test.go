@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +89,45 @@ func TestCount(t *testing.T) {
 		if got := count(n); got != want {
 			t.Errorf("count(%d) = %q, want %q", n, got, want)
 		}
+	}
+}
+
+// The client's CPU at rest is this process's alone: a busy child (as the
+// servers this program starts are its children) adds nothing to it.
+func TestClientCPU_LeavesOutChildren(t *testing.T) {
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { busy.Process.Kill(); busy.Wait() }()
+	child0, self0 := cpuOf(busy.Process.Pid), clientCPU()
+	// Until the child has used 300ms of CPU (however loaded the machine).
+	for deadline := time.Now().Add(60 * time.Second); cpuOf(busy.Process.Pid)-child0 < 300*time.Millisecond; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the busy child got under 300ms of CPU in 60s")
+		}
+	}
+	child, self := cpuOf(busy.Process.Pid)-child0, clientCPU()-self0
+	if self >= child/2 {
+		t.Fatalf("client CPU %v while the busy child used %v: the child is counted as the client's", self, child)
+	}
+}
+
+// A row that fails keeps its logs, in the temporary directory too, and
+// the error says where they are.
+func TestRun_FailureKeepsTheLogs(t *testing.T) {
+	var stdout, stderr strings.Builder
+	err := run([]string{"--fenced", "/bin/false", "--sessions", "1", "--timeout", "2s", "--members", "0"}, &stdout, &stderr)
+	if err == nil {
+		t.Fatal("a server that never gets ready: no error")
+	}
+	_, dir, ok := strings.Cut(err.Error(), "logs are kept in ")
+	dir = strings.TrimSuffix(dir, ")")
+	if !ok || dir == "" {
+		t.Fatalf("error %q names no directory", err)
+	}
+	defer os.RemoveAll(dir)
+	if logs, _ := filepath.Glob(filepath.Join(dir, "scale-1-*", "*.log")); len(logs) == 0 {
+		t.Fatalf("no log kept in %s (error %v)", dir, err)
 	}
 }

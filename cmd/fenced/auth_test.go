@@ -54,7 +54,7 @@ func TestAuthCluster_ForwardingKeepsIdentity(t *testing.T) {
 	authFile, auditFile := filepath.Join(dir, "auth.jsonl"), filepath.Join(dir, "audit.jsonl")
 	admin := newToken(t, authFile, "admin", "=admin,read,acquire,kv-write")
 	app := newToken(t, authFile, "app", "orders/=acquire,read")
-	servers := proctest.StartCluster(t, 3, "--auth-file", authFile, "--audit-log", auditFile)
+	servers := proctest.StartCluster(t, 3, append([]string{"--auth-file", authFile, "--audit-log", auditFile}, stableLeader...)...)
 	leader, followers := leaderOfEnv(t, admin, servers)
 	via := followers[0].Addr
 

@@ -47,7 +47,7 @@ func TestCertAuthCluster_MutualTLS(t *testing.T) {
 	authFile, auditFile := filepath.Join(dir, "auth.jsonl"), filepath.Join(dir, "audit.jsonl")
 	admin := newToken(t, authFile, "admin", "=admin,read,acquire,kv-write")
 	appendAuth(t, authFile, "--name", "app", "--identity", "app", "--role", "orders/=acquire,read")
-	servers, certs := proctest.StartClusterTLS(t, 3, "--auth-file", authFile, "--audit-log", auditFile, "--require-client-cert")
+	servers, certs := proctest.StartClusterTLS(t, 3, append([]string{"--auth-file", authFile, "--audit-log", auditFile, "--require-client-cert"}, stableLeader...)...)
 	for _, name := range []string{"app", "other"} {
 		if _, _, err := tlsfiles.Issue(certs, tlsfiles.Client, name, nil, time.Hour); err != nil {
 			t.Fatal(err)

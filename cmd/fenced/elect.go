@@ -95,23 +95,11 @@ func runElected(ctx context.Context, cf *clientFlags, c *client.Client, name, va
 	}
 	_, err = e.Campaign(wctx, value)
 	cancel()
+	closeSession, err := endTake(ctx, wctx, s, err, fmt.Sprintf("%s: not elected within %v", name, wait))
 	if err != nil {
-		cctx, cancel := cleanupContext(ctx)
-		s.Close(cctx)
-		cancel()
-		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return withExit(exitNotGranted, fmt.Errorf("%s: not elected within %v", name, wait))
-		}
-		return classify(err)
+		return err
 	}
-	defer func() {
-		if s.Err() != nil {
-			return // lost: the SDK already asked the server to close it
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Close(cctx)
-	}()
+	defer closeSession()
 	g := e.Grant()
 	env := []string{
 		"FENCED_TOKEN=" + g.Token.String(),

@@ -136,23 +136,11 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 	wctx, cancel := context.WithTimeout(acquireCtx, wait)
 	m, err := take(wctx, s)
 	cancel()
+	closeSession, err := endTake(ctx, wctx, s, err, fmt.Sprintf("%s: not granted within %v", name, wait))
 	if err != nil {
-		cctx, cancel := cleanupContext(ctx)
-		s.Close(cctx)
-		cancel()
-		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-			return withExit(exitNotGranted, fmt.Errorf("%s: not granted within %v", name, wait))
-		}
-		return classify(err)
+		return err
 	}
-	defer func() {
-		if s.Err() != nil {
-			return // lost: the SDK already asked the server to close it
-		}
-		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		s.Close(cctx)
-	}()
+	defer closeSession()
 	g := m.grant
 	env := []string{
 		"FENCED_TOKEN=" + g.Token.String(),
@@ -168,6 +156,32 @@ func runLocked(ctx, acquireCtx context.Context, c *client.Client, name string, t
 		defer cancel()
 		m.unlock(uctx)
 	})
+}
+
+// endTake ends the taking of a grant through session s, which ran in wctx
+// and failed with err (nil: granted). A take that failed closes s and
+// returns the error to exit with: exit status 3 with notWithin when wctx's
+// deadline passed while ctx (the whole run) lives, else err classified. A
+// grant returns closeSession, which closes s when the run is over, unless
+// s was lost (the SDK then already asked the server to close it).
+func endTake(ctx, wctx context.Context, s *client.Session, err error, notWithin string) (closeSession func(), _ error) {
+	if err != nil {
+		cctx, cancel := cleanupContext(ctx)
+		s.Close(cctx)
+		cancel()
+		if errors.Is(wctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+			return nil, withExit(exitNotGranted, errors.New(notWithin))
+		}
+		return nil, classify(err)
+	}
+	return func() {
+		if s.Err() != nil {
+			return
+		}
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		s.Close(cctx)
+	}, nil
 }
 
 // runHeld runs argv with env added to its environment while held is

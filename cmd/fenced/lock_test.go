@@ -308,3 +308,42 @@ func TestRevoke_CLI(t *testing.T) {
 		t.Fatalf("next token %v, want above %d", g["token"], first)
 	}
 }
+
+// fenced lock and fenced elect that are not granted within --wait exit 3
+// with the object and the wait named, and run nothing; the session they
+// opened (with a TTL of a minute) is closed at once: the server keeps only
+// the holders'.
+func TestLockAndElect_NotGrantedWithinWait(t *testing.T) {
+	srv := proctest.StartServer(t)
+	ep := "--endpoints=" + srv.Addr
+	marker := t.TempDir() + "/ran"
+	// The holders' commands let go of fenced's output (fenced's exit is
+	// waited for through it) and end on their own.
+	hold := []string{"--", "sh", "-c", "exec sleep 60 >/dev/null 2>&1 </dev/null"}
+	startFenced(t, nil, append([]string{"lock", "busy", "--ttl", "30s", ep}, hold...)...)
+	startFenced(t, nil, append([]string{"elect", "office", "--ttl", "30s", ep}, hold...)...)
+	eventually(t, "the lock held and the election led", 20*time.Second, func() bool {
+		l, _, _ := runFenced(t, "status", "busy", "--json", ep)
+		e, _, code := runFenced(t, "observe", "office", "--count", "1", "--json", ep)
+		return strings.Contains(l, `"token"`) && code == 0 && strings.Contains(e, `"leader":true`)
+	})
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"lock", "busy", "--wait", "300ms", "--ttl", "1m", ep, "--", "touch", marker}, "busy: not granted within 300ms"},
+		{[]string{"elect", "office", "--wait", "300ms", "--ttl", "1m", ep, "--", "touch", marker}, "office: not elected within 300ms"},
+	} {
+		_, errOut, code := runFenced(t, c.args...)
+		if code != 3 || !strings.Contains(errOut, c.want) {
+			t.Errorf("fenced %s: exit %d %q, want 3 and %q", c.args[0], code, errOut, c.want)
+		}
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("a command ran without its grant")
+	}
+	eventually(t, "only the holders' sessions left", 20*time.Second, func() bool {
+		out, _, _ := runFenced(t, "status", ep)
+		return strings.Contains(out, "\nsessions (2")
+	})
+}

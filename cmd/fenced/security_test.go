@@ -296,6 +296,16 @@ func TestTLSCluster(t *testing.T) {
 }
 
 // leaderOfEnv is leaderOf with extra environment (TLS).
+// stableLeader are Raft timings for cluster tests that need one leader
+// throughout (they check that denied calls moved no leadership and that
+// the leader audited a forwarded call): with the cluster tests' quick
+// timings (proctest.ClusterTiming: a leader steps down after 150ms without
+// a quorum's answer) a loaded machine elects new leaders now and then,
+// which changes the term and the last token (a new leader's token
+// reservation) whatever the calls did. With these, only a stall of 2s
+// does. The flags come after ClusterTiming, so they win.
+var stableLeader = []string{"--heartbeat-timeout", "2s", "--election-timeout", "2s", "--leader-lease-timeout", "2s"}
+
 func leaderOfEnv(t *testing.T, env []string, servers []*proctest.Server) (*proctest.Server, []*proctest.Server) {
 	t.Helper()
 	var st raftStatus
