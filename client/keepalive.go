@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -149,6 +147,7 @@ func (k *keeper) run() {
 			if err == nil && k.overdueLocked(st, now) {
 				err = fmt.Errorf("no answer to a renewal within %v", k.answerTimeoutLocked(st, now))
 				st.fail(err)
+				abortConn(st.stream, err)
 			}
 			if err != nil {
 				k.dropLocked(st)
@@ -400,7 +399,7 @@ type kaStream struct {
 	ep     int64
 	addr   string
 	cancel context.CancelFunc
-	stream *connect.BidiStreamForClient[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
+	stream clientStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
 	signal chan struct{} // capacity 1: the queue has requests
 	queue  []*fencedv1.KeepAliveRequest
 	done   chan struct{} // closed by fail
@@ -412,19 +411,25 @@ type kaStream struct {
 // the request goes out with the first renewal.
 func (k *keeper) openLocked() *kaStream {
 	i, ep := k.c.endpoint()
-	hc := k.c.httpClient
-	var tr *http.Transport
-	if k.c.ownTransport != nil {
-		tr = newTransport(k.c.tls)
-		hc = k.c.wrapped(&http.Client{Transport: tr})
-	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
+	// A native stream shares the endpoint's native connection with the
+	// pipeline; a Connect one gets a connection of its own.
+	stream, native := k.c.openKeepAlive(ep)
+	var tr *http.Transport
+	if !native {
+		hc := k.c.httpClient
+		if k.c.ownTransport != nil {
+			tr = newTransport(k.c.tls)
+			hc = k.c.wrapped(&http.Client{Transport: tr})
+		}
+		stream = fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx)
+	}
 	st := &kaStream{
 		k:      k,
 		ep:     i,
 		addr:   ep.addr,
 		cancel: cancel,
-		stream: fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
+		stream: stream,
 		signal: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -435,6 +440,14 @@ func (k *keeper) openLocked() *kaStream {
 	if !ok {
 		st.fail(ErrClosed)
 		return st
+	}
+	if native {
+		// Once the stream fails or the Client closes, end a Receive in
+		// progress and cancel the stream on the server.
+		k.c.goRun(func() {
+			<-ctx.Done()
+			_ = stream.CloseResponse()
+		})
 	}
 	k.c.goRun(func() {
 		wg.Wait()
