@@ -246,25 +246,39 @@ func (nc *nativeConn) close(err error) {
 	}
 }
 
-// open starts a stream of kind; the server sees it with its first frame.
+// open starts a stream of kind. It gets its id, and the server sees it,
+// with its first frame: ids must grow in the order streams' first frames
+// are sent.
 func (nc *nativeConn) open(kind nativewire.Kind) *nativeStream {
 	st := &nativeStream{nc: nc, kind: kind, signal: make(chan struct{}, 1)}
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.err != nil {
 		st.end = connect.NewError(connect.CodeUnavailable, fmt.Errorf("native connection: %w", nc.err))
-		return st
 	}
-	nc.nextID++
-	st.id = nc.nextID
-	nc.streams[st.id] = st
 	return st
 }
 
-// write sends one frame; a failed write closes the connection.
-func (nc *nativeConn) write(kind nativewire.Kind, id uint32, m proto.Message) error {
+// write sends one frame of st (nil: of stream 0); a failed write closes
+// the connection. A stream's first frame gives it its id.
+func (nc *nativeConn) write(kind nativewire.Kind, st *nativeStream, m proto.Message) error {
 	nc.wmu.Lock()
 	defer nc.wmu.Unlock()
+	var id uint32
+	if st != nil {
+		nc.mu.Lock()
+		if st.id == 0 && nc.err == nil {
+			nc.nextID++
+			st.id = nc.nextID
+			nc.streams[st.id] = st
+		}
+		id = st.id
+		err := nc.err
+		nc.mu.Unlock()
+		if err != nil {
+			return connect.NewError(connect.CodeUnavailable, fmt.Errorf("native connection: %w", err))
+		}
+	}
 	buf, err := nativewire.AppendFrame(nc.wbuf[:0], kind, id, m)
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
@@ -342,7 +356,7 @@ func (nc *nativeConn) dispatch(f nativewire.Frame) error {
 // nativeKeepAlive.
 type nativeStream struct {
 	nc     *nativeConn
-	id     uint32
+	id     uint32 // 0 until its first frame; set under nc.mu
 	kind   nativewire.Kind
 	signal chan struct{} // capacity 1: a frame or the end arrived
 
@@ -386,7 +400,7 @@ func (st *nativeStream) send(m proto.Message) error {
 	case closed:
 		return connect.NewError(connect.CodeFailedPrecondition, errors.New("send after CloseRequest"))
 	}
-	return st.nc.write(st.kind, st.id, m)
+	return st.nc.write(st.kind, st, m)
 }
 
 func (st *nativeStream) receive(m proto.Message) error {
@@ -419,10 +433,10 @@ func (st *nativeStream) CloseRequest() error {
 	skip := st.sendClosed || st.end != nil
 	st.sendClosed = true
 	st.mu.Unlock()
-	if skip {
+	if skip || !st.started() {
 		return nil
 	}
-	return st.nc.write(nativewire.KindCloseSend, st.id, nil)
+	return st.nc.write(nativewire.KindCloseSend, st, nil)
 }
 
 // CloseResponse abandons the stream: the server cancels it (as it cancels
@@ -435,7 +449,7 @@ func (st *nativeStream) CloseResponse() error {
 	}
 	st.mu.Unlock()
 	st.poke()
-	if ended {
+	if ended || !st.started() {
 		return nil
 	}
 	st.nc.mu.Lock()
@@ -443,7 +457,14 @@ func (st *nativeStream) CloseResponse() error {
 		delete(st.nc.streams, st.id)
 	}
 	st.nc.mu.Unlock()
-	return st.nc.write(nativewire.KindCancel, st.id, nil)
+	return st.nc.write(nativewire.KindCancel, st, nil)
+}
+
+// started reports whether the stream sent its first frame (has an id).
+func (st *nativeStream) started() bool {
+	st.nc.mu.Lock()
+	defer st.nc.mu.Unlock()
+	return st.id != 0
 }
 
 // abortConn closes the stream's connection: the stream went silent, and a

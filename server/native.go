@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fenced-dev/fenced/fsm"
@@ -57,6 +58,9 @@ type nativeListener struct {
 // or TLS) so that it serves the native protocol beside HTTP.
 func (s *Server) nativeListen(ln net.Listener) net.Listener {
 	l := &nativeListener{Listener: ln, s: s, conns: make(chan net.Conn), done: make(chan struct{})}
+	s.metrics.registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "fenced_api_native_connections_open", Help: "Open API connections of the native protocol (counted in fenced_api_connections_open too).",
+	}, func() float64 { return float64(s.natives.open()) }))
 	go l.acceptLoop()
 	return l
 }
@@ -155,6 +159,13 @@ func (n *nativeConns) remove(nc *nativeConn) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	delete(n.m, nc)
+}
+
+// open returns the number of open native connections.
+func (n *nativeConns) open() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.m)
 }
 
 // closeAll closes every native connection, and those that open later.
