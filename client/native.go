@@ -84,6 +84,13 @@ const maxNativeAnswerBytes = 64 << 20
 // protocol.
 var errNativeNotOffered = errors.New("the server does not offer the native protocol")
 
+// errMovedToLeader is the refusal of a follower that named a leader the
+// Client moved its calls to.
+type errMovedToLeader struct{ err error }
+
+func (e errMovedToLeader) Error() string { return e.err.Error() }
+func (e errMovedToLeader) Unwrap() error { return e.err }
+
 // nativeEndpoint is an endpoint's native connection.
 type nativeEndpoint struct {
 	mu      sync.Mutex
@@ -109,6 +116,11 @@ func (c *Client) nativeConn(ep *endpoint) (*nativeConn, error) {
 		return nil, nil
 	}
 	nc, err := c.dialNative(ep)
+	if errors.As(err, new(errMovedToLeader)) {
+		// A follower named the leader and the Client moved there: the
+		// call fails as unavailable, and its retry goes to the leader.
+		return nil, err
+	}
 	if err != nil {
 		pause := nativeRetryRefused
 		if errors.Is(err, errNativeNotOffered) {
@@ -181,10 +193,15 @@ func (c *Client) dialNative(ep *endpoint) (*nativeConn, error) {
 	}
 	if welcome.Code != 0 {
 		conn.Close()
+		err := connect.NewError(connect.Code(welcome.Code), errors.New(welcome.Message))
 		if welcome.Leader != "" && c.followLeaderOn {
+			before := c.cur.Load()
 			c.followLeader(ep.host, welcome.Leader)
+			if c.cur.Load() != before {
+				return nil, errMovedToLeader{err}
+			}
 		}
-		return nil, connect.NewError(connect.Code(welcome.Code), errors.New(welcome.Message))
+		return nil, err
 	}
 	stop()
 	_ = conn.SetDeadline(time.Time{})
