@@ -317,7 +317,10 @@ func TestNative_MalformedInputClosesConnection(t *testing.T) {
 		{"a length shorter than the header", withHello, []byte{0, 0, 0, 2, 3, 0, 0, 0, 1}, connect.CodeInvalidArgument, "shorter"},
 		{"a stream frame on stream 0", withHello, []byte{0, 0, 0, 5, 3, 0, 0, 0, 0}, connect.CodeInvalidArgument, "stream 0"},
 		{"a payload that is no protobuf", withHello, []byte{0, 0, 0, 8, 3, 0, 0, 0, 1, 0xff, 0xff, 0xff}, connect.CodeInvalidArgument, "stream 1"},
-		{"a welcome from the client", withHello, func() []byte { b, _ := nativewire.AppendFrame(nil, nativewire.KindWelcome, 0, &fencedv1.NativeWelcome{}); return b }(), connect.CodeInvalidArgument, "kind 2"},
+		{"a welcome from the client", withHello, func() []byte {
+			b, _ := nativewire.AppendFrame(nil, nativewire.KindWelcome, 0, &fencedv1.NativeWelcome{})
+			return b
+		}(), connect.CodeInvalidArgument, "kind 2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := dialRaw(t, srv.Addr(), tc.before)
