@@ -3,10 +3,12 @@ package server_test
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"encoding/binary"
 	"errors"
 	"io"
 	"net"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/fenced-dev/fenced/internal/nativewire"
 	"github.com/fenced-dev/fenced/internal/testserver"
+	"github.com/fenced-dev/fenced/internal/tlsfiles"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/server"
 )
@@ -451,5 +454,67 @@ func TestNative_Disabled(t *testing.T) {
 	f, err := n.read()
 	if err == nil && f.Kind == nativewire.KindWelcome {
 		t.Fatalf("a server with the native protocol off welcomed a native connection")
+	}
+}
+
+// dialNativeTLS opens a native connection over TLS (ALPN fenced/1)
+// presenting the certificate file of ca's directory (none when ""), sends
+// a hello without a token and returns the welcome.
+func dialNativeTLS(t *testing.T, ca *certAuth, file string) (*rawNative, *fencedv1.NativeWelcome) {
+	t.Helper()
+	pool, err := tlsfiles.LoadPool(filepath.Join(ca.dir, tlsfiles.CACertFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: "localhost", NextProtos: []string{nativewire.ALPN, "h2"}}
+	if file != "" {
+		c, err := tls.LoadX509KeyPair(filepath.Join(ca.dir, file+".crt"), filepath.Join(ca.dir, file+".key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{c}
+	}
+	c, err := tls.DialWithDialer(&net.Dialer{Timeout: 5 * time.Second}, "tcp", ca.srv.Addr(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if p := c.ConnectionState().NegotiatedProtocol; p != nativewire.ALPN {
+		t.Fatalf("TLS chose %q, want %q", p, nativewire.ALPN)
+	}
+	_ = c.SetDeadline(time.Now().Add(30 * time.Second))
+	n := &rawNative{t: t, c: c, r: bufio.NewReader(c)}
+	n.send(nativewire.KindHello, 0, &fencedv1.NativeHello{Version: nativewire.Version})
+	return n, n.welcome()
+}
+
+// Over TLS a native connection's client certificate is its identity, as
+// on the HTTP path: a certificate with a cert line gets that line's
+// permissions; one without a line, a member's node certificate (which on
+// HTTP only vouches for a forwarded identity, and nothing can be forwarded
+// here) and none are refused.
+func TestNative_ClientCertificateIsIdentity(t *testing.T) {
+	ca := startCertAuth(t)
+	app := ca.as(t, "app", nil)
+	sess, secret := app.session(t)
+	n, w := dialNativeTLS(t, ca, "app")
+	if w.Code != 0 {
+		t.Fatalf("app certificate: welcome %v", w)
+	}
+	got := n.pipeline(1,
+		&fencedv1.PipelineCall{Id: 1, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: "orders/1", Session: sess, Seq: 1, Secret: secret}}},
+		&fencedv1.PipelineCall{Id: 2, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: "billing/1", Session: sess, Seq: 2, Secret: secret}}})
+	if !got[1].GetAcquire().GetGranted() {
+		t.Fatalf("app certificate acquires orders/1: %v", got[1])
+	}
+	if e := got[2].GetError(); connect.Code(e.GetCode()) != connect.CodePermissionDenied || !strings.Contains(e.GetMessage(), `"app"`) {
+		t.Fatalf("app certificate acquires billing/1: %v, want PermissionDenied naming app", got[2])
+	}
+	for name, file := range map[string]string{"a certificate without a cert line": "stranger", "a member's node certificate": "n1", "no certificate": ""} {
+		n, w := dialNativeTLS(t, ca, file)
+		if connect.Code(w.Code) != connect.CodeUnauthenticated {
+			t.Fatalf("%s: welcome %v, want Unauthenticated", name, w)
+		}
+		n.closed()
 	}
 }
