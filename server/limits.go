@@ -27,7 +27,8 @@ type Limits struct {
 	// (--read-header-timeout). Default 10s.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a connection, HTTP/1 or HTTP/2 (h2c included),
-	// that has had no request in flight for this long (--idle-timeout).
+	// that has had no request in flight for this long, or a native one
+	// without a stream (--idle-timeout).
 	// Default 2m.
 	IdleTimeout time.Duration
 	// BodyTimeout bounds reading the body of a unary request

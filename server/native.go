@@ -279,6 +279,8 @@ type nativeConn struct {
 	mu      sync.Mutex
 	streams map[uint32]*nativeStream // open streams by id
 	lastID  uint32                   // highest stream id opened
+	// idleArmed is set while the read deadline of --idle-timeout is set.
+	idleArmed bool
 }
 
 // serve reads frames until the connection ends or breaks the protocol,
@@ -286,6 +288,9 @@ type nativeConn struct {
 func (nc *nativeConn) serve() {
 	defer nc.close()
 	for {
+		nc.mu.Lock()
+		nc.armIdleLocked()
+		nc.mu.Unlock()
 		f, err := nativewire.ReadFrame(nc.r, nc.max)
 		if err == nil {
 			err = nc.dispatch(f)
@@ -296,6 +301,24 @@ func (nc *nativeConn) serve() {
 			}
 			return
 		}
+	}
+}
+
+// armIdleLocked closes the connection after --idle-timeout without a
+// stream, as net/http closes an HTTP connection without a request: it
+// sets the read deadline when the last stream ended or before a read
+// with none open, and clears it once a stream is open. Call with nc.mu
+// held.
+func (nc *nativeConn) armIdleLocked() {
+	idle := nc.s.cfg.Limits.IdleTimeout
+	switch {
+	case idle <= 0:
+	case len(nc.streams) == 0:
+		_ = nc.c.SetReadDeadline(time.Now().Add(idle))
+		nc.idleArmed = true
+	case nc.idleArmed:
+		_ = nc.c.SetReadDeadline(time.Time{})
+		nc.idleArmed = false
 	}
 }
 
@@ -398,6 +421,7 @@ func (nc *nativeConn) open(kind nativewire.Kind, id uint32) *nativeStream {
 		st.cancel()
 		nc.mu.Lock()
 		delete(nc.streams, id)
+		nc.armIdleLocked()
 		nc.mu.Unlock()
 		_ = nc.write(nativewire.KindEnd, id, streamEnd(err))
 	}()

@@ -518,3 +518,35 @@ func TestNative_ClientCertificateIsIdentity(t *testing.T) {
 		n.closed()
 	}
 }
+
+// A native connection without a stream is closed after --idle-timeout, as
+// an idle HTTP connection is; one with a stream open is not.
+func TestNative_IdleConnectionClosed(t *testing.T) {
+	srv := testserver.Start(t, func(c *server.Config) { c.Limits.IdleTimeout = 300 * time.Millisecond })
+	api := asIdentity(srv.Addr(), "")
+	sess, secret := api.session(t)
+	idle, w := dialNative(t, srv.Addr(), "")
+	if w.Code != 0 {
+		t.Fatalf("welcome %v", w)
+	}
+	busy, w := dialNative(t, srv.Addr(), "")
+	if w.Code != 0 {
+		t.Fatalf("welcome %v", w)
+	}
+	busy.send(nativewire.KindKeepAlive, 1, &fencedv1.KeepAliveRequest{Session: sess, Nonce: 1, Secret: secret})
+	if f, err := busy.read(); err != nil || f.Kind != nativewire.KindKeepAlive {
+		t.Fatalf("renewal: %v %v", f, err)
+	}
+	start := time.Now()
+	idle.closed()
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("idle connection closed after %v, before the idle timeout", waited)
+	}
+	time.Sleep(600 * time.Millisecond)
+	busy.send(nativewire.KindKeepAlive, 1, &fencedv1.KeepAliveRequest{Session: sess, Nonce: 2, Secret: secret})
+	f, err := busy.read()
+	var ka fencedv1.KeepAliveResponse
+	if err != nil || f.Kind != nativewire.KindKeepAlive || proto.Unmarshal(f.Payload, &ka) != nil || ka.Nonce != 2 {
+		t.Fatalf("a connection with an open stream was cut after the idle timeout: %v %v", f, err)
+	}
+}

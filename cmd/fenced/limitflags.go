@@ -12,7 +12,7 @@ import (
 // server.DefaultLimits. 0 turns a limit off.
 func addLimitFlags(f *pflag.FlagSet, l *server.Limits) {
 	f.DurationVar(&l.ReadHeaderTimeout, "read-header-timeout", l.ReadHeaderTimeout, "close a connection whose request headers take longer than this")
-	f.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "close an API connection (HTTP/1 or HTTP/2) with no request in flight for this long")
+	f.DurationVar(&l.IdleTimeout, "idle-timeout", l.IdleTimeout, "close an API connection (HTTP/1, HTTP/2, or native without a stream) with no request in flight for this long")
 	f.DurationVar(&l.BodyTimeout, "body-timeout", l.BodyTimeout, "cut a unary request whose body takes longer than this to arrive (streams and waits are not cut)")
 	f.DurationVar(&l.PingInterval, "ping-interval", l.PingInterval, "ping an HTTP/2 connection silent for this long (0: never)")
 	f.DurationVar(&l.PingTimeout, "ping-timeout", l.PingTimeout, "close an HTTP/2 connection whose ping is not answered within this")
