@@ -145,9 +145,10 @@ func (k *keeper) run() {
 		if st != nil {
 			err := st.failure()
 			if err == nil && k.overdueLocked(st, now) {
-				err = fmt.Errorf("no answer to a renewal within %v", k.answerTimeoutLocked(st, now))
+				timeout := k.answerTimeoutLocked(st, now)
+				err = fmt.Errorf("no answer to a renewal within %v", timeout)
 				st.fail(err)
-				abortConn(st.stream, err)
+				abortConn(st.stream, err, time.Now().Add(-timeout))
 			}
 			if err != nil {
 				k.dropLocked(st)

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"connectrpc.com/connect"
@@ -229,6 +230,8 @@ type nativeConn struct {
 	conn net.Conn
 	r    *bufio.Reader
 	done chan struct{} // closed by close
+	// lastRecv is when the last frame arrived (Unix nanoseconds).
+	lastRecv atomic.Int64
 
 	wmu  sync.Mutex
 	wbuf []byte
@@ -316,6 +319,7 @@ func (nc *nativeConn) readLoop() {
 	for {
 		f, err := nativewire.ReadFrame(nc.r, maxNativeAnswerBytes)
 		if err == nil {
+			nc.lastRecv.Store(time.Now().UnixNano())
 			err = nc.dispatch(f)
 		}
 		if err != nil {
@@ -484,9 +488,16 @@ func (st *nativeStream) started() bool {
 	return st.id != 0
 }
 
-// abortConn closes the stream's connection: the stream went silent, and a
-// silent connection (a partition) must not be reused.
-func (st *nativeStream) abortConn(err error) { st.nc.close(err) }
+// abortConn closes the stream's connection when nothing at all arrived on
+// it since since: the stream went silent, and a silent connection (a
+// partition) must not be reused. A connection that still brings frames
+// (the other stream's answers) is not silent: the stream alone is given
+// up (its caller fails it) and reopened on the same connection.
+func (st *nativeStream) abortConn(err error, since time.Time) {
+	if st.nc.lastRecv.Load() < since.UnixNano() {
+		st.nc.close(err)
+	}
+}
 
 // clientStream is the Client's side of a bidirectional stream: a Connect
 // stream or a native one.
@@ -497,11 +508,12 @@ type clientStream[Req, Resp any] interface {
 	CloseResponse() error
 }
 
-// abortConn closes the connection of stream when it is native; a Connect
-// stream's connection is left to its transport.
-func abortConn(stream any, err error) {
-	if a, ok := stream.(interface{ abortConn(error) }); ok {
-		a.abortConn(err)
+// abortConn closes the connection of stream when it is native and
+// nothing arrived on it since since; a Connect stream's connection is
+// left to its transport.
+func abortConn(stream any, err error, since time.Time) {
+	if a, ok := stream.(interface{ abortConn(error, time.Time) }); ok {
+		a.abortConn(err, since)
 	}
 }
 

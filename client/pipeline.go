@@ -110,7 +110,7 @@ func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fenc
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
 			err := fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond))
 			st.fail(err)
-			abortConn(st.stream, err)
+			abortConn(st.stream, err, sent)
 		}
 		return nil, ctxError(ctx.Err(), false)
 	}
