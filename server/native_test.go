@@ -550,3 +550,52 @@ func TestNative_IdleConnectionClosed(t *testing.T) {
 		t.Fatalf("a connection with an open stream was cut after the idle timeout: %v %v", f, err)
 	}
 }
+
+// FuzzNativeConn sends arbitrary bytes after a valid hello to an
+// in-process server: whatever they are, the server answers only frames
+// that parse, never panics or stops serving, and a new native connection
+// is welcomed after each input.
+func FuzzNativeConn(f *testing.F) {
+	pipe, _ := nativewire.AppendFrame(nil, nativewire.KindPipeline, 1, &fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{
+		{Id: 1, Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{Name: "f", Session: 1, Seq: 1}}}}, Cancel: []uint64{1}})
+	ka, _ := nativewire.AppendFrame(nil, nativewire.KindKeepAlive, 2, &fencedv1.KeepAliveRequest{Session: 1, Nonce: 1})
+	f.Add(pipe)
+	f.Add(append(append([]byte(nil), ka...), 0, 0, 0, 5, byte(nativewire.KindCloseSend), 0, 0, 0, 2))
+	f.Add([]byte{0, 0, 0, 5, byte(nativewire.KindCancel), 0, 0, 0, 9})
+	f.Add([]byte{0xff, 0xff, 0xff, 0xff})
+	srv := testserver.Start(f, func(c *server.Config) { c.Limits.NativeMaxFrameBytes = 4096 })
+	hello, _ := nativewire.AppendFrame([]byte(nativewire.Preface), nativewire.KindHello, 0, &fencedv1.NativeHello{Version: nativewire.Version})
+	dial := func(t *testing.T) net.Conn {
+		c, err := net.DialTimeout("tcp", srv.Addr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write(hello); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c := dial(t)
+		defer c.Close()
+		_, _ = c.Write(data)
+		_ = c.SetReadDeadline(time.Now().Add(50 * time.Millisecond))
+		r := bufio.NewReader(c)
+		for {
+			if _, err := nativewire.ReadFrame(r, 64<<20); err != nil {
+				var ne net.Error
+				if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) || strings.Contains(err.Error(), "reset") {
+					break
+				}
+				t.Fatalf("the server sent something that is no frame: %v", err)
+			}
+		}
+		c2 := dial(t)
+		defer c2.Close()
+		w, err := nativewire.ReadFrame(bufio.NewReader(c2), 1<<16)
+		if err != nil || w.Kind != nativewire.KindWelcome {
+			t.Fatalf("no welcome after the input: %v %v", w, err)
+		}
+	})
+}
