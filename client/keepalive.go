@@ -413,18 +413,22 @@ type kaStream struct {
 func (k *keeper) openLocked() *kaStream {
 	i, ep := k.c.endpoint()
 	ctx, cancel := context.WithCancel(k.c.ctx)
-	// A native stream shares the endpoint's native connection with the
+	// The stream is opened by its first use, in its own goroutines, not
+	// here under k.mu: a native one may dial the endpoint first. A
+	// native stream shares the endpoint's native connection with the
 	// pipeline; a Connect one gets a connection of its own.
-	stream, native := k.c.openKeepAlive(ep)
 	var tr *http.Transport
-	if !native {
+	stream := &lazyStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]{open: func() clientStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse] {
+		if s, native := k.c.openKeepAlive(ep); native {
+			return s
+		}
 		hc := k.c.httpClient
 		if k.c.ownTransport != nil {
 			tr = newTransport(k.c.tls)
 			hc = k.c.wrapped(&http.Client{Transport: tr})
 		}
-		stream = fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx)
-	}
+		return fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx)
+	}}
 	st := &kaStream{
 		k:      k,
 		ep:     i,
@@ -442,16 +446,16 @@ func (k *keeper) openLocked() *kaStream {
 		st.fail(ErrClosed)
 		return st
 	}
-	if native {
-		// Once the stream fails or the Client closes, end a Receive in
-		// progress and cancel the stream on the server.
-		k.c.goRun(func() {
-			<-ctx.Done()
-			_ = stream.CloseResponse()
-		})
-	}
+	// Once the stream fails or the Client closes, end a Receive in
+	// progress and cancel the stream on the server (a native stream is
+	// not tied to ctx).
+	k.c.goRun(func() {
+		<-ctx.Done()
+		_ = stream.CloseResponse()
+	})
 	k.c.goRun(func() {
 		wg.Wait()
+		// Both loops ended, so open, which they ran, has returned.
 		if tr != nil {
 			tr.CloseIdleConnections()
 		}

@@ -580,3 +580,54 @@ func (c *Client) openKeepAlive(ep *endpoint) (clientStream[fencedv1.KeepAliveReq
 	}
 	return nativeKeepAlive{nc.open(nativewire.KindKeepAlive)}, true
 }
+
+// lazyStream opens its stream with open on first use, from whichever
+// goroutine uses it first; the others wait for it. CloseResponse before
+// any use opens nothing, and the stream's later uses fail.
+type lazyStream[Req, Resp any] struct {
+	open func() clientStream[Req, Resp]
+
+	mu     sync.Mutex
+	s      clientStream[Req, Resp]
+	closed bool
+	// opened is s once open returned, read without mu (abortConn is
+	// called under the keeper's lock and must not wait for a dial).
+	opened atomic.Pointer[clientStream[Req, Resp]]
+}
+
+func (l *lazyStream[Req, Resp]) get() clientStream[Req, Resp] {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.s == nil {
+		if l.closed {
+			l.s = failedStream[Req, Resp]{connect.NewError(connect.CodeCanceled, errors.New("stream closed before it was opened"))}
+		} else {
+			l.s = l.open()
+		}
+		l.opened.Store(&l.s)
+	}
+	return l.s
+}
+
+func (l *lazyStream[Req, Resp]) Send(m *Req) error       { return l.get().Send(m) }
+func (l *lazyStream[Req, Resp]) Receive() (*Resp, error) { return l.get().Receive() }
+func (l *lazyStream[Req, Resp]) CloseRequest() error     { return l.get().CloseRequest() }
+
+// CloseResponse implements clientStream; it opens nothing.
+func (l *lazyStream[Req, Resp]) CloseResponse() error {
+	l.mu.Lock()
+	s := l.s
+	l.closed = true
+	l.mu.Unlock()
+	if s == nil {
+		return nil
+	}
+	return s.CloseResponse()
+}
+
+// abortConn passes abortConn on to the stream, if it was opened.
+func (l *lazyStream[Req, Resp]) abortConn(err error, since time.Time) {
+	if s := l.opened.Load(); s != nil {
+		abortConn(*s, err, since)
+	}
+}

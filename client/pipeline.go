@@ -153,8 +153,12 @@ func (p *pipeline) stream() (*pipeStream, error) {
 	}
 	ctx, cancel := context.WithCancel(p.c.ctx)
 	st := &pipeStream{
-		p:       p,
-		stream:  p.c.openPipeline(ctx, p.ep),
+		p: p,
+		// Opened by the send and receive loops, not under p.mu: a native
+		// stream may dial the endpoint first.
+		stream: &lazyStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]{open: func() clientStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse] {
+			return p.c.openPipeline(ctx, p.ep)
+		}},
 		opened:  time.Now(),
 		cancel:  cancel,
 		signal:  make(chan struct{}, 1),
