@@ -39,6 +39,10 @@ const nativeProcedure = "fenced/1"
 // hello when Limits.ReadHeaderTimeout is 0.
 const nativeHandshakeTimeout = 10 * time.Second
 
+// maxNativeHelloBytes bounds the hello, read before authentication (a
+// bearer token is 64 bytes; net/http allows headers of 1 MiB).
+const maxNativeHelloBytes = 64 << 10
+
 // nativeStreamBuffer is how many frames of a stream the connection's
 // reader queues before it waits for the stream's handler.
 const nativeStreamBuffer = 16
@@ -68,7 +72,8 @@ func (s *Server) refuseNative(c net.Conn, code connect.Code, msg, leader string)
 func (s *Server) serveNative(c net.Conn, r *bufio.Reader, state *tls.ConnectionState, deadline time.Time) {
 	_ = c.SetReadDeadline(deadline)
 	max := s.nativeMaxFrameBytes()
-	f, err := nativewire.ReadFrame(r, max)
+	// Before authentication a frame is held to what a hello needs.
+	f, err := nativewire.ReadFrame(r, min(max, maxNativeHelloBytes))
 	if err != nil || f.Kind != nativewire.KindHello {
 		if err == nil {
 			err = fmt.Errorf("%w: the first frame is of kind %d, not a hello (%d)", nativewire.ErrMalformed, f.Kind, nativewire.KindHello)
