@@ -54,6 +54,8 @@ type Client struct {
 	hooks Hooks
 	// followLeaderOn is WithFollowLeader's setting.
 	followLeaderOn bool
+	// protocol is WithProtocol's setting.
+	protocol       Protocol
 	log            *slog.Logger
 	clock          clock
 	requestTimeout time.Duration
@@ -82,7 +84,8 @@ type endpoint struct {
 	kv        fencedv1connect.KVServiceClient
 	cluster   fencedv1connect.ClusterServiceClient
 	keys      fencedv1connect.KeyServiceClient
-	pipe      *pipeline // Acquire, Release and KV Put go through it
+	pipe      *pipeline      // Acquire, Release and KV Put go through it
+	nat       nativeEndpoint // the native connection of pipe and the keeper
 	snapshots fencedv1connect.SnapshotServiceClient
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
 	semaphores fencedv1connect.SemaphoreServiceClient
@@ -106,6 +109,7 @@ type options struct {
 	token          string      // see WithBearerToken
 	hooks          Hooks       // see WithHooks
 	noFollowLeader bool        // see WithFollowLeader
+	protocol       Protocol    // see WithProtocol
 }
 
 // WithHTTPClient makes the Client send its calls through hc instead of the
@@ -169,6 +173,10 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		token:          o.token,
 		hooks:          o.hooks,
 		followLeaderOn: !o.noFollowLeader,
+		protocol:       o.protocol,
+	}
+	if o.protocol < ProtocolAuto || o.protocol > ProtocolConnect {
+		return nil, fmt.Errorf("client: %w: %v; want ProtocolAuto, ProtocolNative or ProtocolConnect", fence.ErrInvalidArgument, o.protocol)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -3,6 +3,7 @@ package client_test
 import (
 	"context"
 	"errors"
+	"flag"
 	"net"
 	"net/http"
 	"runtime"
@@ -33,9 +34,25 @@ func testCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-// newClient returns a Client for endpoints, closed when the test ends.
+// protocolFlag runs the package's tests with the SDK's streams on one
+// protocol: go test ./client -args -protocol=connect (or native, or auto,
+// the default: native against the test servers).
+var protocolFlag = flag.String("protocol", "auto", "the Pipeline and KeepAlive protocol of every test Client: auto, native or connect")
+
+// testProtocol is the protocol protocolFlag names.
+func testProtocol(t *testing.T) client.Protocol {
+	p, err := client.ParseProtocol(*protocolFlag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// newClient returns a Client for endpoints, closed when the test ends. Its
+// streams use the -protocol flag's protocol unless opts choose one.
 func newClient(t *testing.T, endpoints []string, opts ...client.Option) *client.Client {
 	t.Helper()
+	opts = append([]client.Option{client.WithProtocol(testProtocol(t))}, opts...)
 	c, err := client.New(endpoints, opts...)
 	if err != nil {
 		t.Fatalf("New(%v): %v", endpoints, err)

@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	"connectrpc.com/connect"
-
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
@@ -147,8 +145,10 @@ func (k *keeper) run() {
 		if st != nil {
 			err := st.failure()
 			if err == nil && k.overdueLocked(st, now) {
-				err = fmt.Errorf("no answer to a renewal within %v", k.answerTimeoutLocked(st, now))
+				timeout := k.answerTimeoutLocked(st, now)
+				err = fmt.Errorf("no answer to a renewal within %v", timeout)
 				st.fail(err)
+				abortConn(st.stream, err, time.Now().Add(-timeout))
 			}
 			if err != nil {
 				k.dropLocked(st)
@@ -400,7 +400,7 @@ type kaStream struct {
 	ep     int64
 	addr   string
 	cancel context.CancelFunc
-	stream *connect.BidiStreamForClient[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
+	stream clientStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
 	signal chan struct{} // capacity 1: the queue has requests
 	queue  []*fencedv1.KeepAliveRequest
 	done   chan struct{} // closed by fail
@@ -412,19 +412,29 @@ type kaStream struct {
 // the request goes out with the first renewal.
 func (k *keeper) openLocked() *kaStream {
 	i, ep := k.c.endpoint()
-	hc := k.c.httpClient
-	var tr *http.Transport
-	if k.c.ownTransport != nil {
-		tr = newTransport(k.c.tls)
-		hc = k.c.wrapped(&http.Client{Transport: tr})
-	}
 	ctx, cancel := context.WithCancel(k.c.ctx)
+	// The stream is opened by its first use, in its own goroutines, not
+	// here under k.mu: a native one may dial the endpoint first. A
+	// native stream shares the endpoint's native connection with the
+	// pipeline; a Connect one gets a connection of its own.
+	var tr *http.Transport
+	stream := &lazyStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]{open: func() clientStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse] {
+		if s, native := k.c.openKeepAlive(ep); native {
+			return s
+		}
+		hc := k.c.httpClient
+		if k.c.ownTransport != nil {
+			tr = newTransport(k.c.tls)
+			hc = k.c.wrapped(&http.Client{Transport: tr})
+		}
+		return fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx)
+	}}
 	st := &kaStream{
 		k:      k,
 		ep:     i,
 		addr:   ep.addr,
 		cancel: cancel,
-		stream: fencedv1connect.NewSessionServiceClient(hc, ep.url).KeepAlive(ctx),
+		stream: stream,
 		signal: make(chan struct{}, 1),
 		done:   make(chan struct{}),
 	}
@@ -436,8 +446,16 @@ func (k *keeper) openLocked() *kaStream {
 		st.fail(ErrClosed)
 		return st
 	}
+	// Once the stream fails or the Client closes, end a Receive in
+	// progress and cancel the stream on the server (a native stream is
+	// not tied to ctx).
+	k.c.goRun(func() {
+		<-ctx.Done()
+		_ = stream.CloseResponse()
+	})
 	k.c.goRun(func() {
 		wg.Wait()
+		// Both loops ended, so open, which they ran, has returned.
 		if tr != nil {
 			tr.CloseIdleConnections()
 		}

@@ -37,7 +37,7 @@ type pipeline struct {
 // pipeStream is one open Pipeline stream.
 type pipeStream struct {
 	p      *pipeline
-	stream *connect.BidiStreamForClient[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	stream clientStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	cancel context.CancelFunc
 	signal chan struct{} // capacity 1: calls or cancels to send
 	done   chan struct{} // closed when the stream failed
@@ -108,7 +108,9 @@ func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fenc
 		// may be silently dead (a partition does not reset it). Let the
 		// next call open a new stream.
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
-			st.fail(fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond)))
+			err := fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond))
+			st.fail(err)
+			abortConn(st.stream, err, sent)
 		}
 		return nil, ctxError(ctx.Err(), false)
 	}
@@ -151,8 +153,12 @@ func (p *pipeline) stream() (*pipeStream, error) {
 	}
 	ctx, cancel := context.WithCancel(p.c.ctx)
 	st := &pipeStream{
-		p:       p,
-		stream:  p.ep.locks.Pipeline(ctx),
+		p: p,
+		// Opened by the send and receive loops, not under p.mu: a native
+		// stream may dial the endpoint first.
+		stream: &lazyStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]{open: func() clientStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse] {
+			return p.c.openPipeline(ctx, p.ep)
+		}},
 		opened:  time.Now(),
 		cancel:  cancel,
 		signal:  make(chan struct{}, 1),

@@ -30,6 +30,8 @@ targets=(
   "./fsm FuzzDecodeEntry"
   "./server FuzzKVHTTP"
   "./server FuzzJSONAPI"
+  "./internal/nativewire FuzzReadFrame"
+  "./server FuzzNativeConn"
 )
 
 parallel=()

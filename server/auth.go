@@ -337,28 +337,40 @@ func (s *Server) authenticating(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		c := &caller{authorization: r.Header.Get("Authorization")}
-		var leaf *x509.Certificate
-		if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-			if leaf = r.TLS.VerifiedChains[0][0]; tlsfiles.IsNodeCert(leaf) {
-				c.certName = leaf.Subject.CommonName
-			}
-		}
-		member := ""
-		// Only a forwarded client identity needs the membership (a read of
-		// raft's configuration).
-		if c.certName != "" && r.Header.Get(headerClientIdentity) != "" && s.isMember(c.certName) {
-			member = c.certName
-		}
-		id, cid, err := s.auth.authenticate(r, leaf, member)
-		if err != nil && !(errors.Is(err, errNoCredentials) && r.URL.Path == registerNodePath) {
-			s.audit.record(auditEntry{Event: auditAuthFailed, Source: identityOf(r.Context()), Procedure: r.URL.Path, Outcome: "refused", Detail: err.Error()})
+		c, err := s.authenticateRequest(r)
+		if err != nil {
 			writeConnectError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
 			return
 		}
-		c.id, c.certIdentity = id, cid
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), callerKey{}, c)))
 	})
+}
+
+// authenticateRequest returns the caller of r, an API call on a server
+// with an auth file, or why it is refused (recorded in the audit log).
+// The native protocol authenticates its connections with it too, from
+// the credentials of their hello (native.go).
+func (s *Server) authenticateRequest(r *http.Request) (*caller, error) {
+	c := &caller{authorization: r.Header.Get("Authorization")}
+	var leaf *x509.Certificate
+	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
+		if leaf = r.TLS.VerifiedChains[0][0]; tlsfiles.IsNodeCert(leaf) {
+			c.certName = leaf.Subject.CommonName
+		}
+	}
+	member := ""
+	// Only a forwarded client identity needs the membership (a read of
+	// raft's configuration).
+	if c.certName != "" && r.Header.Get(headerClientIdentity) != "" && s.isMember(c.certName) {
+		member = c.certName
+	}
+	id, cid, err := s.auth.authenticate(r, leaf, member)
+	if err != nil && !(errors.Is(err, errNoCredentials) && r.URL.Path == registerNodePath) {
+		s.audit.record(auditEntry{Event: auditAuthFailed, Source: identityOf(r.Context()), Procedure: r.URL.Path, Outcome: "refused", Detail: err.Error()})
+		return nil, err
+	}
+	c.id, c.certIdentity = id, cid
+	return c, nil
 }
 
 // isMember reports whether id is a member of this node's latest

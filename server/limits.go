@@ -27,7 +27,8 @@ type Limits struct {
 	// (--read-header-timeout). Default 10s.
 	ReadHeaderTimeout time.Duration
 	// IdleTimeout closes a connection, HTTP/1 or HTTP/2 (h2c included),
-	// that has had no request in flight for this long (--idle-timeout).
+	// that has had no request in flight for this long, or a native one
+	// without a stream (--idle-timeout).
 	// Default 2m.
 	IdleTimeout time.Duration
 	// BodyTimeout bounds reading the body of a unary request
@@ -86,6 +87,18 @@ type Limits struct {
 	// (--max-limiter-queue): how many takes wait for permits at once.
 	// Default 1000; 0 leaves the state machine's own cap, 10000.
 	MaxLimiterQueue uint32
+	// DisableNative turns off the native protocol of the Go SDK on the API
+	// port (--native=false); the SDK then uses Connect. Default on.
+	DisableNative bool
+	// NativeMaxFrameBytes caps the payload of a native frame
+	// (--native-max-frame-bytes); a larger frame closes its connection
+	// with an error. Default 0: the Connect Pipeline's message limit, 1 MiB
+	// (a kv value) plus --max-message-bytes.
+	NativeMaxFrameBytes int
+	// NativeMaxStreams caps the open streams of one native connection
+	// (--native-max-streams); a stream over it is ended with
+	// ResourceExhausted. The SDK opens two. Default 16.
+	NativeMaxStreams int
 }
 
 // DefaultLimits returns the default limits.
@@ -109,6 +122,7 @@ func DefaultLimits() Limits {
 		MaxElectionValueBytes: 4096,
 		MaxLatchCount:         100000,
 		MaxLimiterQueue:       1000,
+		NativeMaxStreams:      16,
 	}
 }
 
@@ -126,7 +140,7 @@ func (l Limits) validate() []error {
 	for _, n := range []struct {
 		flag string
 		v    int
-	}{{"max-conns", l.MaxConns}, {"max-conns-per-source", l.MaxConnsPerSource}, {"session-burst", l.SessionBurst}} {
+	}{{"max-conns", l.MaxConns}, {"max-conns-per-source", l.MaxConnsPerSource}, {"session-burst", l.SessionBurst}, {"native-max-frame-bytes", l.NativeMaxFrameBytes}, {"native-max-streams", l.NativeMaxStreams}} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("--%s %d is negative; want 0 (no limit) or more", n.flag, n.v))
 		}

@@ -28,6 +28,20 @@ const maxPipelineInFlight = 100000
 // stream, or the connection breaks, every call still running is cancelled
 // as a unary call is when its client goes away.
 func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
+	return h.pipeline(ctx, stream)
+}
+
+// bidiStream is the server's side of a bidirectional stream: a Connect
+// stream or a native one (native.go). The stream handlers take it, so both
+// protocols run the same code.
+type bidiStream[Req, Resp any] interface {
+	Receive() (*Req, error)
+	Send(*Resp) error
+}
+
+// pipeline serves one Pipeline stream (see Pipeline); ctx carries the
+// caller, as authentication found it.
+func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
 	p := &pipeline{
@@ -83,7 +97,7 @@ type pipeline struct {
 	locks  *lockService
 	kv     *kvService
 	queues *queueService
-	stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	// calls counts the goroutines that run a call or send answers.
 	calls sync.WaitGroup
 

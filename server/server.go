@@ -50,6 +50,8 @@ type Server struct {
 	ui   *uiFeed
 	ln   net.Listener
 	http *http.Server
+	// natives are the open native-protocol connections (native.go).
+	natives nativeConns
 
 	// claims are the work queue's claim deadlines (queue.go).
 	claims       *sessionExpiry
@@ -173,6 +175,11 @@ func Start(cfg Config) (*Server, error) {
 	s.metrics.watchDisk(node)
 	s.metrics.watchReads(node)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
+	if !cfg.Limits.DisableNative {
+		// After the node and the context: native connections use both.
+		s.ln = s.nativeListen(ln)
+		ln = s.ln
+	}
 
 	s.http = &http.Server{
 		Handler:     s.routes(),
@@ -298,6 +305,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		if herr != nil {
 			herr = s.http.Close()
 		}
+		s.natives.closeAll()
 		nerr := s.node.Shutdown()
 		s.loops.Wait()
 		s.shutErr = errors.Join(herr, nerr, s.audit.close())

@@ -134,6 +134,12 @@ func (s *Server) checkRenewals(reqs []*fencedv1.KeepAliveRequest) []error {
 // stream renewed is revoked, the stream is told at once, with an answer of
 // nonce 0 (revokePush).
 func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]) error {
+	return h.keepAlive(ctx, stream)
+}
+
+// keepAlive serves one KeepAlive stream (see KeepAlive), authorized when
+// it opened.
+func (h *sessionService) keepAlive(ctx context.Context, stream bidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	push := h.s.revokes.stream()
@@ -206,7 +212,7 @@ func (h *sessionService) KeepAlive(ctx context.Context, stream *connect.BidiStre
 
 // sendAnswers sends answers in messages of up to maxRenewalsPerAnswer, the
 // first of each carrying the others in its "more".
-func sendAnswers(stream *connect.BidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse], resps []*fencedv1.KeepAliveResponse) error {
+func sendAnswers(stream bidiStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse], resps []*fencedv1.KeepAliveResponse) error {
 	for len(resps) > 0 {
 		n := min(len(resps), maxRenewalsPerAnswer)
 		out := resps[0]

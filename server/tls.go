@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/fenced-dev/fenced/internal/nativewire"
 	"github.com/fenced-dev/fenced/internal/tlsfiles"
 )
 
@@ -32,7 +33,7 @@ func (s *Server) secure(ln net.Listener) (net.Listener, error) {
 	if s.apiTLS == nil {
 		return readBufListener{ln}, nil
 	}
-	return tlsListener{ln, s.apiTLS, s.cfg.RequireClientCert}, nil
+	return tlsListener{ln, s.apiTLS, s.cfg.RequireClientCert, !s.cfg.Limits.DisableNative}, nil
 }
 
 // tlsListener wraps accepted connections in TLS with the identity loaded
@@ -43,6 +44,8 @@ type tlsListener struct {
 	// requireClientCert refuses a handshake without a client certificate
 	// of the CA (Config.RequireClientCert).
 	requireClientCert bool
+	// native offers the native protocol (nativewire.ALPN) first.
+	native bool
 }
 
 func (l tlsListener) Accept() (net.Conn, error) {
@@ -50,7 +53,18 @@ func (l tlsListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return tls.Server(c, l.id.ServerConfig(l.requireClientCert)), nil
+	cfg := l.id.ServerConfig(l.requireClientCert)
+	if l.native {
+		perClient := cfg.GetConfigForClient
+		cfg.GetConfigForClient = func(h *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := perClient(h)
+			if c != nil {
+				c.NextProtos = append([]string{nativewire.ALPN}, c.NextProtos...)
+			}
+			return c, err
+		}
+	}
+	return tls.Server(c, cfg), nil
 }
 
 // setProtocols lets the API server speak HTTP/2 over TLS with TLS and

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fenced-dev/fenced/bench"
+	"github.com/fenced-dev/fenced/client"
 )
 
 func newBenchCommand() *cobra.Command {
@@ -22,6 +23,7 @@ func newBenchCommand() *cobra.Command {
 		workload     string
 		o            bench.Options
 		connections  int
+		protocol     string
 		serverPIDs   []int
 		cpuProfile   string
 		backend      string
@@ -104,6 +106,11 @@ serves other users only if a little extra load is acceptable.`,
 			if err != nil {
 				return err
 			}
+			proto, err := client.ParseProtocol(protocol)
+			if err != nil {
+				return usageError("--protocol %q: want auto, native or connect", protocol)
+			}
+			copts = append(copts, client.WithProtocol(proto))
 			sys, err := bench.NewFenced(eps, connections, copts...)
 			if err != nil {
 				return classify(err)
@@ -132,6 +139,7 @@ serves other users only if a little extra load is acceptable.`,
 	f.IntVar(&o.ValueSize, "value-size", 128, "bytes per write in fenced-write")
 	f.IntVar(&connections, "connections", 1, "client connections the clients share (an application uses 1)")
 	f.IntSliceVar(&serverPIDs, "server-pid", nil, "server process ids to sample (default: found from local --endpoints)")
+	f.StringVar(&protocol, "protocol", "auto", "how the SDK carries its Pipeline and KeepAlive streams: auto (native when the server offers it), native or connect")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write this client's CPU profile to FILE (go tool pprof)")
 	return cmd
 }

@@ -134,6 +134,13 @@ func TestEdge_LogIsJSONUnderForwarding(t *testing.T) {
 // forwarded reads fenced_forwarded_requests_total from a member's metrics.
 func forwarded(t *testing.T, addr string) float64 {
 	t.Helper()
+	return metricOf(t, addr, "fenced_forwarded_requests_total")
+}
+
+// metricOf reads an unlabelled metric from a member's metrics: -1 when
+// they do not answer, 0 when it is not there.
+func metricOf(t *testing.T, addr, name string) float64 {
+	t.Helper()
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err != nil {
 		return -1
@@ -141,7 +148,7 @@ func forwarded(t *testing.T, addr string) float64 {
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "fenced_forwarded_requests_total "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, _ := strconv.ParseFloat(v, 64)
 			return f
 		}

@@ -21,13 +21,8 @@ func TestCluster_ClientFollowsLeader(t *testing.T) {
 	endpoints := []string{followers[0].Addr, leader.Addr, followers[1].Addr}
 	const calls = 20
 	run := func(follow bool) (first, later float64) {
-		c, err := client.New(endpoints, client.WithFollowLeader(follow))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
+		c, ctx, done := clusterClient(t, endpoints, client.WithFollowLeader(follow))
+		defer done()
 		before := forwarded(t, followers[0].Addr)
 		if _, err := c.KVGet(ctx, "absent"); !errors.Is(err, client.ErrKeyNotFound) {
 			t.Fatalf("kv get: %v, want ErrKeyNotFound", err)
@@ -58,5 +53,60 @@ func TestCluster_ClientFollowsLeader(t *testing.T) {
 	}
 	if first, later := run(false); first != 1 || later < calls {
 		t.Fatalf("not following: the follower forwarded %v first call(s) and %v later ones, want 1 and at least %d", first, later, calls)
+	}
+}
+
+// With the native protocol, a follower refuses the native hello and names
+// the leader: a Client whose first call is a pipelined acquire moves to
+// the leader at once and runs its pipeline there natively, one native
+// connection on the leader, none on the follower and nothing forwarded.
+// ProtocolConnect, the control, has the follower forward the call.
+func TestCluster_NativeFollowsLeader(t *testing.T) {
+	servers := proctest.StartCluster(t, 3)
+	leader, followers := leaderOf(t, servers)
+	endpoints := []string{followers[0].Addr, leader.Addr, followers[1].Addr}
+	run := func(p client.Protocol) (fwd, nativeOnLeader float64) {
+		c, ctx, done := clusterClient(t, endpoints, client.WithProtocol(p))
+		defer done()
+		before := forwarded(t, followers[0].Addr)
+		l, err := c.Acquire(ctx, "native-follow-"+p.String(), 10*time.Second)
+		if err != nil {
+			t.Fatalf("%v: acquire: %v", p, err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("%v: release: %v", p, err)
+		}
+		if n := metricOf(t, followers[0].Addr, "fenced_api_native_connections_open"); n != 0 {
+			t.Fatalf("%v: %v native connections open on the follower", p, n)
+		}
+		return forwarded(t, followers[0].Addr) - before, metricOf(t, leader.Addr, "fenced_api_native_connections_open")
+	}
+	if fwd, n := run(client.ProtocolNative); fwd != 0 || n != 1 {
+		t.Fatalf("native: the follower forwarded %v calls and the leader has %v native connections, want 0 and 1", fwd, n)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for metricOf(t, leader.Addr, "fenced_api_native_connections_open") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the closed Client's native connection is still open on the leader")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if fwd, n := run(client.ProtocolConnect); fwd < 1 || n != 0 {
+		t.Fatalf("connect: the follower forwarded %v calls and the leader has %v native connections, want at least 1 and 0", fwd, n)
+	}
+}
+
+// clusterClient returns a Client of endpoints and a context of a minute;
+// done closes both.
+func clusterClient(t *testing.T, endpoints []string, opts ...client.Option) (*client.Client, context.Context, func()) {
+	t.Helper()
+	c, err := client.New(endpoints, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	return c, ctx, func() {
+		cancel()
+		c.Close()
 	}
 }

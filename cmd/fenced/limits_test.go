@@ -142,9 +142,11 @@ func TestServeLimits_StatusPaged(t *testing.T) {
 }
 
 func TestServeLimits_BadFlagRefused(t *testing.T) {
-	_, stderr, code := runFenced(t, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", "--max-conns", "-1")
-	if code == 0 || !strings.Contains(stderr, "--max-conns -1 is negative") {
-		t.Fatalf("serve --max-conns -1: exit %d, stderr %q; want a refusal naming the flag", code, stderr)
+	for _, flag := range []string{"--max-conns", "--native-max-frame-bytes", "--native-max-streams"} {
+		_, stderr, code := runFenced(t, "serve", "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--peer-listen", "127.0.0.1:0", flag, "-1")
+		if code == 0 || !strings.Contains(stderr, flag+" -1 is negative") {
+			t.Fatalf("serve %s -1: exit %d, stderr %q; want a refusal naming the flag", flag, code, stderr)
+		}
 	}
 }
 
