@@ -39,7 +39,9 @@ import (
 // node gives up its lease for the rest of its term before it starts one.
 
 // leaseTracker records, for each peer, the send time of the latest
-// AppendEntries of the current term the peer accepted.
+// AppendEntries of the current term the peer accepted. Every node keeps
+// one: ConfirmLeader (confirm.go) waits on it, and with Config.LeaseReads
+// the leader lease is measured from it.
 type leaseTracker struct {
 	// duration is how long after the quorum's oldest send time the lease
 	// lasts: HeartbeatTimeout / (1 + LeaseClockDrift).
@@ -55,6 +57,9 @@ type leaseTracker struct {
 	// it holds no lease in that term.
 	revoked uint64
 
+	// changed is closed and replaced at every acknowledgement recorded.
+	changed chan struct{}
+
 	// served and fellBack count the reads served on the lease and those
 	// that asked the quorum instead.
 	served, fellBack atomic.Uint64
@@ -65,6 +70,7 @@ func newLeaseTracker(c Config) *leaseTracker {
 		duration:  time.Duration(float64(c.HeartbeatTimeout) / (1 + c.LeaseClockDrift)),
 		unchecked: c.Test.uncheckedLease(),
 		sent:      map[raft.ServerID]time.Duration{},
+		changed:   make(chan struct{}),
 	}
 }
 
@@ -81,7 +87,32 @@ func (t *leaseTracker) ack(peer raft.ServerID, term uint64, sent time.Duration) 
 	}
 	if sent > t.sent[peer] {
 		t.sent[peer] = sent
+		if t.changed != nil {
+			close(t.changed)
+		}
+		t.changed = make(chan struct{})
 	}
+}
+
+// acked reports whether need of others accepted an AppendEntries of term
+// sent after since, and returns a channel closed at the next
+// acknowledgement recorded.
+func (t *leaseTracker) acked(term uint64, others []raft.ServerID, need int, since time.Duration) (bool, <-chan struct{}) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.changed == nil {
+		t.changed = make(chan struct{})
+	}
+	if term != t.term {
+		return false, t.changed
+	}
+	n := 0
+	for _, id := range others {
+		if s, ok := t.sent[id]; ok && s > since {
+			n++
+		}
+	}
+	return n >= need, t.changed
 }
 
 // revoke gives up the lease of term for good.
@@ -135,15 +166,39 @@ func (n *Node) leaseHeld() bool {
 	if n.lease == nil {
 		return false
 	}
-	term, ok := n.leaderTerm()
+	q, ok := n.quorum()
 	if !ok {
 		return false
 	}
-	self, others, voters := raft.ServerID(n.cfg.NodeID), []raft.ServerID(nil), 0
+	ok = n.lease.valid(q.term, q.others, q.need, leaseClock())
+	// Still the leader of the same term afterwards, so it led throughout.
+	if after, still := n.leaderTerm(); !still || after != q.term {
+		return false
+	}
+	return ok
+}
+
+// leaderQuorum is what a leader needs to hear from to know it still leads.
+type leaderQuorum struct {
+	term uint64
+	// others are the other voting members; need is how many of them make
+	// a quorum with this node's own vote.
+	others []raft.ServerID
+	need   int
+}
+
+// quorum returns this node's term and the voters it needs, or false when
+// it does not lead or is not a voter itself (a leader removing itself).
+func (n *Node) quorum() (leaderQuorum, bool) {
+	term, ok := n.leaderTerm()
+	if !ok {
+		return leaderQuorum{}, false
+	}
+	self, q, voters := raft.ServerID(n.cfg.NodeID), leaderQuorum{term: term}, 0
 	selfVotes := false
 	f := n.raft.GetConfiguration()
 	if f.Error() != nil {
-		return false
+		return leaderQuorum{}, false
 	}
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
@@ -154,19 +209,13 @@ func (n *Node) leaseHeld() bool {
 			selfVotes = true
 			continue
 		}
-		others = append(others, s.ID)
+		q.others = append(q.others, s.ID)
 	}
 	if !selfVotes {
-		// A leader removing itself: no lease.
-		return false
+		return leaderQuorum{}, false
 	}
-	need := voters/2 + 1 - 1
-	ok = n.lease.valid(term, others, need, leaseClock())
-	// Still the leader of the same term afterwards, so it led throughout.
-	if after, still := n.leaderTerm(); !still || after != term {
-		return false
-	}
-	return ok
+	q.need = voters/2 + 1 - 1
+	return q, true
 }
 
 // LeaseReads returns how many reads ReadIndex served on the leader lease

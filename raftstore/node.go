@@ -50,7 +50,9 @@ type Node struct {
 
 	fsm *fsmAdapter
 	sm  StateMachine
-	// lease is the leader lease of Config.LeaseReads; nil without.
+	// acks records the AppendEntries the peers accepted (ConfirmLeader);
+	// lease is the same tracker with Config.LeaseReads, nil without.
+	acks     *leaseTracker
 	lease    *leaseTracker
 	proposer proposer
 
@@ -133,11 +135,12 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		}
 	}
 	gate := newPeerGate(cfg.NodeID, logger)
+	acks := newLeaseTracker(cfg)
 	var lease *leaseTracker
 	if cfg.LeaseReads {
-		lease = newLeaseTracker(cfg)
+		lease = acks
 	}
-	trans, err := newTransport(cfg, gate, lease, peerTLS, hl.Named("transport"))
+	trans, err := newTransport(cfg, gate, acks, peerTLS, hl.Named("transport"))
 	if err != nil {
 		return fail(fmt.Errorf("listen for raft peers on %s: %w", cfg.PeerListen, err))
 	}
@@ -207,6 +210,7 @@ func Open(cfg Config, sm StateMachine) (*Node, error) {
 		disk:      disk,
 		fsm:       fsm,
 		sm:        sm,
+		acks:      acks,
 		lease:     lease,
 		watchStop: make(chan struct{}),
 		watchDone: make(chan struct{}),

@@ -116,7 +116,7 @@ func (s *streamLayer) Addr() net.Addr { return s.Listener.Addr() }
 type gatedTransport struct {
 	*raft.NetworkTransport
 	gate     *peerGate
-	lease    *leaseTracker // nil without lease reads
+	acks     *leaseTracker
 	hold     voteHold
 	consumer chan raft.RPC
 	stop     chan struct{}
@@ -130,9 +130,10 @@ var (
 )
 
 // newTransport listens on cfg.PeerListen and returns raft's network
-// transport over it, behind the peer gate. With lease, it records the
-// AppendEntries the peers accept and holds votes for HeartbeatTimeout.
-func newTransport(cfg Config, gate *peerGate, lease *leaseTracker, peerTLS *tlsfiles.Reloader, logger hclog.Logger) (*gatedTransport, error) {
+// transport over it, behind the peer gate. It records the AppendEntries
+// the peers accept in acks; with lease reads it holds votes for
+// HeartbeatTimeout.
+func newTransport(cfg Config, gate *peerGate, acks *leaseTracker, peerTLS *tlsfiles.Reloader, logger hclog.Logger) (*gatedTransport, error) {
 	ln, err := net.Listen("tcp", cfg.PeerListen)
 	if err != nil {
 		return nil, err
@@ -145,11 +146,11 @@ func newTransport(cfg Config, gate *peerGate, lease *leaseTracker, peerTLS *tlsf
 	t := &gatedTransport{
 		NetworkTransport: raft.NewNetworkTransportWithLogger(stream, transportMaxPool, transportTimeout, logger),
 		gate:             gate,
-		lease:            lease,
+		acks:             acks,
 		consumer:         make(chan raft.RPC),
 		stop:             make(chan struct{}),
 	}
-	if lease != nil {
+	if cfg.LeaseReads {
 		t.hold = voteHold{until: leaseClock() + cfg.HeartbeatTimeout}
 	}
 	go t.filter()
@@ -185,18 +186,15 @@ func (t *gatedTransport) filter() {
 // errVoteHeld answers a vote request in the vote hold after a start.
 var errVoteHeld = errors.New("raftstore: no vote in the first heartbeat timeout after a start (lease reads)")
 
-// AppendEntries implements raft.Transport. With lease reads it records the
-// send time of every AppendEntries the peer accepted in the request's term
-// (raft's heartbeats come through here, every tenth of the heartbeat
-// timeout), which the leader lease is measured from.
+// AppendEntries implements raft.Transport. It records the send time of
+// every AppendEntries the peer accepted in the request's term (raft's
+// heartbeats come through here, every tenth of the heartbeat timeout),
+// which ConfirmLeader and the leader lease are measured from.
 func (t *gatedTransport) AppendEntries(id raft.ServerID, target raft.ServerAddress, args *raft.AppendEntriesRequest, resp *raft.AppendEntriesResponse) error {
-	if t.lease == nil {
-		return t.NetworkTransport.AppendEntries(id, target, args, resp)
-	}
 	sent := leaseClock()
 	err := t.NetworkTransport.AppendEntries(id, target, args, resp)
 	if err == nil && resp.Success && resp.Term == args.Term {
-		t.lease.ack(id, args.Term, sent)
+		t.acks.ack(id, args.Term, sent)
 	}
 	return err
 }
