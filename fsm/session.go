@@ -224,13 +224,13 @@ var primitiveNames = [numKinds]string{kindLock: "lock", kindSemaphore: "semaphor
 
 func (s *session) info() SessionInfo {
 	b := &s.bound[kindLock]
-	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
+	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner}
 	for k := kindLock + 1; k < numKinds; k++ {
 		b := &s.bound[k]
-		for _, name := range sortedKeys(b.held) {
+		for _, name := range b.held.sorted() {
 			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name})
 		}
-		for _, name := range sortedKeys(b.waiting) {
+		for _, name := range b.waiting.sorted() {
 			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name, Waiting: true})
 		}
 	}
