@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	fence "github.com/fenced-dev/fenced"
@@ -186,6 +188,24 @@ func (m *Machine) Sessions() []SessionInfo {
 		out = append(out, s.info())
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out
+}
+
+// SessionTTL is a live session's id and TTL.
+type SessionTTL struct {
+	ID    uint64
+	TTLMs int64
+}
+
+// SessionTTLs returns every live session's id and TTL, by id: what the
+// leader's expiry table is rebuilt from after a restore, without the
+// copies of every session's bindings that Sessions makes.
+func (m *Machine) SessionTTLs() []SessionTTL {
+	out := make([]SessionTTL, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, SessionTTL{ID: s.id, TTLMs: s.ttlMs})
+	}
+	slices.SortFunc(out, func(a, b SessionTTL) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }
 

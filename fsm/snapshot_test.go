@@ -108,8 +108,8 @@ func TestSnapshot_RestoresEarlierFormat(t *testing.T) {
 }
 
 // A state large enough that the restore's invariant checks run side by
-// side (parallelCheckSize) restores to the same bytes, and one with two
-// locks holding one token is still refused.
+// side (parallelCheckSize) restores to the same bytes and the same
+// sessions, and one with two locks holding one token is still refused.
 func TestMachine_RestoreLargeState(t *testing.T) {
 	const n = 12000
 	m := holdersMachine(t, n)
@@ -127,6 +127,18 @@ func TestMachine_RestoreLargeState(t *testing.T) {
 	}
 	if !bytes.Equal(snap, again) {
 		t.Fatalf("the restored state of %d holders encodes to %d bytes unlike the %d restored", n, len(again), len(snap))
+	}
+
+	// SessionTTLs, which the leader's expiry table is rebuilt from after a
+	// restore, lists what Sessions does, in the same order.
+	infos, ttls := r.Sessions(), r.SessionTTLs()
+	if len(infos) != n || len(ttls) != n {
+		t.Fatalf("%d sessions, %d session TTLs; want %d", len(infos), len(ttls), n)
+	}
+	for i, si := range infos {
+		if ttls[i] != (fsm.SessionTTL{ID: si.ID, TTLMs: si.TTLMs}) {
+			t.Fatalf("SessionTTLs()[%d] = %+v; Sessions()[%d] is session %d with TTL %dms", i, ttls[i], i, si.ID, si.TTLMs)
+		}
 	}
 
 	var st statev1.State
