@@ -22,10 +22,13 @@ import (
 // so the holder learns of it at once rather than at its next renewal. A renewal carries a nonce; the keeper remembers when it was
 // queued (before it is sent) and the answer with the same nonce extends
 // the session's validity from that time. A renewal that is not answered
-// within answerTimeout means the stream is stuck (a partition does not
-// break a TCP connection, it silences it): the keeper abandons the stream
-// and its connection and opens a new one, on the next endpoint, and
-// renews at once on it. It keeps doing so while the sessions are valid;
+// within answerTimeout, on a stream that has answered nothing else in that
+// time either, means the stream is stuck (a partition does not break a TCP
+// connection, it silences it): the keeper abandons the stream and its
+// connection and opens a new one, on the next endpoint, and renews at once
+// on it. A stream that is slow but answering (a busy server working
+// through a backlog of renewals) is kept: a new stream would put every
+// session's renewal at the back of a new backlog at once. It keeps doing so while the sessions are valid;
 // whether they stay valid is decided by each session's own timer, never by
 // this loop, so a keeper stuck on the network cannot keep a session alive
 // past its validity.
@@ -41,8 +44,10 @@ type keeper struct {
 	started  bool
 	// slack is how early a renewal may be sent so that renewals falling
 	// due close together go out together: the schedule is looked at no
-	// more often than every slack, however many sessions there are.
-	slack time.Duration
+	// more often than every slack (scheduleSlackLocked), however many
+	// sessions there are. minTTL is the shortest TTL kept alive.
+	slack  time.Duration
+	minTTL time.Duration
 	// wakeAt is when run looks at the schedule next (zero: not before it
 	// is poked). A new session pokes run only if it is due before then,
 	// so opening many sessions does not rescan the schedule for each.
@@ -54,6 +59,17 @@ type pendingRenewal struct {
 	s    *Session
 	sent time.Time // before the request was sent
 	st   *kaStream
+}
+
+// overdueAt is when p makes its stream overdue, unless the stream answers
+// something before (k.mu held): its answer timeout after it was sent or
+// after the stream's last answer, whichever is later.
+func (p pendingRenewal) overdueAt() time.Time {
+	from := p.sent
+	if p.st.answered.After(from) {
+		from = p.st.answered
+	}
+	return from.Add(answerTimeout(p.s))
 }
 
 func newKeeper(c *Client) *keeper {
@@ -90,6 +106,9 @@ func (k *keeper) add(s *Session) error {
 	k.sessions[s.id] = s
 	if sl := renewalSlack(s.ttl); k.slack == 0 || sl < k.slack {
 		k.slack = sl
+	}
+	if k.minTTL == 0 || s.ttl < k.minTTL {
+		k.minTTL = s.ttl
 	}
 	if k.wakeAt.IsZero() || s.renewDue().Before(k.wakeAt) {
 		k.poke()
@@ -209,6 +228,7 @@ const maxRenewalsPerMessage = 1000
 // overdue.
 func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 	var next time.Time
+	slack := k.scheduleSlackLocked()
 	earliest := func(t time.Time) {
 		if next.IsZero() || t.Before(next) {
 			next = t
@@ -216,7 +236,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 	}
 	for _, s := range k.sessions {
 		if s.kaNonce != 0 {
-			earliest(k.pending[s.kaNonce].sent.Add(answerTimeout(s)))
+			earliest(k.pending[s.kaNonce].overdueAt())
 			continue
 		}
 		due := s.renewDue()
@@ -228,7 +248,7 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 		if s.kaRetryAt.After(due) {
 			due = s.kaRetryAt
 		}
-		if now.Add(k.slack).Before(due) {
+		if now.Add(slack).Before(due) {
 			earliest(due)
 			continue
 		}
@@ -249,22 +269,26 @@ func (k *keeper) scheduleLocked(st *kaStream, now time.Time) time.Time {
 }
 
 // overdueLocked reports whether a renewal sent on st has waited for its
-// answer longer than its session's answer timeout.
+// answer longer than its session's answer timeout while st answered
+// nothing at all for as long, or while st answered a renewal sent after
+// it.
 func (k *keeper) overdueLocked(st *kaStream, now time.Time) bool {
-	for _, p := range k.pending {
-		if p.st == st && !now.Before(p.sent.Add(answerTimeout(p.s))) {
-			return true
-		}
-	}
-	return false
+	return k.answerTimeoutLocked(st, now) > 0
 }
 
-// answerTimeoutLocked returns the answer timeout of the oldest overdue
-// renewal on st, for the log.
+// answerTimeoutLocked returns the answer timeout of an overdue renewal on
+// st (see overdueLocked), or 0 when none is.
 func (k *keeper) answerTimeoutLocked(st *kaStream, now time.Time) time.Duration {
-	for _, p := range k.pending {
-		if p.st == st && !now.Before(p.sent.Add(answerTimeout(p.s))) {
-			return answerTimeout(p.s)
+	for nonce, p := range k.pending {
+		if p.st != st {
+			continue
+		}
+		d := answerTimeout(p.s)
+		// The server answers a stream's renewals in the order they were
+		// sent: one sent later answered means this one was lost.
+		lost := st.answeredNonce > nonce && !now.Before(p.sent.Add(d))
+		if lost || !now.Before(p.overdueAt()) {
+			return d
 		}
 	}
 	return 0
@@ -300,6 +324,25 @@ func renewalSlack(ttl time.Duration) time.Duration {
 	return min(max(ttl/30, time.Millisecond), 50*time.Millisecond)
 }
 
+// scanSpacing is the time between two looks at the schedule for each
+// session kept alive: a look visits every session, and this keeps the
+// looks under a few percent of a core however many there are (100,000
+// sessions: every 200ms; a million: every 2s).
+const scanSpacing = 2 * time.Microsecond
+
+// scheduleSlackLocked is the slack of the sessions kept alive: that of
+// their shortest TTL (renewalSlack), raised to scanSpacing per session,
+// but never above a thirtieth of the shortest TTL.
+func (k *keeper) scheduleSlackLocked() time.Duration {
+	return scheduleSlack(k.slack, k.minTTL, len(k.sessions))
+}
+
+// scheduleSlack is the slack for that many sessions whose shortest TTL
+// is minTTL, with that TTL's own slack base.
+func scheduleSlack(base, minTTL time.Duration, sessions int) time.Duration {
+	return max(base, min(time.Duration(sessions)*scanSpacing, minTTL/30))
+}
+
 // answerTimeout is how long a renewal of s may go unanswered before the
 // keeper gives up on the stream it was sent on: a sixth of the TTL (half a
 // renewal interval), at least 100ms (or ttl/3 for tiny TTLs) and at most
@@ -326,6 +369,7 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 	outcomes := make([]outcome, 0, len(resps))
 	var revoked []*Session
 	k.mu.Lock()
+	st.answered = now
 	for _, resp := range resps {
 		if resp.GetNonce() == 0 && resp.GetRevoked() {
 			// Pushed by the server: an administrator revoked the session.
@@ -339,6 +383,7 @@ func (k *keeper) answer(st *kaStream, resps []*fencedv1.KeepAliveResponse) {
 			continue
 		}
 		delete(k.pending, resp.GetNonce())
+		st.answeredNonce = max(st.answeredNonce, resp.GetNonce())
 		if p.s.kaNonce == resp.GetNonce() {
 			p.s.kaNonce = 0
 		}
@@ -403,9 +448,13 @@ type kaStream struct {
 	stream clientStream[fencedv1.KeepAliveRequest, fencedv1.KeepAliveResponse]
 	signal chan struct{} // capacity 1: the queue has requests
 	queue  []*fencedv1.KeepAliveRequest
-	done   chan struct{} // closed by fail
-	once   sync.Once
-	err    error // why the stream ended; set before done is closed
+	// answered is when the last message from the server arrived, and
+	// answeredNonce the highest nonce of a renewal answered (k.mu).
+	answered      time.Time
+	answeredNonce uint64
+	done          chan struct{} // closed by fail
+	once          sync.Once
+	err           error // why the stream ended; set before done is closed
 }
 
 // openLocked opens a stream to the current endpoint. It does not block:

@@ -23,9 +23,13 @@ const (
 // binding is what one session holds and waits for in one primitive, by
 // object name. It is how grants hang off sessions: ending a session ends
 // every binding it has (Machine.endSession), in every primitive.
+//
+// A set stays allocated once emptied (as a Go map does), so a session that
+// takes and gives up the same kind of grant again and again allocates
+// nothing for it.
 type binding struct {
-	held    map[string]struct{}
-	waiting map[string]struct{}
+	held    *nameSet
+	waiting *nameSet
 	// use counts the bindings of every session of the same owner (quota.go);
 	// nil for a session without an owner.
 	use *usage
@@ -33,46 +37,50 @@ type binding struct {
 
 func (b *binding) hold(name string) {
 	if b.held == nil {
-		b.held = make(map[string]struct{})
+		b.held = &nameSet{}
 	}
-	if _, ok := b.held[name]; !ok && b.use != nil {
+	if b.held.add(name) && b.use != nil {
 		b.use.held++
 	}
-	b.held[name] = struct{}{}
 }
 
 func (b *binding) unhold(name string) {
-	if _, ok := b.held[name]; ok && b.use != nil {
+	if !b.held.has(name) {
+		return
+	}
+	b.held.remove(name)
+	if b.use != nil {
 		b.use.held--
 	}
-	delete(b.held, name)
 }
 
 func (b *binding) wait(name string) {
 	if b.waiting == nil {
-		b.waiting = make(map[string]struct{})
+		b.waiting = &nameSet{}
 	}
-	if _, ok := b.waiting[name]; !ok && b.use != nil {
+	if b.waiting.add(name) && b.use != nil {
 		b.use.waiting++
 	}
-	b.waiting[name] = struct{}{}
 }
 
 func (b *binding) unwait(name string) {
-	if _, ok := b.waiting[name]; ok && b.use != nil {
+	if !b.waiting.has(name) {
+		return
+	}
+	b.waiting.remove(name)
+	if b.use != nil {
 		b.use.waiting--
 	}
-	delete(b.waiting, name)
 }
 
 // end calls leave for every object the session waits for, then release
 // for every object it holds, each in name order, so that every replica
 // promotes waiters, and so issues tokens, in the same order.
 func (b *binding) end(leave, release func(name string)) {
-	for _, name := range sortedKeys(b.waiting) {
+	for _, name := range b.waiting.sorted() {
 		leave(name)
 	}
-	for _, name := range sortedKeys(b.held) {
+	for _, name := range b.held.sorted() {
 		release(name)
 	}
 }

@@ -709,7 +709,7 @@ func (t *electionTable) check() error {
 			case tokens[e.token] != "":
 				return broken("elections %q and %q hold the same token %d", tokens[e.token], name, e.token)
 			}
-			if _, ok := s.bound[kindElection].held[name]; !ok {
+			if !s.bound[kindElection].held.has(name) {
 				return broken("election %q is led by session %d, which is not bound to it", name, e.leader)
 			}
 			tokens[e.token] = name
@@ -731,7 +731,7 @@ func (t *electionTable) check() error {
 			case !hasValue || len(e.values[w.session]) > MaxElectionValueBytes:
 				return broken("candidate %d of %q has no value or one too large", w.session, name)
 			}
-			if _, ok := s.bound[kindElection].waiting[name]; !ok {
+			if !s.bound[kindElection].waiting.has(name) {
 				return broken("session %d is a candidate of %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -742,12 +742,12 @@ func (t *electionTable) check() error {
 	}
 	for id, s := range m.sessions {
 		b := &s.bound[kindElection]
-		for name := range b.held {
+		for name := range b.held.all() {
 			if e := t.byName[name]; e == nil || e.leader != id {
 				return broken("session %d is bound as leader of %q, which it does not lead", id, name)
 			}
 		}
-		for name := range b.waiting {
+		for name := range b.waiting.all() {
 			if e := t.byName[name]; e == nil || !e.queue.has(id) {
 				return broken("session %d is bound as candidate of %q, which does not queue it", id, name)
 			}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"unicode"
 	"unicode/utf8"
 
@@ -71,31 +72,44 @@ func (m *Machine) checkInvariants() error {
 	if m.issuer == "" && (last != 0 || m.lastSession != 0 || len(m.sessions) > 0 || len(m.locks.byName) > 0 || len(m.kv.entries) > 0) {
 		return broken("the state has tokens, sessions, locks or kv entries but no issuer")
 	}
-	if err := m.checkSessions(); err != nil {
-		return err
+	return firstBroken(m.size() >= parallelCheckSize,
+		m.checkSessions, m.locks.check, m.semaphores.check, m.elections.check,
+		m.rwlocks.check, m.queues.check, m.checkLive, m.kv.check, m.nodes.check)
+}
+
+// parallelCheckSize is the state size (sessions, locks and kv entries) from
+// which the invariant checks run side by side: a restore of a large
+// snapshot spends most of its time in them.
+const parallelCheckSize = 10000
+
+// size is the number of sessions, locks and kv entries.
+func (m *Machine) size() int { return len(m.sessions) + len(m.locks.byName) + len(m.kv.entries) }
+
+// firstBroken runs the checks, one after the other or each on a goroutine
+// of its own (they only read the state), and returns the error of the
+// first in order that failed, so the answer does not depend on which
+// finished first.
+func firstBroken(parallel bool, checks ...func() error) error {
+	errs := make([]error, len(checks))
+	if parallel {
+		var wg sync.WaitGroup
+		for i, check := range checks {
+			wg.Go(func() { errs[i] = check() })
+		}
+		wg.Wait()
+	} else {
+		for i, check := range checks {
+			if errs[i] = check(); errs[i] != nil {
+				break
+			}
+		}
 	}
-	if err := m.locks.check(); err != nil {
-		return err
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
 	}
-	if err := m.semaphores.check(); err != nil {
-		return err
-	}
-	if err := m.elections.check(); err != nil {
-		return err
-	}
-	if err := m.rwlocks.check(); err != nil {
-		return err
-	}
-	if err := m.queues.check(); err != nil {
-		return err
-	}
-	if err := m.checkLive(); err != nil {
-		return err
-	}
-	if err := m.kv.check(); err != nil {
-		return err
-	}
-	return m.nodes.check()
+	return nil
 }
 
 func (m *Machine) checkSessions() error {
@@ -187,7 +201,7 @@ func (t *lockTable) check() error {
 			case tokens[l.token] != "":
 				return broken("locks %q and %q hold the same token %d", tokens[l.token], name, l.token)
 			}
-			if _, ok := s.bound[kindLock].held[name]; !ok {
+			if !s.bound[kindLock].held.has(name) {
 				return broken("lock %q is held by session %d, which is not bound to it", name, l.holder)
 			}
 			tokens[l.token] = name
@@ -206,7 +220,7 @@ func (t *lockTable) check() error {
 			case w.session == l.holder:
 				return broken("session %d waits for %q, which it holds", w.session, name)
 			}
-			if _, ok := s.bound[kindLock].waiting[name]; !ok {
+			if !s.bound[kindLock].waiting.has(name) {
 				return broken("session %d waits for %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -214,12 +228,12 @@ func (t *lockTable) check() error {
 	}
 	for id, s := range m.sessions {
 		b := &s.bound[kindLock]
-		for name := range b.held {
+		for name := range b.held.all() {
 			if l := t.byName[name]; l == nil || l.holder != id {
 				return broken("session %d is bound as holder of %q, which it does not hold", id, name)
 			}
 		}
-		for name := range b.waiting {
+		for name := range b.waiting.all() {
 			if l := t.byName[name]; l == nil || !l.queue.has(id) {
 				return broken("session %d is bound as waiter of %q, which does not queue it", id, name)
 			}

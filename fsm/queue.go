@@ -812,7 +812,7 @@ func (t *queueTable) tick(now int64) Result {
 // delivery).
 func (t *queueTable) endSession(s *session, reason EndReason, now int64) {
 	b := &s.bound[kindQueue]
-	if len(b.held) == 0 && len(b.waiting) == 0 {
+	if b.held.len() == 0 && b.waiting.len() == 0 {
 		return
 	}
 	t.advance(now)
@@ -990,7 +990,7 @@ func (t *queueTable) check() error {
 			case it.deliveries == 0:
 				return broken("item %s is claimed but counts no delivery", ClaimScope(name, id))
 			}
-			if _, ok := s.bound[kindQueue].held[ClaimScope(name, id)]; !ok {
+			if !s.bound[kindQueue].held.has(ClaimScope(name, id)) {
 				return broken("item %s is claimed by session %d, which is not bound to it", ClaimScope(name, id), it.claimSession)
 			}
 		}
@@ -1010,7 +1010,7 @@ func (t *queueTable) check() error {
 			if s == nil {
 				return broken("session %d waits to claim from %q but is not live", w.session, name)
 			}
-			if _, ok := s.bound[kindQueue].waiting[name]; !ok {
+			if !s.bound[kindQueue].waiting.has(name) {
 				return broken("session %d waits to claim from %q but is not bound to it", w.session, name)
 			}
 			if ValidateVisibilityMillis(q.waitVis[w.session]) != nil {
@@ -1033,14 +1033,14 @@ func (t *queueTable) check() error {
 	}
 	for id, s := range m.sessions {
 		b := &s.bound[kindQueue]
-		for scope := range b.held {
+		for scope := range b.held.all() {
 			name, item, ok := parseClaimScope(scope)
 			q := t.byName[name]
 			if !ok || q == nil || q.items[item] == nil || q.items[item].claimSession != id {
 				return broken("session %d is bound as claimer of %s, which it does not claim", id, scope)
 			}
 		}
-		for name := range b.waiting {
+		for name := range b.waiting.all() {
 			if q := t.byName[name]; q == nil || !q.waiters.has(id) {
 				return broken("session %d is bound as waiter of queue %q, which does not queue it", id, name)
 			}

@@ -490,7 +490,7 @@ func (t *rwTable) check() error {
 			case h.token <= prev || h.token > m.tokens.last:
 				return broken("read/write lock %q: holder %d has token %d; want above %d (the holder before) and up to the last token %d", name, h.session, h.token, prev, m.tokens.last)
 			}
-			if _, ok := s.bound[kindRWLock].held[name]; !ok {
+			if !s.bound[kindRWLock].held.has(name) {
 				return broken("read/write lock %q is held by session %d, which is not bound to it", name, h.session)
 			}
 			held[h.session], prev = true, h.token
@@ -506,7 +506,7 @@ func (t *rwTable) check() error {
 			case w.kind != fence.KindRead && w.kind != fence.KindWrite:
 				return broken("session %d waits for read/write lock %q for a grant of kind %q", w.session, name, w.kind)
 			}
-			if _, ok := s.bound[kindRWLock].waiting[name]; !ok {
+			if !s.bound[kindRWLock].waiting.has(name) {
 				return broken("session %d waits for read/write lock %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -517,12 +517,12 @@ func (t *rwTable) check() error {
 	}
 	for id, s := range m.sessions {
 		b := &s.bound[kindRWLock]
-		for name := range b.held {
+		for name := range b.held.all() {
 			if _, ok := t.byName[name].holderOf(id); !ok {
 				return broken("session %d is bound as holder of read/write lock %q, which it does not hold", id, name)
 			}
 		}
-		for name := range b.waiting {
+		for name := range b.waiting.all() {
 			if l := t.byName[name]; l == nil || !l.queue.has(id) {
 				return broken("session %d is bound as waiter of read/write lock %q, which does not queue it", id, name)
 			}

@@ -1,8 +1,10 @@
 package fsm
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 
 	fence "github.com/fenced-dev/fenced"
@@ -189,6 +191,24 @@ func (m *Machine) Sessions() []SessionInfo {
 	return out
 }
 
+// SessionTTL is a live session's id and TTL.
+type SessionTTL struct {
+	ID    uint64
+	TTLMs int64
+}
+
+// SessionTTLs returns every live session's id and TTL, by id: what the
+// leader's expiry table is rebuilt from after a restore, without the
+// copies of every session's bindings that Sessions makes.
+func (m *Machine) SessionTTLs() []SessionTTL {
+	out := make([]SessionTTL, 0, len(m.sessions))
+	for _, s := range m.sessions {
+		out = append(out, SessionTTL{ID: s.id, TTLMs: s.ttlMs})
+	}
+	slices.SortFunc(out, func(a, b SessionTTL) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
 // SessionCount returns the number of live sessions.
 func (m *Machine) SessionCount() int { return len(m.sessions) }
 
@@ -224,13 +244,13 @@ var primitiveNames = [numKinds]string{kindLock: "lock", kindSemaphore: "semaphor
 
 func (s *session) info() SessionInfo {
 	b := &s.bound[kindLock]
-	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: sortedKeys(b.held), Waiting: sortedKeys(b.waiting), Owner: s.owner}
+	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner}
 	for k := kindLock + 1; k < numKinds; k++ {
 		b := &s.bound[k]
-		for _, name := range sortedKeys(b.held) {
+		for _, name := range b.held.sorted() {
 			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name})
 		}
-		for _, name := range sortedKeys(b.waiting) {
+		for _, name := range b.waiting.sorted() {
 			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name, Waiting: true})
 		}
 	}

@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"crypto/sha256"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/fenced-dev/fenced/fsm"
@@ -52,4 +53,24 @@ func BenchmarkMachine_Restore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkMachine_HeapPerHolder reports the Go heap a holder (a session
+// holding a lock of its own) keeps live in the state machine, over 100k
+// holders, after a collection: the state machine's part of the server's
+// memory per session (docs/benchmarks.md, "The cost of scale").
+func BenchmarkMachine_HeapPerHolder(b *testing.B) {
+	const n = 100000
+	var per float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		m := holdersMachine(b, n)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		per = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(m)
+	}
+	b.ReportMetric(per, "heap-B/holder")
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
@@ -103,5 +104,54 @@ func TestSnapshot_RestoresEarlierFormat(t *testing.T) {
 	}
 	if res := acquire(m, 1, 5, "alpha", false); res.Err == nil {
 		t.Fatal("a seq below the restored floor was accepted")
+	}
+}
+
+// A state large enough that the restore's invariant checks run side by
+// side (parallelCheckSize) restores to the same bytes and the same
+// sessions, and one with two locks holding one token is still refused.
+func TestMachine_RestoreLargeState(t *testing.T) {
+	const n = 12000
+	m := holdersMachine(t, n)
+	snap, err := m.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := fsm.New(nil)
+	if err := r.Restore(snap); err != nil {
+		t.Fatalf("Restore of %d holders: %v", n, err)
+	}
+	again, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(snap, again) {
+		t.Fatalf("the restored state of %d holders encodes to %d bytes unlike the %d restored", n, len(again), len(snap))
+	}
+
+	// SessionTTLs, which the leader's expiry table is rebuilt from after a
+	// restore, lists what Sessions does, in the same order.
+	infos, ttls := r.Sessions(), r.SessionTTLs()
+	if len(infos) != n || len(ttls) != n {
+		t.Fatalf("%d sessions, %d session TTLs; want %d", len(infos), len(ttls), n)
+	}
+	for i, si := range infos {
+		if ttls[i] != (fsm.SessionTTL{ID: si.ID, TTLMs: si.TTLMs}) {
+			t.Fatalf("SessionTTLs()[%d] = %+v; Sessions()[%d] is session %d with TTL %dms", i, ttls[i], i, si.ID, si.TTLMs)
+		}
+	}
+
+	var st statev1.State
+	if err := proto.Unmarshal(snap, &st); err != nil {
+		t.Fatal(err)
+	}
+	locks := st.GetLocks()
+	locks[len(locks)-1].Token = locks[0].GetToken()
+	bad, err := proto.Marshal(&st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fsm.New(nil).Restore(bad); err == nil {
+		t.Fatal("a large state with two locks holding one token restored")
 	}
 }

@@ -13,8 +13,11 @@ import (
 // counter is a tiny state machine for the tests: every command "inc" adds
 // one and returns the new count. Its commands are strings; an entry holding
 // several is them joined by commas. It remembers the term of the last
-// command applied and how often it was restored from a snapshot.
+// command applied and how often it was restored from a snapshot. The
+// command "block" waits until block is closed (when it is set), which
+// stalls the node's state machine.
 type counter struct {
+	block    <-chan struct{}
 	mu       sync.Mutex
 	n        uint64
 	lastTerm uint64
@@ -54,6 +57,15 @@ func (c *counter) Apply(cmds []raftstore.Command) error {
 	for i, cmd := range cmds {
 		if cmd.Cmd == "cannot go on" {
 			return errors.New("the counter cannot go on")
+		}
+		if cmd.Cmd == "block" {
+			if c.block != nil {
+				c.mu.Unlock()
+				<-c.block
+				c.mu.Lock()
+			}
+			cmds[i].Result = c.n
+			continue
 		}
 		if cmd.Cmd != "inc" {
 			cmds[i].Result = fmt.Errorf("unknown command %q", cmd.Cmd)

@@ -92,7 +92,7 @@ func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
 // with its full TTL: a restored snapshot replaced the state, and the
 // sessions it holds were created by entries this node will never apply.
 // The TTL stays a lower bound on each session's life.
-func (l *sessionExpiry) reset(sessions []fsm.SessionInfo) {
+func (l *sessionExpiry) reset(sessions []fsm.SessionTTL) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.clock.Now()

@@ -362,9 +362,9 @@ func newClaimDeadlines(clock fence.Clock) *sessionExpiry { return newSessionExpi
 // resetClaims tracks the claims of a restored state, each from now.
 func (s *Server) resetClaims(m *fsm.Machine) {
 	claims := m.Claims()
-	list := make([]fsm.SessionInfo, len(claims))
+	list := make([]fsm.SessionTTL, len(claims))
 	for i, c := range claims {
-		list[i] = fsm.SessionInfo{ID: uint64(c.Token), TTLMs: c.Visibility.Milliseconds()}
+		list[i] = fsm.SessionTTL{ID: uint64(c.Token), TTLMs: c.Visibility.Milliseconds()}
 	}
 	s.claims.reset(list)
 }

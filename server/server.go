@@ -125,7 +125,7 @@ func Start(cfg Config) (*Server, error) {
 	s.sm.afterRestore = func(m *fsm.Machine) {
 		prefix.restored()
 		s.ui.changed()
-		s.expiry.reset(m.Sessions())
+		s.expiry.reset(m.SessionTTLs())
 		s.delays.reset(m.PendingDelays())
 		s.elections.notifyAll()
 		s.resetClaims(m)

@@ -51,7 +51,7 @@ func (h *sessionService) CreateSession(ctx context.Context, req *connect.Request
 	return connect.NewResponse(&fencedv1.CreateSessionResponse{Session: res.Session, TtlMs: m.TtlMs, Issuer: issuer, Secret: secret}), nil
 }
 
-// renewVerifyTimeout bounds the quorum check behind a renewal.
+// renewVerifyTimeout bounds the leadership check behind a renewal.
 const renewVerifyTimeout = 2 * time.Second
 
 // renew renews sessions' leases on this leader, one answer per request
@@ -63,7 +63,10 @@ const renewVerifyTimeout = 2 * time.Second
 // same rate; this is a liveness signal for the holder, not a safety
 // guarantee). One check confirms every renewal that arrived before it
 // started, which is how a stream carrying many sessions costs one quorum
-// round per batch rather than per session.
+// round per batch rather than per session. The check is
+// raftstore's ConfirmLeader, which does not wait behind the state machine:
+// a slow apply or a snapshot's encoding does not hold renewals up (with
+// raft's VerifyLeader it did, until its timeout ended the stream).
 //
 // A deposed leader that has not noticed yet (it was paused, or cut off)
 // fails the check and confirms nothing.
@@ -102,7 +105,7 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, p
 	if renewed {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
 		defer cancel()
-		if err := s.node.VerifyLeader(vctx); err != nil {
+		if err := s.node.ConfirmLeader(vctx); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("renewal not confirmed: %w", err))
 		}
 	}

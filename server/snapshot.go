@@ -42,7 +42,7 @@ func (h *snapshotService) Save(ctx context.Context, _ *connect.Request[fencedv1.
 		state, err = m.Snapshot()
 		info.Index = s.sm.applied
 		info.Issuer, info.LastToken, info.ReservedToken = m.Issuer(), uint64(m.LastToken()), uint64(m.ReservedToken())
-		info.Sessions = uint32(len(m.Sessions()))
+		info.Sessions = uint32(m.SessionCount())
 		info.Lineage = lineageProto(m)
 	})
 	if err != nil {
