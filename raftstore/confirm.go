@@ -2,7 +2,6 @@ package raftstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 )
 
@@ -13,25 +12,26 @@ import (
 // slow apply, a snapshot's encoding), so under load it can wait for
 // seconds while the leadership it checks is not in doubt.
 //
-// It returns nil as soon as either of two confirmations arrives:
-//
-//   - a quorum of the voters (with this node) accepted an AppendEntries of
-//     this node's term sent after the call started. Raft's heartbeats,
-//     sent every tenth of HeartbeatTimeout by goroutines of their own,
-//     provide them whatever the main loop is doing. Sound without any
-//     clock assumption: a member that accepted an AppendEntries of this
-//     term had not yet voted in a later one, and a later leader needs the
-//     vote of a member of every quorum, so no later leader existed when
-//     the call started. (The send time is read on this node's monotonic
-//     clock before the request goes out; no other clock is compared.)
-//   - raft's VerifyLeader, started at once, succeeds; it is the faster of
-//     the two on an idle leader (one round trip, no wait for a heartbeat).
+// It returns nil once a quorum of the voters (with this node) accepted an
+// AppendEntries of this node's term sent after the call started. Raft's
+// heartbeats, sent every tenth of HeartbeatTimeout by goroutines of their
+// own, provide them whatever the main loop is doing; VerifyLeader, started
+// at once and not waited for, makes raft send heartbeats now, so an idle
+// leader need not wait for the next one. This is sound without any clock
+// assumption: a member that accepted an AppendEntries of this term had not
+// yet voted in a later one, and a later leader needs the vote of a member
+// of every quorum, so no later leader existed when the call started. (The
+// send time is read on this node's monotonic clock before the request goes
+// out; no other clock is compared.) VerifyLeader's own success is not
+// taken as a confirmation: it also counts the answer to a heartbeat
+// already in flight when it was called, which a leader paused, deposed and
+// resumed could get from before the new election (ReadIndex, readindex.go).
 //
 // A node that is the only voter confirms its leadership at once. It fails
 // with an error wrapping fence.ErrNotLeader when the node is not, or is no
-// longer, the leader (VerifyLeader's answer), and with ctx's error when ctx
-// ends first. Like VerifyLeader it confirms leadership at a moment, not for
-// any time after it.
+// longer, the leader, and with ctx's error when ctx ends first. Like
+// VerifyLeader it confirms leadership at a moment, not for any time after
+// it.
 func (n *Node) ConfirmLeader(ctx context.Context) error {
 	since := leaseClock()
 	q, ok := n.quorum()
@@ -44,24 +44,9 @@ func (n *Node) ConfirmLeader(ctx context.Context) error {
 	}
 	vctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	verified := make(chan error, 1)
-	go func() { verified <- n.VerifyLeader(vctx) }()
-	for {
-		acked, changed := n.acks.acked(q.term, q.others, q.need, since)
-		if acked {
-			if term, still := n.leaderTerm(); !still || term != q.term {
-				return fmt.Errorf("confirm leader: %w", n.notLeaderError(errors.New("leadership lost")))
-			}
-			return nil
-		}
-		select {
-		case err := <-verified:
-			return err
-		case <-changed:
-		case <-ctx.Done():
-			return fmt.Errorf("confirm leader: %w", ctx.Err())
-		case <-n.done:
-			return fmt.Errorf("confirm leader: %w", ErrShutdown)
-		}
+	go func() { _ = n.VerifyLeader(vctx) }() // heartbeats now; see above
+	if err := n.confirmedSince(ctx, since); err != nil {
+		return fmt.Errorf("confirm leader: %w", err)
 	}
+	return nil
 }

@@ -30,6 +30,11 @@ func TestNode_ConfirmLeaderDoesNotWaitForApplies(t *testing.T) {
 				cfg.NodeID = []string{"n1", "n2", "n3"}[i]
 				cfg.Bootstrap = i == 0
 				cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = time.Second, time.Second, time.Second
+				// No window of entries in flight: entries pile up behind the
+				// stalled state machine until raft's main loop waits for it
+				// (with the default window of 1 it never does; a stall of the
+				// main loop is what this test needs).
+				cfg.MaxEntriesInFlight = 0
 				c := &counter{}
 				if i == 0 {
 					c.block = block

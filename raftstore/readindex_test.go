@@ -53,7 +53,18 @@ func TestNode_ReadIndexCountsOnlyHeartbeatsSentAfterTheReadBegan(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("lease %v: ReadIndex with no heartbeat sent since it began seen answered: %v, want it to wait until its deadline", lease, err)
 		}
+		// ConfirmLeader (renewals) counts the same acknowledgements, and
+		// not VerifyLeader's success.
+		short, stop = context.WithTimeout(ctx, 2*time.Second)
+		err = n1.ConfirmLeader(short)
+		stop()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("lease %v: ConfirmLeader with no heartbeat sent since it began seen answered: %v, want it to wait until its deadline", lease, err)
+		}
 		reattach()
+		if err := n1.ConfirmLeader(ctx); err != nil {
+			t.Fatalf("lease %v: ConfirmLeader reattached: %v", lease, err)
+		}
 		if err := n1.ReadIndex(ctx); err != nil {
 			t.Fatalf("lease %v: ReadIndex reattached: %v", lease, err)
 		}
