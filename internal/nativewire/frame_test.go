@@ -76,3 +76,47 @@ func FuzzReadFrame(f *testing.F) {
 		}
 	})
 }
+
+// TestReadFrameIntoReuses reads frames into one buffer: each payload is
+// its frame's, the buffer is reused while it holds the frame (no
+// allocation per frame), and a frame larger than the buffer gets a slice
+// of its own without touching the buffer.
+func TestReadFrameIntoReuses(t *testing.T) {
+	small := &fencedv1.PipelineRequest{Cancel: []uint64{1, 2, 3}}
+	large := &fencedv1.PipelineRequest{Cancel: make([]uint64, 100)}
+	for i := range large.Cancel {
+		large.Cancel[i] = uint64(i) + 1000
+	}
+	var stream []byte
+	for _, m := range []proto.Message{small, large, small} {
+		var err error
+		if stream, err = AppendFrame(stream, KindPipeline, 3, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf := make([]byte, 64)
+	r := bytes.NewReader(stream)
+	for i, want := range []*fencedv1.PipelineRequest{small, large, small} {
+		f, err := ReadFrameInto(r, 1<<20, buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got fencedv1.PipelineRequest
+		if err := proto.Unmarshal(f.Payload, &got); err != nil || !proto.Equal(&got, want) {
+			t.Fatalf("frame %d: %v (%v), want %v", i, &got, err, want)
+		}
+		if inBuf := &f.Payload[0] == &buf[:1][0]; inBuf != (want == small) {
+			t.Fatalf("frame %d of %d bytes: payload in the 64-byte buffer is %v", i, len(f.Payload), inBuf)
+		}
+	}
+	one, _ := AppendFrame(nil, KindPipeline, 3, small)
+	allocs := testing.AllocsPerRun(100, func() {
+		r.Reset(one)
+		if _, err := ReadFrameInto(r, 1<<20, buf); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("ReadFrameInto into a buffer that holds the frame allocates %v times, want 0", allocs)
+	}
+}
