@@ -45,7 +45,7 @@ const maxNativeHelloBytes = 64 << 10
 
 // nativeStreamBuffer is how many frames of a KeepAlive stream the
 // connection's reader queues before it waits for the stream's handler.
-// A Pipeline stream's frames are handled on the reader (nativeConn.deliver).
+// A Pipeline stream's frames are handled on the reader (nativeStream.deliver).
 const nativeStreamBuffer = 16
 
 // nativeReadBufferBytes is the payload buffer a connection's reader
@@ -383,10 +383,10 @@ type nativeStream struct {
 
 // deliver decodes one message of a Pipeline stream and hands it to the
 // stream's pipeline on the reader's goroutine: pipeline.handle does not
-// block, and this saves the hand-off to the stream's goroutine per
-// message (in the profile of 64 independent lockers, the channel and the
-// wake-up cost about as much as the frame's read). A message that does
-// not decode ends the connection (serve fails it).
+// block (each call runs on a worker), and this saves a channel operation
+// and a goroutine wake-up per message, the hand-off to the stream's
+// goroutine. A message that does not decode ends the connection (serve
+// fails it).
 func (st *nativeStream) deliver(b []byte) error {
 	req := new(fencedv1.PipelineRequest)
 	if err := proto.Unmarshal(b, req); err != nil {
