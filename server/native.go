@@ -43,19 +43,9 @@ const nativeHandshakeTimeout = 10 * time.Second
 // bearer token is 64 bytes; net/http allows headers of 1 MiB).
 const maxNativeHelloBytes = 64 << 10
 
-// nativeStreamBuffer is how many frames of a KeepAlive stream the
-// connection's reader queues before it waits for the stream's handler.
-// A Pipeline stream's frames are handled on the reader (nativeStream.deliver).
+// nativeStreamBuffer is how many frames of a stream the connection's
+// reader queues before it waits for the stream's handler.
 const nativeStreamBuffer = 16
-
-// nativeReadBufferBytes is the payload buffer a connection's reader
-// reuses from frame to frame: the frames of a lock cycle are a few
-// hundred bytes; a larger frame gets a buffer of its own, kept for the
-// next while it is at most nativeKeepReadBytes.
-const (
-	nativeReadBufferBytes = 4 << 10
-	nativeKeepReadBytes   = 64 << 10
-)
 
 // nativeMaxFrameBytes is the largest payload of a native frame: the
 // limit, or by default what a Connect Pipeline message may be.
@@ -167,18 +157,12 @@ type nativeConn struct {
 // then cancels its streams and closes it.
 func (nc *nativeConn) serve() {
 	defer nc.close()
-	// Every payload is decoded before the next read (deliver, or a copy
-	// queued for a KeepAlive stream), so one buffer serves them all.
-	buf := make([]byte, nativeReadBufferBytes)
 	for {
 		nc.mu.Lock()
 		nc.armIdleLocked()
 		nc.mu.Unlock()
-		f, err := nativewire.ReadFrameInto(nc.r, nc.max, buf)
+		f, err := nativewire.ReadFrame(nc.r, nc.max)
 		if err == nil {
-			if c := cap(f.Payload); c > cap(buf) && c <= nativeKeepReadBytes {
-				buf = f.Payload[:c]
-			}
 			err = nc.dispatch(f)
 		}
 		if err != nil {
@@ -249,11 +233,8 @@ func (nc *nativeConn) dispatch(f nativewire.Frame) error {
 		if st.sendClosed {
 			return fmt.Errorf("%w: a frame on stream %d after the client closed its side", nativewire.ErrMalformed, f.Stream)
 		}
-		if st.pipe != nil {
-			return st.deliver(f.Payload)
-		}
 		select {
-		case st.in <- append([]byte(nil), f.Payload...):
+		case st.in <- f.Payload:
 		case <-st.ctx.Done():
 		}
 	case nativewire.KindCloseSend, nativewire.KindCancel:
@@ -293,16 +274,8 @@ func (nc *nativeConn) open(kind nativewire.Kind, id uint32) *nativeStream {
 		_ = nc.write(nativewire.KindEnd, id, streamEnd(refusal))
 		return nil
 	}
-	st := &nativeStream{nc: nc, id: id, kind: kind}
-	if kind == nativewire.KindPipeline {
-		st.in = make(chan []byte) // only closed
-	} else {
-		st.in = make(chan []byte, nativeStreamBuffer)
-	}
+	st := &nativeStream{nc: nc, id: id, kind: kind, in: make(chan []byte, nativeStreamBuffer)}
 	st.ctx, st.cancel = context.WithCancel(nc.ctx)
-	if kind == nativewire.KindPipeline {
-		st.pipe = (&lockService{s}).newPipeline(st.ctx, nativePipeline{st})
-	}
 	nc.mu.Lock()
 	nc.streams[id] = st
 	nc.mu.Unlock()
@@ -311,7 +284,7 @@ func (nc *nativeConn) open(kind nativewire.Kind, id uint32) *nativeStream {
 		defer nc.handlers.Done()
 		var err error
 		if kind == nativewire.KindPipeline {
-			err = st.endPipeline()
+			err = (&lockService{s}).pipeline(st.ctx, nativePipeline{st})
 		} else if err = s.authorize(st.ctx, fencedv1connect.SessionServiceKeepAliveProcedure, needOf(&fencedv1.KeepAliveRequest{})); err == nil {
 			err = (&sessionService{s}).keepAlive(st.ctx, nativeKeepAlive{st})
 		}
@@ -370,52 +343,6 @@ type nativeStream struct {
 	in     chan []byte // payloads; closed when the client closes its side
 	// sendClosed is set, by the connection's reader only, when in is closed.
 	sendClosed bool
-
-	// pipe is a Pipeline stream's state: the reader hands it each message
-	// (deliver), and the stream's goroutine only waits for its end
-	// (endPipeline); in then only signals the client's close.
-	pipe *pipeline
-	// pmu orders deliver and the end: once ended is set, no message is
-	// handed to pipe, so no call starts after end waits for the calls.
-	pmu   sync.Mutex
-	ended bool
-}
-
-// deliver decodes one message of a Pipeline stream and hands it to the
-// stream's pipeline on the reader's goroutine: pipeline.handle does not
-// block (each call runs on a worker), and this saves a channel operation
-// and a goroutine wake-up per message, the hand-off to the stream's
-// goroutine. A message that does not decode ends the connection (serve
-// fails it).
-func (st *nativeStream) deliver(b []byte) error {
-	req := new(fencedv1.PipelineRequest)
-	if err := proto.Unmarshal(b, req); err != nil {
-		return fmt.Errorf("%w: stream %d: %v", nativewire.ErrMalformed, st.id, err)
-	}
-	st.pmu.Lock()
-	defer st.pmu.Unlock()
-	if !st.ended {
-		st.pipe.handle(req)
-	}
-	return nil
-}
-
-// endPipeline waits for a Pipeline stream to end, as its Connect handler's
-// receive loop would: the client closes its side, the stream is cancelled
-// (the client's cancel, the connection's end) or a Send failed; then it
-// ends the pipeline and returns the error the stream ends with.
-func (st *nativeStream) endPipeline() error {
-	var recvErr error
-	select {
-	case <-st.in: // closed by the client's close of its side; nothing is sent on it
-	case <-st.ctx.Done():
-		recvErr = connect.NewError(connect.CodeCanceled, st.ctx.Err())
-	case <-st.pipe.failed:
-	}
-	st.pmu.Lock()
-	st.ended = true
-	st.pmu.Unlock()
-	return st.pipe.end(recvErr)
 }
 
 // receive decodes the next message of the stream into m: io.EOF once the

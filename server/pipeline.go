@@ -42,27 +42,8 @@ type bidiStream[Req, Resp any] interface {
 // pipeline serves one Pipeline stream (see Pipeline); ctx carries the
 // caller, as authentication found it.
 func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
-	p := h.newPipeline(ctx, stream)
-	var recvErr error
-	for {
-		req, err := stream.Receive()
-		if err != nil {
-			if !errors.Is(err, io.EOF) {
-				recvErr = err
-			}
-			break
-		}
-		if !p.handle(req) {
-			break
-		}
-	}
-	return p.end(recvErr)
-}
-
-// newPipeline returns the state of a Pipeline stream whose messages are
-// handed to handle, in order, and which end ends. ctx carries the
-// caller; the stream's calls run in a context of it that end cancels.
-func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) *pipeline {
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
 	p := &pipeline{
 		s:       h.s,
 		locks:   h,
@@ -72,41 +53,37 @@ func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv
 		running: make(map[uint64]context.CancelFunc),
 		failed:  make(chan struct{}),
 	}
-	p.ctx, p.cancelAll = context.WithCancel(ctx)
-	return p
-}
 
-// handle starts the calls of one message from the client and cancels the
-// calls it names. It does not block (each call runs on a worker), so the
-// native protocol runs it on the connection's reader. It reports whether
-// the stream goes on: false once a Send failed, when the stream is to end
-// with that error.
-func (p *pipeline) handle(req *fencedv1.PipelineRequest) bool {
-	// Start the calls before the cancellations: a message may carry a
-	// call and its cancellation both, and the cancellation must not be
-	// lost because the call was not running yet.
-	for _, call := range req.Calls {
-		p.start(p.ctx, call)
+	var recvErr error
+	for {
+		req, err := stream.Receive()
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				recvErr = err
+			}
+			break
+		}
+		// Start the calls before the cancellations: a message may carry a
+		// call and its cancellation both, and the cancellation must not be
+		// lost because the call was not running yet.
+		for _, call := range req.Calls {
+			p.start(ctx, call)
+		}
+		p.cancel(req.Cancel)
+		select {
+		case <-p.failed:
+			cancelAll()
+			p.calls.Wait()
+			return p.sendErr
+		default:
+		}
 	}
-	p.cancel(req.Cancel)
-	select {
-	case <-p.failed:
-		return false
-	default:
-		return true
-	}
-}
-
-// end ends the stream once no message is handed to handle any more: the
-// client closed its side (recvErr nil; the SDK does so only when it stops
-// waiting for the answers), went away or the stream failed (recvErr). It
-// cancels the calls in flight, as unary calls are when their client goes
-// away, and waits for them. Every call sends its answer before it is
-// done, so once they are all done nothing is left to send and no Send
-// follows end's return. It returns the error the stream ends with: the
-// failed Send's, or else recvErr.
-func (p *pipeline) end(recvErr error) error {
-	p.cancelAll()
+	// The client closed its side (the SDK does so only when it stops
+	// waiting for the answers) or went away: cancel the calls in flight,
+	// as unary calls are when their client goes away. Every call sends
+	// its answer before it is done, so once they are all done nothing is
+	// left to send and no Send can follow the handler's return.
+	cancelAll()
 	p.calls.Wait()
 	if p.sendErr != nil {
 		return p.sendErr
@@ -121,10 +98,6 @@ type pipeline struct {
 	kv     *kvService
 	queues *queueService
 	stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
-	// ctx is the stream's: the calls run in contexts of it. cancelAll
-	// cancels it.
-	ctx       context.Context
-	cancelAll context.CancelFunc
 	// calls counts the goroutines that run a call or send answers.
 	calls sync.WaitGroup
 

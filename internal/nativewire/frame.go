@@ -71,32 +71,16 @@ type Frame struct {
 // length too short for the header fails with ErrMalformed. The payload is
 // a new slice.
 func ReadFrame(r io.Reader, maxPayload int) (Frame, error) {
-	return ReadFrameInto(r, maxPayload, nil)
-}
-
-// ReadFrameInto reads one frame as ReadFrame does, its header and payload
-// into buf when buf's capacity holds them (a reader that decodes each
-// payload before the next read reuses one buffer), else into a new slice.
-func ReadFrameInto(r io.Reader, maxPayload int, buf []byte) (Frame, error) {
-	if cap(buf) < HeaderLen {
-		// The header is read into buf: a local array would escape to the
-		// heap through r, an allocation per frame.
-		buf = make([]byte, HeaderLen)
-	}
-	h := buf[:HeaderLen]
-	if _, err := io.ReadFull(r, h); err != nil {
+	var h [HeaderLen]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
 		return Frame{}, err
 	}
-	f, n, err := ParseHeader(h, maxPayload)
+	f, n, err := ParseHeader(h[:], maxPayload)
 	if err != nil {
 		return Frame{}, err
 	}
 	if n > 0 {
-		if cap(buf) >= n {
-			f.Payload = buf[:n]
-		} else {
-			f.Payload = make([]byte, n)
-		}
+		f.Payload = make([]byte, n)
 		if _, err := io.ReadFull(r, f.Payload); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
