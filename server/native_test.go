@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"path/filepath"
@@ -603,4 +604,63 @@ func FuzzNativeConn(f *testing.F) {
 			t.Fatalf("no welcome after the input: %v %v", w, err)
 		}
 	})
+}
+
+// TestNative_CallsAnsweredBeforeEnd sends rounds of calls and the close
+// of the client's side in one write, so the reader handles the calls and
+// sees the close back to back: every call is answered, and before its
+// stream's end (the end waits for calls the reader started; a call
+// started after it would be answered after the end frame, or not at all).
+func TestNative_CallsAnsweredBeforeEnd(t *testing.T) {
+	srv := testserver.Start(t)
+	api := asIdentity(srv.Addr(), "")
+	session, secret := api.session(t)
+	n, w := dialNative(t, srv.Addr(), "")
+	if w.Code != 0 {
+		t.Fatalf("welcome %v", w)
+	}
+	const rounds, perRound = 20, 8
+	seq := uint64(0)
+	for round := range rounds {
+		stream := uint32(round + 1)
+		var b []byte
+		for i := range perRound {
+			seq++
+			call := &fencedv1.PipelineCall{Id: uint64(i), Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{
+				Name: fmt.Sprintf("end-%d-%d", round, i), Session: session, Seq: seq, Secret: secret}}}
+			var err error
+			if b, err = nativewire.AppendFrame(b, nativewire.KindPipeline, stream, &fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{call}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, _ = nativewire.AppendFrame(b, nativewire.KindCloseSend, stream, nil)
+		n.raw(b)
+		answered := map[uint64]bool{}
+		for {
+			f, err := n.read()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if f.Stream != stream {
+				t.Fatalf("round %d: a frame of kind %d on stream %d", round, f.Kind, f.Stream)
+			}
+			if f.Kind == nativewire.KindEnd {
+				var e fencedv1.PipelineError
+				if err := proto.Unmarshal(f.Payload, &e); err != nil || e.Code != 0 {
+					t.Fatalf("round %d: stream ended with %v (%v)", round, &e, err)
+				}
+				break
+			}
+			var resp fencedv1.PipelineResponse
+			if err := proto.Unmarshal(f.Payload, &resp); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range resp.Results {
+				answered[r.Id] = true
+			}
+		}
+		if len(answered) != perRound {
+			t.Fatalf("round %d: %d of %d calls answered before the stream's end: %v", round, len(answered), perRound, answered)
+		}
+	}
 }
