@@ -14,8 +14,8 @@ const uiTimelineLen = 256
 // keeps the recent grants, releases and expiries for its timeline. The
 // state machine's observer feeds it inside Apply: nothing here blocks.
 type uiFeed struct {
-	mu       sync.Mutex
-	subs     map[chan struct{}]struct{}
+	mu   sync.Mutex
+	subs map[chan struct{}]struct{}
 	// timeline is a ring of the last uiTimelineLen events: the oldest
 	// at (next-n) mod uiTimelineLen, n of them. A ring, not a slice
 	// shifted down by one per event: a node applying a batch of queue
