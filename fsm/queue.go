@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -72,6 +73,14 @@ type workQueue struct {
 	lastItem uint64
 	items    map[uint64]*queueItem
 	order    []uint64 // item ids, ascending: the queue order
+	// claimedHead is a count of leading items of order known to be
+	// claimed: a scan for an available item starts there (derived, not
+	// in the snapshot; a claim given back before it lowers it, an item
+	// removed before it takes one off). Without
+	// it every claim walked past all the claimed items at the front: 64
+	// workers holding 16 each made a scan of a thousand items, 17 % of
+	// the apply time of a batch cycle.
+	claimedHead int
 	// dedupe maps a dedupe key to the item its push enqueued; dedupeOrder
 	// lists the keys oldest first, to forget the oldest beyond the window.
 	dedupe      map[string]uint64
@@ -290,12 +299,29 @@ func (t *queueTable) dropIfIdle(q *workQueue) {
 // firstAvailable returns the oldest item that is not claimed and whose
 // delay ended by now.
 func (q *workQueue) firstAvailable(now int64) *queueItem {
-	for _, id := range q.order {
-		if it := q.items[id]; it.claimToken == 0 && it.availableAt <= now {
-			return it
+	_, it := q.nextAvailable(now, 0)
+	return it
+}
+
+// nextAvailable returns the oldest item at or after position from of
+// q.order that is not claimed and whose delay ended by now, and its
+// position.
+func (q *workQueue) nextAvailable(now int64, from int) (int, *queueItem) {
+	for i := max(from, q.skipClaimed()); i < len(q.order); i++ {
+		if it := q.items[q.order[i]]; it.claimToken == 0 && it.availableAt <= now {
+			return i, it
 		}
 	}
-	return nil
+	return len(q.order), nil
+}
+
+// skipClaimed moves q.claimedHead past the claimed items after it and
+// returns it: every item before it is claimed.
+func (q *workQueue) skipClaimed() int {
+	for q.claimedHead < len(q.order) && q.items[q.order[q.claimedHead]].claimToken != 0 {
+		q.claimedHead++
+	}
+	return q.claimedHead
 }
 
 // availableAfterWaiters returns the items, up to most, a new claim gets
@@ -307,7 +333,7 @@ func (t *queueTable) availableAfterWaiters(q *workQueue, now int64, most int) []
 		skip += t.waiterTake(w)
 	}
 	var out []*queueItem
-	for _, id := range q.order {
+	for _, id := range q.order[q.skipClaimed():] {
 		if it := q.items[id]; it.claimToken == 0 && it.availableAt <= now {
 			if skip == 0 {
 				if out = append(out, it); len(out) == most {
@@ -334,12 +360,24 @@ func (t *queueTable) remove(q *workQueue, id uint64) {
 		t.bytes -= uint64(len(it.payload))
 	}
 	delete(q.items, id)
-	for i, v := range q.order {
-		if v == id {
-			q.order = append(q.order[:i], q.order[i+1:]...)
-			return
-		}
+	// q.order is ascending: find id by binary search, then close the gap
+	// from the nearer end. Acks and dead letters remove the oldest items
+	// mostly, so the front moves up by one instead of the whole queue
+	// moving down (a profile of 64 workers acking in batches of 16 spent
+	// 5-8 % of a node's CPU moving q.order).
+	i, ok := slices.BinarySearch(q.order, id)
+	if !ok {
+		return
 	}
+	if i < q.claimedHead {
+		q.claimedHead-- // the items before it stay claimed
+	}
+	if i < len(q.order)/2 {
+		copy(q.order[1:i+1], q.order[:i])
+		q.order = q.order[1:]
+		return
+	}
+	q.order = append(q.order[:i], q.order[i+1:]...)
 }
 
 // checkPush validates a push; it changes nothing.
@@ -629,11 +667,15 @@ func (t *queueTable) started(tok fence.Token, visMs int64) {
 // two bindings differ.
 func (t *queueTable) wake(q *workQueue) {
 	m := t.m
+	// Granting an item makes none before it available: the scan goes on
+	// from the item granted last instead of from the front each time.
+	pos := 0
 	for q.waiters.len() > 0 && !m.tokens.exhausted() {
-		it := q.firstAvailable(t.clock)
+		i, it := q.nextAvailable(t.clock, pos)
 		if it == nil {
 			return
 		}
+		pos = i
 		w, _ := q.waiters.pop()
 		s := m.sessions[w.session]
 		s.bound[kindQueue].unwait(q.name)
@@ -641,7 +683,7 @@ func (t *queueTable) wake(q *workQueue) {
 		delete(q.waitVis, w.session)
 		most, n := t.waiterTake(w), 0
 		var first fence.Token
-		for ; it != nil && n < most && !m.tokens.exhausted(); it = q.firstAvailable(t.clock) {
+		for ; it != nil && n < most && !m.tokens.exhausted(); pos, it = q.nextAvailable(t.clock, pos) {
 			g := t.grantItem(q, it, s, vis)
 			m.obs.Granted(g)
 			if n++; n == 1 {
@@ -752,6 +794,8 @@ func (t *queueTable) expire(e *statev1.ExpireClaim, now int64) Result {
 }
 
 // unclaim ends it's claim: the grant ends and the session lets go of it.
+// The caller removes it or gives it back (giveBack), which keeps
+// q.claimedHead true.
 func (t *queueTable) unclaim(q *workQueue, it *queueItem, reason EndReason) {
 	m := t.m
 	if s := m.sessions[it.claimSession]; s != nil {
@@ -767,6 +811,9 @@ func (t *queueTable) unclaim(q *workQueue, it *queueItem, reason EndReason) {
 // waiters get what is available.
 func (t *queueTable) giveBack(q *workQueue, it *queueItem, reason EndReason, delayMs int64) {
 	t.unclaim(q, it, reason)
+	if i, _ := slices.BinarySearch(q.order, it.id); i < q.claimedHead {
+		q.claimedHead = i // it is not claimed any more
+	}
 	if it.maxDeliveries > 0 && it.deliveries >= it.maxDeliveries {
 		t.remove(q, it.id)
 		dq := t.queue(q.name + DeadLetterSuffix)
@@ -952,6 +999,14 @@ func (t *queueTable) check() error {
 		}
 		if len(q.order) != len(q.items) {
 			return broken("queue %q orders %d items but has %d", name, len(q.order), len(q.items))
+		}
+		if q.claimedHead > len(q.order) {
+			return broken("queue %q counts %d claimed items at its front of %d", name, q.claimedHead, len(q.order))
+		}
+		for _, id := range q.order[:q.claimedHead] {
+			if it := q.items[id]; it == nil || it.claimToken == 0 {
+				return broken("queue %q counts item %d among the claimed items at its front, but it is not claimed", name, id)
+			}
 		}
 		var prev uint64
 		for _, id := range q.order {

@@ -334,3 +334,28 @@ func acks(n int, token uint64) []*statev1.QueueItemToken {
 	}
 	return out
 }
+
+// TestQueue_PushBatchDuplicatesInTheBatch: a push whose dedupe key an
+// earlier push of its batch has is a duplicate of that push's item, the
+// first with the key, whichever push it is.
+func TestQueue_PushBatchDuplicatesInTheBatch(t *testing.T) {
+	m := newMachine(t)
+	keys := []string{"a", "b", "b", "c", "a", "c"}
+	var ps []*statev1.QueuePush
+	for _, k := range keys {
+		ps = append(ps, &statev1.QueuePush{Queue: "q", Payload: []byte(k), DedupeKey: k, DedupeWindow: 100})
+	}
+	res := m.Apply(&statev1.Command{NowUnixMs: 1000, Op: &statev1.Command_QueuePushBatch{QueuePushBatch: &statev1.QueuePushBatch{Pushes: ps}}})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	want := []fsm.PushOutcome{{Item: 1}, {Item: 2}, {Item: 2, Duplicate: true}, {Item: 3}, {Item: 1, Duplicate: true}, {Item: 3, Duplicate: true}}
+	for i, o := range res.Queue.Pushed {
+		if o != want[i] {
+			t.Fatalf("push %d (%q): %+v, want %+v; all %+v", i, keys[i], o, want[i], res.Queue.Pushed)
+		}
+	}
+	if st := m.Queue("q"); st.Available != 3 {
+		t.Fatalf("queue has %d available items, want 3", st.Available)
+	}
+}

@@ -54,7 +54,10 @@ type Config struct {
 	// (docs/design.md §2). A larger block means fewer such writes (one per
 	// block, on every member) and a larger jump of the counter at each
 	// leader change and restart. The leader's value applies to the whole
-	// cluster. Default 1000; at most 1048576.
+	// cluster. Default 65536 (a batch claim takes up to 32 tokens at once:
+	// with 1000, 20,000 claims a second wrote and fsynced a reservation
+	// 20 times a second inside the apply of every member); at most
+	// 1048576.
 	TokenReserveBlock uint64
 	// ExpiryInterval is how often the leader looks for leases that ran out.
 	// A session is expired at most this long after its TTL. Default 25ms.
@@ -135,7 +138,7 @@ func DefaultConfig() Config {
 		ProposeTimeout:  10 * time.Second,
 		Limits:          DefaultLimits(),
 
-		TokenReserveBlock: 1000,
+		TokenReserveBlock: 65536,
 		SignGrants:        true,
 		UIMaxItems:        500,
 		Metrics:           MetricsConfig{PrefixDepth: namegroup.DefaultDepth, MaxGroups: namegroup.DefaultMaxGroups},

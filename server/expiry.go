@@ -65,11 +65,39 @@ func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	}
 }
 
-// end stops tracking a session. Its heap entry is dropped when it comes up.
+// end stops tracking a session. Its heap entry is dropped when it comes
+// up, or sooner: once the heap holds more than twice the entries of the
+// table (and a few), it is rebuilt from the live entries alone. Queue
+// claims are tracked here too, one per claim token, and most end (acked)
+// long before their deadline: without the rebuild, 20,000 claims a second
+// with a 30 s visibility kept 600,000 dead entries that every push had to
+// climb past (heap growth and sifting were 4 % of a leader's CPU in a
+// profile of the queue batch benchmark).
 func (l *sessionExpiry) end(id uint64) {
 	l.mu.Lock()
 	delete(l.table, id)
+	if len(l.queue) > 2*len(l.table)+compactExpiryAbove {
+		l.compactLocked()
+	}
 	l.mu.Unlock()
+}
+
+// compactExpiryAbove is how many dead heap entries end lets pile up (past
+// one per live entry) before it rebuilds the heap.
+const compactExpiryAbove = 1024
+
+// compactLocked drops the heap entries that due would drop when they
+// come up: those of ended entries and of older generations.
+func (l *sessionExpiry) compactLocked() {
+	live := l.queue[:0]
+	for _, e := range l.queue {
+		if ls := l.table[e.id]; ls != nil && e.gen == ls.gen {
+			live = append(live, e)
+		}
+	}
+	clear(l.queue[len(live):])
+	l.queue = live
+	heap.Init(&l.queue)
 }
 
 // renew extends a session's deadline to now+ttl. It fails for a session

@@ -93,3 +93,34 @@ func BenchmarkLeasesDue(b *testing.B) {
 		})
 	}
 }
+
+// TestSessionExpiry_EndedEntriesDoNotPileUp: entries that end long
+// before their deadline (acked queue claims) leave the heap bounded by
+// the live ones, and the live ones, renewed or not, still come due at
+// their deadlines.
+func TestSessionExpiry_EndedEntriesDoNotPileUp(t *testing.T) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	l := newSessionExpiry(clock)
+	l.start(1, 3*time.Second)
+	l.start(2, 5*time.Second)
+	for id := uint64(100); id < 100+20*compactExpiryAbove; id++ {
+		l.start(id, 30*time.Second)
+		l.end(id)
+		if n := len(l.queue); n > 2*len(l.table)+compactExpiryAbove+1 {
+			t.Fatalf("after ending %d: %d heap entries for %d live", id, n, len(l.table))
+		}
+	}
+	if _, ok := l.renew(1); !ok {
+		t.Fatal("renew failed")
+	}
+	clock.advance(2 * time.Second)
+	if _, ok := l.renew(1); !ok { // 1 now due at 5 s
+		t.Fatal("renew failed")
+	}
+	clock.advance(3500 * time.Millisecond) // t=5.5s
+	got := l.due()
+	slices.Sort(got)
+	if !slices.Equal(got, []uint64{1, 2}) {
+		t.Fatalf("due at 5.5s = %v, want [1 2]", got)
+	}
+}

@@ -102,7 +102,9 @@ type snapshotInfo struct {
 // floor, from a new issuer epoch a guard pinned to the old issuer refuses,
 // saying it is a restore.
 func TestSnapshot_SaveUnderLoadRestoreAboveEveryToken(t *testing.T) {
-	servers := proctest.StartCluster(t, 3)
+	// A block of 1000 (not the default): the load must issue tokens past
+	// the backup's reservation within the test's wait.
+	servers := proctest.StartCluster(t, 3, "--token-reserve-block", "1000")
 	_, followers := leaderOf(t, servers)
 	load := startGrantLoad(t, quietClient(t, servers[0].Addr, servers[1].Addr, servers[2].Addr), 4)
 	defer func() {
