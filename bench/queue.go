@@ -146,6 +146,13 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	return queueResult(sys, o, m, claim, cycle, &tokens, &errs)
+}
+
+// queueResult is the Result of a queue run (one item per call or in
+// batches): items/s from the cycles, latencies from claim and cycle (each
+// item's), the token checks' counts and the errors.
+func queueResult(sys System, o Options, m measurement, claim, cycle latencies, tokens *claimTokens, errs *errorCount) (Result, error) {
 	claim.sort()
 	cycle.sort()
 	r := Result{
@@ -154,6 +161,9 @@ func runQueue(ctx context.Context, sys System, o Options) (Result, error) {
 		P50Ms: claim.percentile(0.50), P90Ms: claim.percentile(0.90), P99Ms: claim.percentile(0.99), MaxMs: claim.percentile(1),
 		CycleP50Ms: cycle.percentile(0.50), CycleP99Ms: cycle.percentile(0.99),
 		TokenOrderViolations: tokens.violations.Load(), Redeliveries: tokens.redeliveries.Load(), Server: m.server,
+	}
+	if o.Batch > 1 {
+		r.Batch = o.Batch
 	}
 	errs.fill(&r)
 	return m.finish(r)

@@ -119,15 +119,5 @@ func runQueueBatch(ctx context.Context, sys System, o Options, lockers []Locker)
 	if err != nil {
 		return Result{}, err
 	}
-	claim.sort()
-	cycle.sort()
-	r := Result{
-		System: sys.Name(), Workload: o.Workload, Clients: o.Clients, Batch: o.Batch,
-		DurationS: m.elapsed.Seconds(), Cycles: int64(len(cycle)), CyclesPerS: float64(len(cycle)) / m.elapsed.Seconds(),
-		P50Ms: claim.percentile(0.50), P90Ms: claim.percentile(0.90), P99Ms: claim.percentile(0.99), MaxMs: claim.percentile(1),
-		CycleP50Ms: cycle.percentile(0.50), CycleP99Ms: cycle.percentile(0.99),
-		TokenOrderViolations: tokens.violations.Load(), Redeliveries: tokens.redeliveries.Load(), Server: m.server,
-	}
-	errs.fill(&r)
-	return m.finish(r)
+	return queueResult(sys, o, m, claim, cycle, &tokens, &errs)
 }

@@ -148,12 +148,19 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		body := &upstreamBody{}
-		go s.cancelOnLeaderChange(ctx, func() {
-			cancel()
-			// Cancelling the context does not always end a read of a
-			// streamed response in progress; closing the body does.
-			body.close()
-		})
+		// A leadership transfer changes the leader by design: cutting its
+		// call when this node sees the change would abort the answer of a
+		// transfer that succeeded (the client saw an HTTP/2 INTERNAL_ERROR
+		// reset instead of the new leader's name). It is bounded by its
+		// own timeout.
+		if r.URL.Path != fencedv1connect.ClusterServiceTransferLeaderProcedure {
+			go s.cancelOnLeaderChange(ctx, func() {
+				cancel()
+				// Cancelling the context does not always end a read of a
+				// streamed response in progress; closing the body does.
+				body.close()
+			})
+		}
 		ctx = context.WithValue(context.WithValue(ctx, leaderURLKey{}, target), upstreamBodyKey{}, body)
 		proxy.ServeHTTP(w, r.WithContext(ctx))
 	})
