@@ -104,7 +104,7 @@ func (c *cluster) endpoints() []string {
 func (c *cluster) start(i int, bootstrap bool) error {
 	nd := c.nodes[i]
 	args := append(c.launchNode(i).ServeArgs(), c.sec.serveArgs()...)
-	args = append(append(args, launch.Timing...), "--test-event-log", nd.eventLog)
+	args = append(append(append(args, launch.Timing...), launch.SmallLog...), "--test-event-log", nd.eventLog)
 	if bootstrap {
 		args = append(args, "--initial-cluster", c.initial)
 	} else {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -16,6 +17,17 @@ import (
 // Timing are the Raft timings of a cluster on a loaded machine: elections
 // within about a second.
 var Timing = []string{"--heartbeat-timeout", "300ms", "--election-timeout", "300ms", "--leader-lease-timeout", "150ms"}
+
+// TestSegmentBytes is the Raft log segment size of throwaway nodes (tests
+// and fenced check). raft-wal preallocates every segment file, and at the
+// default of 64 MiB a 3-node test cluster took 192 MiB of disk before it
+// logged anything; a clean-clone CI run ran out of disk with several of
+// them at once. 1 MiB also makes those runs roll segments over often.
+const TestSegmentBytes = 1 << 20
+
+// SmallLog are the flags that give a throwaway node TestSegmentBytes
+// segments; flags given after them win.
+var SmallLog = []string{"--wal-segment-size", strconv.Itoa(TestSegmentBytes)}
 
 // Node is one `fenced serve` of a cluster: its id, its addresses and its
 // data dir.

@@ -167,7 +167,7 @@ func (s *Server) StartNoWait() {
 	if s.Faults {
 		bin = FaultBinary(s.t)
 	}
-	p, err := launch.Start(launch.Spec{Bin: bin, Args: append(n.ServeArgs(), s.Args...), Env: s.Env, Credential: s.Credential, Out: &lockedWriter{&s.mu, &s.log}})
+	p, err := launch.Start(launch.Spec{Bin: bin, Args: append(append(n.ServeArgs(), launch.SmallLog...), s.Args...), Env: s.Env, Credential: s.Credential, Out: &lockedWriter{&s.mu, &s.log}})
 	if err != nil {
 		s.t.Fatalf("start fenced serve: %v", err)
 	}

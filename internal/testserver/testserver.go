@@ -75,6 +75,8 @@ func launchServer(dataDir, certsDir string, opts []Option) (*Server, error) {
 	cfg.Raft.HeartbeatTimeout = 100 * time.Millisecond
 	cfg.Raft.ElectionTimeout = 100 * time.Millisecond
 	cfg.Raft.LeaderLeaseTimeout = 100 * time.Millisecond
+	// Segments are preallocated; keep a test's disk use small.
+	cfg.Raft.WALSegmentSize = launch.TestSegmentBytes
 	for _, o := range opts {
 		o(&cfg)
 	}
