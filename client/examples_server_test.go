@@ -1,6 +1,7 @@
 package client_test
 
 import (
+	"github.com/fenced-dev/fenced/internal/proctest"
 	"log"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +15,7 @@ import (
 // TestMain runs the tests and examples, then stops what the examples ran
 // against.
 func TestMain(m *testing.M) {
-	code := m.Run()
+	code := proctest.Main(m)
 	examples.stop()
 	os.Exit(code)
 }

@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		staleWriter(url)
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(proctest.Main(m))
 }
 
 func staleWriter(url string) {

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	os.Exit(proctest.Main(m))
 }
 
 // child is a producer or worker process.

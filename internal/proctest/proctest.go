@@ -23,10 +23,11 @@ import (
 )
 
 // build is one fenced binary built from this source tree, once per test
-// binary, into a temporary directory.
+// binary, into a temporary directory that Main removes.
 type build struct {
 	tags string
 	once sync.Once
+	dir  string
 	path string
 	err  error
 	out  []byte
@@ -60,6 +61,7 @@ func (b *build) get(t testing.TB) string {
 			b.err = err
 			return
 		}
+		b.dir = dir
 		// Any user may run the binary: a test can start a server as an
 		// unprivileged user (Server.Credential).
 		if err := os.Chmod(dir, 0o755); err != nil {
@@ -77,6 +79,20 @@ func (b *build) get(t testing.TB) string {
 		t.Fatalf("build fenced (tags %q): %v\n%s", b.tags, b.err, b.out)
 	}
 	return b.path
+}
+
+// Main runs a package's tests (m.Run) and then removes the fenced binaries
+// they built (about 50 MiB each, which a run of the whole suite otherwise
+// leaves behind in the temporary directory). A package that uses Binary or
+// FaultBinary calls it from TestMain: os.Exit(proctest.Main(m)).
+func Main(m *testing.M) int {
+	code := m.Run()
+	for _, b := range []*build{plainBuild, faultBuild} {
+		if b.dir != "" {
+			os.RemoveAll(b.dir)
+		}
+	}
+	return code
 }
 
 // FreeAddr returns a loopback address with a port that was free a moment
