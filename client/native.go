@@ -172,7 +172,10 @@ func (c *Client) dialNative(ep *endpoint) (*nativeConn, error) {
 		}
 	})
 	if !ok {
-		nc.close(ErrClosed)
+		// The caller (nativeConn) holds ep.nat.mu and nc was never
+		// published there: end it without detaching it from ep, which
+		// would lock ep.nat.mu again (a Close racing a dial hung there).
+		nc.end(ErrClosed)
 		return nil, ErrClosed
 	}
 	return nc, nil
@@ -198,19 +201,13 @@ type nativeConn struct {
 	err     error // why it closed
 }
 
-// close ends the connection and all its streams with err, once.
+// close ends the connection and all its streams with err, once, and
+// detaches it from its endpoint so the next stream dials anew.
 func (nc *nativeConn) close(err error) {
-	nc.mu.Lock()
-	if nc.err != nil {
-		nc.mu.Unlock()
+	streams, ok := nc.end(err)
+	if !ok {
 		return
 	}
-	nc.err = err
-	streams := nc.streams
-	nc.streams = nil
-	close(nc.done)
-	nc.mu.Unlock()
-	nc.conn.Close()
 	ep := nc.ep
 	ep.nat.mu.Lock()
 	if ep.nat.conn == nc {
@@ -220,6 +217,23 @@ func (nc *nativeConn) close(err error) {
 	for _, st := range streams {
 		st.finish(connect.NewError(connect.CodeUnavailable, fmt.Errorf("native connection: %w", err)))
 	}
+}
+
+// end marks nc closed with err and closes its socket; it returns the
+// streams that were open, and false when nc had already ended.
+func (nc *nativeConn) end(err error) (map[uint32]*nativeStream, bool) {
+	nc.mu.Lock()
+	if nc.err != nil {
+		nc.mu.Unlock()
+		return nil, false
+	}
+	nc.err = err
+	streams := nc.streams
+	nc.streams = nil
+	close(nc.done)
+	nc.mu.Unlock()
+	nc.conn.Close()
+	return streams, true
 }
 
 // open starts a stream of kind. It gets its id, and the server sees it,
