@@ -664,3 +664,56 @@ func TestNative_CallsAnsweredBeforeEnd(t *testing.T) {
 		}
 	}
 }
+
+// TestNative_FramesDecodedFromOneBuffer sends frames of calls naming
+// different locks, of different lengths, in one write: the connection's
+// reader reads each frame into the buffer the previous one was read into,
+// so a call that kept a view of that buffer instead of its own copy would
+// name a later frame's lock. Every grant must name the lock its call
+// asked for.
+func TestNative_FramesDecodedFromOneBuffer(t *testing.T) {
+	srv := testserver.Start(t)
+	api := asIdentity(srv.Addr(), "")
+	session, secret := api.session(t)
+	n, w := dialNative(t, srv.Addr(), "")
+	if w.Code != 0 {
+		t.Fatalf("welcome %v", w)
+	}
+	const calls = 16
+	want := map[uint64]string{}
+	var b []byte
+	for i := range calls {
+		name := fmt.Sprintf("buf-%d-%s", i, strings.Repeat("x", (calls-i)*7))
+		want[uint64(i)] = name
+		call := &fencedv1.PipelineCall{Id: uint64(i), Call: &fencedv1.PipelineCall_Acquire{Acquire: &fencedv1.AcquireRequest{
+			Name: name, Session: session, Seq: uint64(i + 1), Secret: secret}}}
+		var err error
+		if b, err = nativewire.AppendFrame(b, nativewire.KindPipeline, 1, &fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{call}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n.raw(b)
+	for len(want) > 0 {
+		f, err := n.read()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if f.Stream != 1 || f.Kind != nativewire.KindPipeline {
+			t.Fatalf("a frame of kind %d on stream %d, want answers on stream 1", f.Kind, f.Stream)
+		}
+		var resp fencedv1.PipelineResponse
+		if err := proto.Unmarshal(f.Payload, &resp); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.Results {
+			name, ok := want[r.Id]
+			if !ok {
+				t.Fatalf("an answer to call %d, not asked or answered twice", r.Id)
+			}
+			if got := r.GetAcquire().GetGrant().GetName(); !r.GetAcquire().GetGranted() || got != name {
+				t.Fatalf("call %d answered %v, want a grant of %s", r.Id, r, name)
+			}
+			delete(want, r.Id)
+		}
+	}
+}

@@ -42,18 +42,7 @@ type bidiStream[Req, Resp any] interface {
 // pipeline serves one Pipeline stream (see Pipeline); ctx carries the
 // caller, as authentication found it.
 func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
-	ctx, cancelAll := context.WithCancel(ctx)
-	defer cancelAll()
-	p := &pipeline{
-		s:       h.s,
-		locks:   h,
-		kv:      &kvService{h.s},
-		queues:  &queueService{h.s},
-		stream:  stream,
-		running: make(map[uint64]context.CancelFunc),
-		failed:  make(chan struct{}),
-	}
-
+	p := h.newPipeline(ctx, stream)
 	var recvErr error
 	for {
 		req, err := stream.Receive()
@@ -63,27 +52,58 @@ func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.P
 			}
 			break
 		}
-		// Start the calls before the cancellations: a message may carry a
-		// call and its cancellation both, and the cancellation must not be
-		// lost because the call was not running yet.
-		for _, call := range req.Calls {
-			p.start(ctx, call)
-		}
-		p.cancel(req.Cancel)
-		select {
-		case <-p.failed:
-			cancelAll()
-			p.calls.Wait()
-			return p.sendErr
-		default:
+		if !p.handle(req) {
+			break
 		}
 	}
-	// The client closed its side (the SDK does so only when it stops
-	// waiting for the answers) or went away: cancel the calls in flight,
-	// as unary calls are when their client goes away. Every call sends
-	// its answer before it is done, so once they are all done nothing is
-	// left to send and no Send can follow the handler's return.
-	cancelAll()
+	return p.finish(recvErr)
+}
+
+// newPipeline returns the state of a new Pipeline stream whose calls run
+// in a context derived from ctx. Its owner hands it each message received
+// (handle), in order, from one goroutine, then ends it (finish).
+func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) *pipeline {
+	p := &pipeline{
+		s:       h.s,
+		locks:   h,
+		kv:      &kvService{h.s},
+		queues:  &queueService{h.s},
+		stream:  stream,
+		running: make(map[uint64]context.CancelFunc),
+		failed:  make(chan struct{}),
+	}
+	p.ctx, p.cancelAll = context.WithCancel(ctx)
+	return p
+}
+
+// handle starts the calls of one message received and performs its
+// cancellations, without waiting for any call. It reports false once a
+// Send failed: the stream is broken and nothing more should be handed in.
+func (p *pipeline) handle(req *fencedv1.PipelineRequest) bool {
+	// Start the calls before the cancellations: a message may carry a
+	// call and its cancellation both, and the cancellation must not be
+	// lost because the call was not running yet.
+	for _, call := range req.Calls {
+		p.start(p.ctx, call)
+	}
+	p.cancel(req.Cancel)
+	select {
+	case <-p.failed:
+		return false
+	default:
+		return true
+	}
+}
+
+// finish ends the stream once no more messages are handed in: the client
+// closed its side (recvErr nil; the SDK does so only when it stops
+// waiting for the answers), went away or the stream broke (recvErr). It
+// cancels the calls in flight, as unary calls are when their client goes
+// away, waits for them and returns the stream's error: the failed Send's,
+// else recvErr. Every call sends its answer before it is done, so once
+// they are all done nothing is left to send and no Send follows finish.
+func (p *pipeline) finish(recvErr error) error {
+	p.cancelAll()
 	p.calls.Wait()
 	if p.sendErr != nil {
 		return p.sendErr
@@ -98,6 +118,9 @@ type pipeline struct {
 	kv     *kvService
 	queues *queueService
 	stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	// ctx is the context of the stream's calls; cancelAll cancels it.
+	ctx       context.Context
+	cancelAll context.CancelFunc
 	// calls counts the goroutines that run a call or send answers.
 	calls sync.WaitGroup
 

@@ -71,16 +71,32 @@ type Frame struct {
 // length too short for the header fails with ErrMalformed. The payload is
 // a new slice.
 func ReadFrame(r io.Reader, maxPayload int) (Frame, error) {
-	var h [HeaderLen]byte
-	if _, err := io.ReadFull(r, h[:]); err != nil {
+	return ReadFrameBuffer(r, maxPayload, nil)
+}
+
+// ReadFrameBuffer is ReadFrame reading into buf: the header, then the
+// payload, which is buf[:n] when it fits in buf's capacity (a new slice
+// when it does not). A payload in buf is valid until buf is read into
+// again, so a reader of many frames reuses one buffer and allocates
+// nothing per frame.
+func ReadFrameBuffer(r io.Reader, maxPayload int, buf []byte) (Frame, error) {
+	if cap(buf) < HeaderLen {
+		buf = make([]byte, HeaderLen)
+	}
+	h := buf[:HeaderLen]
+	if _, err := io.ReadFull(r, h); err != nil {
 		return Frame{}, err
 	}
-	f, n, err := ParseHeader(h[:], maxPayload)
+	f, n, err := ParseHeader(h, maxPayload)
 	if err != nil {
 		return Frame{}, err
 	}
 	if n > 0 {
-		f.Payload = make([]byte, n)
+		if n <= cap(buf) {
+			f.Payload = buf[:n]
+		} else {
+			f.Payload = make([]byte, n)
+		}
 		if _, err := io.ReadFull(r, f.Payload); err != nil {
 			if errors.Is(err, io.EOF) {
 				err = io.ErrUnexpectedEOF
