@@ -49,6 +49,20 @@ type Codec interface {
 	Decode(entry []byte, dst []any) ([]any, error)
 }
 
+// RoundTripCodec is a Codec that promises Decode gives, for every entry
+// its Encode wrote, commands the StateMachine applies exactly as the ones
+// encoded, and that a command is not changed once proposed. The node that
+// proposed an entry then applies the very commands it was given while the
+// entry is in flight, without decoding the entry (every other node, and
+// this one after a restart or a failed proposal, decodes it). A codec
+// without the promise has every entry decoded, its own proposals too: a
+// proposal that does not decode then stops its proposer as well.
+type RoundTripCodec interface {
+	Codec
+	// RoundTrips marks the promise; it is never called.
+	RoundTrips()
+}
+
 // Command is one committed command handed to StateMachine.Apply.
 type Command struct {
 	// Index is the Raft index of the entry holding the command; the
@@ -56,7 +70,8 @@ type Command struct {
 	Index uint64
 	// Term is the term of the leader that proposed the entry.
 	Term uint64
-	// Cmd is the command as Codec.Decode returned it.
+	// Cmd is the command as Codec.Decode returned it, or, on the node that
+	// proposed it with a RoundTripCodec, the command given to Propose.
 	Cmd any
 	// Result is set by Apply and returned by Propose on the proposing
 	// node.

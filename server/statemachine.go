@@ -53,6 +53,16 @@ func (s *stateMachine) Encode(cmds []any) ([]byte, error) {
 	return fsm.EncodeEntry(len(cmds), func(i int) *statev1.Command { return cmds[i].(*statev1.Command) })
 }
 
+// RoundTrips implements raftstore.RoundTripCodec: fsm.EncodeEntry writes
+// the commands this server builds, all of kinds and fields this version
+// knows, and DecodeEntry gives them back as the machine applies them; no
+// command is changed once proposed (Server.propose stamps its time
+// before). The leader applies the commands it proposed without decoding
+// them.
+func (s *stateMachine) RoundTrips() {}
+
+var _ raftstore.RoundTripCodec = (*stateMachine)(nil)
+
 // Decode implements raftstore.Codec: the commands of a batch, or the entry's
 // one command. An entry is refused (and the node stops, see
 // raftstore.Codec) unless every command in it is one this version knows,
