@@ -560,7 +560,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 			}
 			g := t.grantItem(q, it, s, c.GetVisibilityMs())
 			m.obs.Granted(g)
-			res.Queue.Claims = append(res.Queue.Claims, t.info(q, it))
+			res.Queue.Claims = append(res.Queue.Claims, claimedInfo(q, it, g))
 		}
 		res.Grant, res.Queue.Claim = res.Queue.Claims[0].Grant, res.Queue.Claims[0]
 		got := -int64(len(res.Queue.Claims)) // replyItems
@@ -902,6 +902,12 @@ func (t *queueTable) grantOf(q *workQueue, it *queueItem) fence.Grant {
 	g := t.m.grant(fence.KindClaim, q.name, ClaimScope(q.name, it.id), it.claimToken, it.claimSession, it.claimedAt)
 	g.TTL = msDuration(it.visibilityMs)
 	return g
+}
+
+// claimedInfo is info of item it, just claimed with grant g (grantItem's,
+// which is what grantOf would make again).
+func claimedInfo(q *workQueue, it *queueItem, g fence.Grant) ClaimInfo {
+	return ClaimInfo{Queue: q.name, Item: it.id, Payload: it.payload, Deliveries: it.deliveries, MaxDeliveries: it.maxDeliveries, OriginItem: it.originItem, Grant: g, Visibility: g.TTL}
 }
 
 func (t *queueTable) info(q *workQueue, it *queueItem) ClaimInfo {
