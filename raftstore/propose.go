@@ -197,7 +197,7 @@ func (n *Node) proposeEntry(ctx context.Context, part []*proposal) ([]any, error
 	if err != nil {
 		return nil, fmt.Errorf("propose: %w; the command was not proposed", err)
 	}
-	if _, ok := n.sm.(RoundTripCodec); ok {
+	if rt, ok := n.sm.(RoundTripCodec); ok && rt.RoundTrips(cmds) {
 		n.fsm.proposed.add(data, cmds)
 		defer n.fsm.proposed.remove(data) // taken when applied; else decoded if ever applied
 	}

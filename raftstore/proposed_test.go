@@ -2,6 +2,8 @@ package raftstore_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -23,7 +25,10 @@ type decodedCmd string
 
 var _ raftstore.RoundTripCodec = (*roundTrip)(nil)
 
-func (r *roundTrip) RoundTrips() {}
+// RoundTrips vouches for every entry but one holding "undecodable".
+func (r *roundTrip) RoundTrips(cmds []any) bool {
+	return !slices.Contains(cmds, any("undecodable"))
+}
 
 func (r *roundTrip) Decode(entry []byte, dst []any) ([]any, error) {
 	start := len(dst)
@@ -62,8 +67,10 @@ func (r *roundTrip) how() (own, decoded int) {
 // given, not decoded again, also those of a proposal whose caller gave up
 // (its context ran out while the state machine was stalled: the entry
 // was committed and is applied later); every entry replayed after a
-// restart is decoded, and the state is the same either way. No
-// proposal's commands are kept once it was applied.
+// restart is decoded, and the state is the same either way; an entry the
+// codec does not vouch for is decoded on its proposer too (and stops it
+// when it does not decode). No proposal's commands are kept once it
+// returned.
 func TestNode_AppliesItsOwnProposalsUndecoded(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
@@ -118,6 +125,18 @@ func TestNode_AppliesItsOwnProposalsUndecoded(t *testing.T) {
 	}
 	if own, decoded := again.how(); own != 1 || decoded != 8 {
 		t.Fatalf("after the restart %d commands applied as proposed, %d decoded; want 1 and the 8 replayed", own, decoded)
+	}
+
+	// An entry the codec does not vouch for is decoded on its proposer
+	// too: one that does not decode stops it.
+	if _, err := n2.Propose(ctx, "undecodable"); !errors.Is(err, raftstore.ErrOutcomeUnknown) {
+		t.Fatalf("Propose(undecodable): %v, want ErrOutcomeUnknown", err)
+	}
+	if err := waitStopped(t, n2); !errors.Is(err, raftstore.ErrDamaged) {
+		t.Fatalf("Err() = %v, want ErrDamaged", err)
+	}
+	if p := n2.ProposedPending(); p != 0 {
+		t.Fatalf("%d proposals' commands still kept", p)
 	}
 }
 

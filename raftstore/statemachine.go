@@ -49,18 +49,20 @@ type Codec interface {
 	Decode(entry []byte, dst []any) ([]any, error)
 }
 
-// RoundTripCodec is a Codec that promises Decode gives, for every entry
-// its Encode wrote, commands the StateMachine applies exactly as the ones
-// encoded, and that a command is not changed once proposed. The node that
-// proposed an entry then applies the very commands it was given while the
-// entry is in flight, without decoding the entry (every other node, and
-// this one after a restart or a failed proposal, decodes it). A codec
-// without the promise has every entry decoded, its own proposals too: a
-// proposal that does not decode then stops its proposer as well.
+// RoundTripCodec is a Codec that can vouch for the commands of an entry
+// it just encoded: RoundTrips(cmds) true promises that Decode gives, for
+// that entry, commands the StateMachine applies exactly as cmds, and that
+// none of them is changed once proposed. The node that proposed such an
+// entry then applies the very commands it was given while the entry is
+// in flight, without decoding the entry (every other node, and this one
+// after a restart or a failed proposal, decodes it). An entry it does not
+// vouch for, and every entry of a codec without the method, is decoded
+// on the proposer too: one that does not decode then stops it as well.
 type RoundTripCodec interface {
 	Codec
-	// RoundTrips marks the promise; it is never called.
-	RoundTrips()
+	// RoundTrips reports whether cmds, just encoded into one entry, are
+	// what Decode gives back of it. It must not change them.
+	RoundTrips(cmds []any) bool
 }
 
 // Command is one committed command handed to StateMachine.Apply.
