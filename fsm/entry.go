@@ -218,6 +218,24 @@ func decodeBatch(entry []byte) ([]*statev1.Command, error) {
 }
 
 // knownCommand checks that cmd is of a kind Apply knows and not a batch.
+// CheckDecodable returns the error DecodeEntry would refuse an entry
+// holding cmd with, checking cmd as it is, without encoding and decoding
+// it: a format version this build does not apply, a command of no kind it
+// knows or a batch (a batch is not proposed as one command of a batch),
+// or a field it does not know.
+func CheckDecodable(cmd *statev1.Command) error {
+	if err := checkFormat("the command", cmd.GetFormatVersion()); err != nil {
+		return fmt.Errorf("decode command: %w", err)
+	}
+	if err := knownCommand(cmd); err != nil {
+		return err
+	}
+	if err := knownFields(cmd.ProtoReflect()); err != nil {
+		return fmt.Errorf("decode command: %w", err)
+	}
+	return nil
+}
+
 func knownCommand(cmd *statev1.Command) error {
 	switch cmd.GetOp().(type) {
 	case nil:

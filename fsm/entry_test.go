@@ -222,3 +222,36 @@ func FuzzDecodeEntry(f *testing.F) {
 	}
 	f.Fuzz(checkDecodeAgrees)
 }
+
+// CheckDecodable refuses the commands whose entry DecodeEntry refuses
+// (the leader applies the commands it vouches for without decoding them):
+// a future format version, no kind, an unknown field; and accepts an
+// ordinary command. It refuses a Batch command too, which DecodeEntry
+// reads as an entry of the batch's commands, not as one command: the
+// leader then decodes it, which is only slower.
+func TestCheckDecodable_AgreesWithDecodeEntry(t *testing.T) {
+	unknown := &statev1.Command{Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: 1}}}
+	unknown.GetNewLeader().ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1))
+	for _, tc := range []struct {
+		name    string
+		cmd     *statev1.Command
+		ok      bool
+		decodes bool // DecodeEntry accepts the entry
+	}{
+		{"ordinary", &statev1.Command{NowUnixMs: 5, Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: 1}}}, true, true},
+		{"future version", &statev1.Command{FormatVersion: fsm.FormatVersion + 1, Op: &statev1.Command_NewLeader{NewLeader: &statev1.NewLeader{Term: 1}}}, false, false},
+		{"no kind", &statev1.Command{NowUnixMs: 5}, false, false},
+		{"batch", &statev1.Command{Op: &statev1.Command_Batch{Batch: &statev1.Batch{}}}, false, true},
+		{"unknown field", unknown, false, false},
+	} {
+		checked := fsm.CheckDecodable(tc.cmd)
+		b, err := fsm.EncodeEntry(1, func(int) *statev1.Command { return tc.cmd })
+		if err != nil {
+			t.Fatalf("%s: encode: %v", tc.name, err)
+		}
+		_, decoded := fsm.DecodeEntry(b)
+		if (checked == nil) != tc.ok || (decoded == nil) != tc.decodes {
+			t.Errorf("%s: CheckDecodable %v, DecodeEntry %v; want ok %v and %v", tc.name, checked, decoded, tc.ok, tc.decodes)
+		}
+	}
+}

@@ -560,7 +560,7 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 			}
 			g := t.grantItem(q, it, s, c.GetVisibilityMs())
 			m.obs.Granted(g)
-			res.Queue.Claims = append(res.Queue.Claims, t.info(q, it))
+			res.Queue.Claims = append(res.Queue.Claims, claimedInfo(q, it, g))
 		}
 		res.Grant, res.Queue.Claim = res.Queue.Claims[0].Grant, res.Queue.Claims[0]
 		got := -int64(len(res.Queue.Claims)) // replyItems
@@ -577,7 +577,10 @@ func (t *queueTable) claimNext(c *statev1.QueueClaim, now int64, s *session, seq
 		if claimMax(c) > 1 {
 			most = -int64(claimMax(c))
 		}
-		s.replies.put(reply{seq: seq, kind: replyQueued, name: queueReplyName(name), holder: ack, issuedAt: most})
+		// The queued reply's token field (a queued reply has no token yet)
+		// keeps the owner's max_held, so that wake cuts the items this
+		// claim gets to the room left then (waiterTake).
+		s.replies.put(reply{seq: seq, kind: replyQueued, name: queueReplyName(name), holder: ack, issuedAt: most, token: waitHeldLimit(s, c.GetQuota())})
 		return Result{Session: s.id, Queued: true}
 	default:
 		s.replies.put(reply{seq: seq, kind: replyNotGranted, name: queueReplyName(name), holder: ack})
@@ -628,14 +631,33 @@ func (t *queueTable) replay(s *session, seq uint64, rep reply) Result {
 }
 
 // waiterTake is how many items waiter w takes when items are there: a
-// batch claim up to its max_items, kept in its queued reply (replyItems).
+// batch claim up to its max_items, kept in its queued reply (replyItems),
+// and no more than the room left under its owner's max_held (kept in the
+// reply's token field by claimNext), but always one: a waiter admitted
+// when it queued is never refused, as a lock's is not. A reply queued
+// before the limit was kept has 0 there, and takes up to its max_items,
+// as it did then.
 func (t *queueTable) waiterTake(w waiter) int {
 	if s := t.m.sessions[w.session]; s != nil {
 		if rep, ok := s.replies.at(w.seq); ok {
-			return replyItems(rep)
+			n := replyItems(rep)
+			if limit := int(rep.token); limit > 0 && s.owner != "" {
+				n = min(n, max(limit-s.bound[kindLock].use.held, 1))
+			}
+			return n
 		}
 	}
 	return 1
+}
+
+// waitHeldLimit is the max_held of quota that a waiting claim of session
+// s keeps in its queued reply: 0 when s has no owner or quota has no
+// max_held (no limit).
+func waitHeldLimit(s *session, quota *statev1.Quota) fence.Token {
+	if s.owner == "" {
+		return 0
+	}
+	return fence.Token(quota.GetMaxHeld())
 }
 
 // grantItem claims it for session s: it issues the claim's grant, binds
@@ -880,6 +902,12 @@ func (t *queueTable) grantOf(q *workQueue, it *queueItem) fence.Grant {
 	g := t.m.grant(fence.KindClaim, q.name, ClaimScope(q.name, it.id), it.claimToken, it.claimSession, it.claimedAt)
 	g.TTL = msDuration(it.visibilityMs)
 	return g
+}
+
+// claimedInfo is info of item it, just claimed with grant g (grantItem's,
+// which is what grantOf would make again).
+func claimedInfo(q *workQueue, it *queueItem, g fence.Grant) ClaimInfo {
+	return ClaimInfo{Queue: q.name, Item: it.id, Payload: it.payload, Deliveries: it.deliveries, MaxDeliveries: it.maxDeliveries, OriginItem: it.originItem, Grant: g, Visibility: g.TTL}
 }
 
 func (t *queueTable) info(q *workQueue, it *queueItem) ClaimInfo {

@@ -14,3 +14,7 @@ func (n *Node) DetachReadAcks() (reattach func()) {
 	}
 	return func() { n.acks, n.lease = fed, lease }
 }
+
+// ProposedPending is how many entries' proposed commands the node keeps
+// for its state machine (RoundTripCodec). Tests only.
+func (n *Node) ProposedPending() int { return n.fsm.proposed.len() }

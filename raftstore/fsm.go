@@ -33,6 +33,10 @@ type fsmAdapter struct {
 	// log, when set, is told how long each snapshot's encoding took.
 	log *slog.Logger
 
+	// proposed holds the commands of the entries this node proposes, which
+	// it applies without decoding them.
+	proposed proposedEntries
+
 	decoded []any     // scratch: the commands of the entries being applied
 	cmds    []Command // scratch: the same with their index and term
 	spans   []span    // scratch: which commands each entry holds
@@ -75,6 +79,11 @@ func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []any {
 	for i, l := range logs {
 		sp := span{start: len(decoded)}
 		if l.Type == raft.LogCommand {
+			if cmds, ok := a.proposed.take(l.Data); ok {
+				decoded = append(decoded, cmds...)
+				spans = append(spans, span{start: sp.start, n: len(cmds)})
+				continue
+			}
 			var err error
 			if decoded, err = a.sm.Decode(l.Data, decoded); err != nil {
 				decoded = decoded[:sp.start]

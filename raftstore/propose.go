@@ -197,6 +197,10 @@ func (n *Node) proposeEntry(ctx context.Context, part []*proposal) ([]any, error
 	if err != nil {
 		return nil, fmt.Errorf("propose: %w; the command was not proposed", err)
 	}
+	if rt, ok := n.sm.(RoundTripCodec); ok && rt.RoundTrips(cmds) {
+		n.fsm.proposed.add(data, cmds)
+		defer n.fsm.proposed.remove(data) // taken when applied; else decoded if ever applied
+	}
 	resp, err := n.apply(ctx, data)
 	if err != nil {
 		return nil, err
@@ -210,8 +214,7 @@ func (n *Node) proposeEntry(ctx context.Context, part []*proposal) ([]any, error
 		}
 	default:
 		if len(part) == 1 {
-			cmds[0] = resp
-			return cmds, nil
+			return []any{resp}, nil // not in cmds, the entry's commands
 		}
 	}
 	return nil, fmt.Errorf("propose: unexpected response %T for %d commands", resp, len(part))

@@ -49,6 +49,22 @@ type Codec interface {
 	Decode(entry []byte, dst []any) ([]any, error)
 }
 
+// RoundTripCodec is a Codec that can vouch for the commands of an entry
+// it just encoded: RoundTrips(cmds) true promises that Decode gives, for
+// that entry, commands the StateMachine applies exactly as cmds, and that
+// none of them is changed once proposed. The node that proposed such an
+// entry then applies the very commands it was given while the entry is
+// in flight, without decoding the entry (every other node, and this one
+// after a restart or a failed proposal, decodes it). An entry it does not
+// vouch for, and every entry of a codec without the method, is decoded
+// on the proposer too: one that does not decode then stops it as well.
+type RoundTripCodec interface {
+	Codec
+	// RoundTrips reports whether cmds, just encoded into one entry, are
+	// what Decode gives back of it. It must not change them.
+	RoundTrips(cmds []any) bool
+}
+
 // Command is one committed command handed to StateMachine.Apply.
 type Command struct {
 	// Index is the Raft index of the entry holding the command; the
@@ -56,7 +72,8 @@ type Command struct {
 	Index uint64
 	// Term is the term of the leader that proposed the entry.
 	Term uint64
-	// Cmd is the command as Codec.Decode returned it.
+	// Cmd is the command as Codec.Decode returned it, or, on the node that
+	// proposed it with a RoundTripCodec, the command given to Propose.
 	Cmd any
 	// Result is set by Apply and returned by Propose on the proposing
 	// node.

@@ -12,11 +12,14 @@ import (
 // metrics are the server's Prometheus metrics, on a registry of its own so
 // that several servers can run in one process (tests).
 type metrics struct {
-	registry        *prometheus.Registry
-	grants          prometheus.Counter
-	permits         prometheus.Counter
-	rwGrants        *prometheus.CounterVec
-	releases        *prometheus.CounterVec
+	registry *prometheus.Registry
+	grants   prometheus.Counter
+	permits  prometheus.Counter
+	rwGrants *prometheus.CounterVec
+	releases *prometheus.CounterVec
+	// releasedBy caches releases' series by reason (released), made on
+	// first use so that no series shows before its first release.
+	releasedBy      [fsm.Revoked + 1]prometheus.Counter
 	expiries        prometheus.Counter
 	staleSession    prometheus.Counter
 	kvWrites        *prometheus.CounterVec
@@ -140,4 +143,20 @@ func (m *metrics) watchDisk(node *raftstore.Node) {
 		}
 		return 0
 	}))
+}
+
+// released returns the fenced_releases_total series of reason. The state
+// machine's observer calls it with the state locked for writing (one
+// caller at a time), once per release, so it looks the series up once per
+// reason, not per item of a batch.
+func (m *metrics) released(reason fsm.EndReason) prometheus.Counter {
+	if reason < 0 || int(reason) >= len(m.releasedBy) {
+		return m.releases.WithLabelValues(reason.String())
+	}
+	c := m.releasedBy[reason]
+	if c == nil {
+		c = m.releases.WithLabelValues(reason.String())
+		m.releasedBy[reason] = c
+	}
+	return c
 }

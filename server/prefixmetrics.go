@@ -27,6 +27,20 @@ type prefixMetrics struct {
 	// not measured).
 	mu    sync.Mutex
 	since map[fence.Token]time.Time
+	// last is the group and series of the name last granted or released
+	// (under mu): a batch claim's grants and releases share one queue
+	// name, so its items skip the grouping and the series lookups.
+	last prefixSeries
+}
+
+// prefixSeries is one kind and name's group and series, each series made
+// on first use (nil before) so that none shows before its first event.
+type prefixSeries struct {
+	kind   fence.Kind
+	name   string
+	group  string
+	grants prometheus.Counter
+	hold   prometheus.Observer
 }
 
 func newPrefixMetrics(cfg MetricsConfig, reg prometheus.Registerer) *prefixMetrics {
@@ -65,26 +79,48 @@ func (p *prefixMetrics) waited(g fence.Grant, d time.Duration) {
 }
 
 func (p *prefixMetrics) granted(g fence.Grant, now time.Time) {
-	p.grants.WithLabelValues(string(g.Kind), p.groups.Group(g.Name)).Inc()
 	p.mu.Lock()
+	ls := p.seriesLocked(g.Kind, g.Name)
+	if ls.grants == nil {
+		ls.grants = p.grants.WithLabelValues(string(g.Kind), ls.group)
+	}
+	grants := ls.grants
 	p.since[g.Token] = now
 	p.mu.Unlock()
+	grants.Inc()
+}
+
+// seriesLocked returns the group and series of kind and name, looked up
+// again only when they are not the last ones'; p.mu is held.
+func (p *prefixMetrics) seriesLocked(k fence.Kind, name string) *prefixSeries {
+	if p.last.kind != k || p.last.name != name || p.last.group == "" {
+		p.last = prefixSeries{kind: k, name: name, group: p.groups.Group(name)}
+	}
+	return &p.last
 }
 
 func (p *prefixMetrics) released(k fence.Kind, name string, token fence.Token, reason fsm.EndReason, now time.Time) {
-	group := p.groups.Group(name)
+	p.mu.Lock()
+	ls := p.seriesLocked(k, name)
+	group := ls.group
+	since, ok := p.since[token]
+	delete(p.since, token)
+	var hold prometheus.Observer
+	if ok {
+		if ls.hold == nil {
+			ls.hold = p.hold.WithLabelValues(string(k), group)
+		}
+		hold = ls.hold
+	}
+	p.mu.Unlock()
 	switch reason {
 	case fsm.Expired:
 		p.expiries.WithLabelValues(string(k), group).Inc()
 	case fsm.Revoked:
 		p.revocations.WithLabelValues(string(k), group).Inc()
 	}
-	p.mu.Lock()
-	since, ok := p.since[token]
-	delete(p.since, token)
-	p.mu.Unlock()
-	if ok {
-		p.hold.WithLabelValues(string(k), group).Observe(now.Sub(since).Seconds())
+	if hold != nil {
+		hold.Observe(now.Sub(since).Seconds())
 	}
 }
 

@@ -82,11 +82,28 @@ func fsmFirstAck(acks []fsm.AckOutcome) fsm.AckOutcome {
 
 // countAcks counts the acks a claim or an ack batch carried.
 func (m *queueMetrics) countAcks(acks []fsm.AckOutcome) {
+	// Counted once per outcome, not per ack.
+	var by [fsm.AckNotFound + 1]int
 	for _, a := range acks {
-		m.count("ack", nil, ackMetricOutcome[a])
+		if int(a) < len(by) {
+			by[a]++
+		} else {
+			m.count("ack", nil, ackMetricOutcome[a])
+		}
+	}
+	for a, n := range by {
+		m.countN("ack", ackMetricOutcome[fsm.AckOutcome(a)], n)
 	}
 	if len(acks) > 0 {
 		m.batch.WithLabelValues("ack").Observe(float64(len(acks)))
+	}
+}
+
+// countN counts n requests of op that succeeded with outcome (none when n
+// is 0, so no series shows before its first request).
+func (m *queueMetrics) countN(op, outcome string, n int) {
+	if n > 0 {
+		m.ops.WithLabelValues(op, outcome).Add(float64(n))
 	}
 }
 
@@ -157,14 +174,16 @@ func (h *queueService) PushBatch(ctx context.Context, req *connect.Request[fence
 		return nil, toConnect(err)
 	}
 	resp := &fencedv1.QueuePushBatchResponse{Items: make([]*fencedv1.QueuePushResponse, len(res.Queue.Pushed))}
+	dups := 0
 	for i, p := range res.Queue.Pushed {
-		outcome := "ok"
 		if p.Duplicate {
-			outcome = "duplicate"
+			dups++
 		}
-		h.s.queueMetrics.count("push", nil, outcome)
 		resp.Items[i] = &fencedv1.QueuePushResponse{Item: p.Item, Duplicate: p.Duplicate}
 	}
+	// Counted once per outcome, not per item.
+	h.s.queueMetrics.countN("push", "ok", len(resp.Items)-dups)
+	h.s.queueMetrics.countN("push", "duplicate", dups)
 	h.s.queueMetrics.batch.WithLabelValues("push").Observe(float64(len(resp.Items)))
 	return connect.NewResponse(resp), nil
 }

@@ -138,7 +138,7 @@ func Start(cfg Config) (*Server, error) {
 		obs.history = &eventLog{enc: json.NewEncoder(cfg.Test.EventLog)}
 	}
 	s.sm.beforeApply = func(index uint64) {
-		obs.index = index
+		obs.index, obs.now = index, time.Now()
 		s.ui.changed() // a queued waiter, say, which the observer does not see
 	}
 	cfg.Raft.OnDiskError = func(op string, err error) { s.metrics.diskErrors.WithLabelValues(op).Inc() }

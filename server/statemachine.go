@@ -53,6 +53,25 @@ func (s *stateMachine) Encode(cmds []any) ([]byte, error) {
 	return fsm.EncodeEntry(len(cmds), func(i int) *statev1.Command { return cmds[i].(*statev1.Command) })
 }
 
+// RoundTrips implements raftstore.RoundTripCodec: fsm.EncodeEntry writes
+// the commands this server builds and DecodeEntry gives them back as the
+// machine applies them, when each is one DecodeEntry accepts (a format
+// version, kind and fields this build knows: fsm.CheckDecodable; a test
+// proposing a future version's command has its entry decoded, and
+// refused, on the leader too); no command is changed once proposed
+// (Server.propose stamps its time before). The leader applies the
+// commands it proposed without decoding them.
+func (s *stateMachine) RoundTrips(cmds []any) bool {
+	for _, c := range cmds {
+		if fsm.CheckDecodable(c.(*statev1.Command)) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+var _ raftstore.RoundTripCodec = (*stateMachine)(nil)
+
 // Decode implements raftstore.Codec: the commands of a batch, or the entry's
 // one command. An entry is refused (and the node stops, see
 // raftstore.Codec) unless every command in it is one this version knows,

@@ -42,10 +42,10 @@ type timelineEvent struct {
 func newUIFeed() *uiFeed { return &uiFeed{subs: make(map[chan struct{}]struct{})} }
 
 // record appends e to the timeline and wakes the streams.
-func (f *uiFeed) record(e timelineEvent) {
+func (f *uiFeed) record(e timelineEvent, at time.Time) {
 	f.mu.Lock()
 	f.seq++
-	e.Seq, e.AtMs = f.seq, time.Now().UnixMilli()
+	e.Seq, e.AtMs = f.seq, at.UnixMilli()
 	f.timeline[f.next] = e
 	f.next = (f.next + 1) % uiTimelineLen
 	f.n = min(f.n+1, uiTimelineLen)

@@ -1,6 +1,9 @@
 package server
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestUIFeed_TimelineKeepsTheNewestInOrder fills the timeline past its
 // length: since returns the newest uiTimelineLen events, oldest first,
@@ -9,7 +12,7 @@ func TestUIFeed_TimelineKeepsTheNewestInOrder(t *testing.T) {
 	f := newUIFeed()
 	total := uiTimelineLen + 44
 	for range total {
-		f.record(timelineEvent{Event: "grant", Name: "n"})
+		f.record(timelineEvent{Event: "grant", Name: "n"}, time.Now())
 	}
 	out, last := f.since(0, "", nil)
 	if last != uint64(total) || len(out) != uiTimelineLen {
