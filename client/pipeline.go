@@ -238,6 +238,14 @@ func (st *pipeStream) fail(err error) {
 // since the last send in one message.
 func (st *pipeStream) sendLoop() {
 	defer st.stream.CloseRequest()
+	// An empty first message opens the stream on the server (Connect and
+	// the native protocol alike send nothing before it), so that its first
+	// response, naming what its Pipeline takes, comes even when the first
+	// calls are of kinds not yet known to be taken and go unary.
+	if err := st.stream.Send(&fencedv1.PipelineRequest{}); err != nil {
+		st.fail(fmt.Errorf("pipeline send: %w", err))
+		return
+	}
 	for {
 		select {
 		case <-st.signal:

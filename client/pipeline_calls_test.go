@@ -101,3 +101,51 @@ func TestQueue_UsesTheCurrentServersPipeline(t *testing.T) {
 		})
 	}
 }
+
+// A client whose first calls are queue calls learns what the Pipeline
+// takes all the same (its stream opens with an empty message, so the
+// server's first response comes): the calls made before that response go
+// unary, and once it has come, none does.
+func TestQueue_LearnsThePipelineFromQueueCallsAlone(t *testing.T) {
+	for _, p := range []client.Protocol{client.ProtocolNative, client.ProtocolConnect} {
+		t.Run(p.String(), func(t *testing.T) {
+			srv := testserver.Start(t)
+			tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
+			tr.Protocols = new(http.Protocols)
+			tr.Protocols.SetUnencryptedHTTP2(true)
+			ct := &countingTransport{base: tr}
+			c, err := client.New([]string{srv.Addr()}, client.WithProtocol(p), client.WithHTTPClient(&http.Client{Transport: ct}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			defer tr.CloseIdleConnections()
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+			defer cancel()
+			q := client.NewQueue(c, "jobs")
+			deadline := time.Now().Add(20 * time.Second)
+			for {
+				before := ct.unary.Load()
+				if _, _, err := q.Push(ctx, []byte("x")); err != nil {
+					t.Fatal(err)
+				}
+				if ct.unary.Load() == before {
+					break // this push rode the Pipeline
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("after 20s of pushes, each still goes unary (%d): the Pipeline's first response never came", ct.unary.Load())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			before := ct.unary.Load()
+			for range 5 {
+				if _, _, err := q.Push(ctx, []byte("y")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if n := ct.unary.Load() - before; n != 0 {
+				t.Fatalf("%d of 5 pushes went unary after the Pipeline said it takes them", n)
+			}
+		})
+	}
+}
