@@ -92,9 +92,6 @@ type endpoint struct {
 	// elections serves Election and the observers.
 	elections fencedv1connect.ElectionServiceClient
 	queues    fencedv1connect.QueueServiceClient
-	// unaryQueue has a bit for each kind of queue call this endpoint's
-	// Pipeline does not know (queueKind): those go unary.
-	unaryQueue atomic.Uint32
 }
 
 // An Option configures a Client.

@@ -47,6 +47,11 @@ type pipeStream struct {
 	// message arrived, as nanoseconds since opened (monotonic).
 	opened   time.Time
 	lastRecv atomic.Int64
+	// takes has bit 1<<k for each PipelineCallKind k the server's Pipeline
+	// takes, as its first response named them; told is set once that
+	// response arrived (a server that names none takes lock and kv calls).
+	takes atomic.Uint32
+	told  atomic.Bool
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -71,6 +76,29 @@ func (p *pipeline) call(ctx context.Context, call *fencedv1.PipelineCall) (*fenc
 	if err != nil {
 		return nil, err
 	}
+	return st.call(ctx, call)
+}
+
+// callKind sends call, of kind, as call does if the stream's server said
+// its Pipeline takes that kind; if it did not, or has not said yet (its
+// first response is on its way), taken is false and nothing is sent.
+func (p *pipeline) callKind(ctx context.Context, kind fencedv1.PipelineCallKind, call *fencedv1.PipelineCall) (r *fencedv1.PipelineResult, taken bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, true, ctxError(err, true)
+	}
+	st, err := p.stream()
+	if err != nil {
+		return nil, true, err
+	}
+	if !st.told.Load() || st.takes.Load()&(1<<kind) == 0 {
+		return nil, false, nil
+	}
+	r, err = st.call(ctx, call)
+	return r, true, err
+}
+
+// call sends one call on st and waits for its answer (pipeline.call).
+func (st *pipeStream) call(ctx context.Context, call *fencedv1.PipelineCall) (*fencedv1.PipelineResult, error) {
 	answer := make(chan *fencedv1.PipelineResult, 1)
 	sent := time.Now()
 	st.mu.Lock()
@@ -210,6 +238,14 @@ func (st *pipeStream) fail(err error) {
 // since the last send in one message.
 func (st *pipeStream) sendLoop() {
 	defer st.stream.CloseRequest()
+	// An empty first message opens the stream on the server (Connect and
+	// the native protocol alike send nothing before it), so that its first
+	// response, naming what its Pipeline takes, comes even when the first
+	// calls are of kinds not yet known to be taken and go unary.
+	if err := st.stream.Send(&fencedv1.PipelineRequest{}); err != nil {
+		st.fail(fmt.Errorf("pipeline send: %w", err))
+		return
+	}
 	for {
 		select {
 		case <-st.signal:
@@ -269,6 +305,10 @@ func (st *pipeStream) recvLoop() {
 			return
 		}
 		st.lastRecv.Store(int64(time.Since(st.opened)))
+		if !st.told.Load() {
+			st.told.Store(true)
+			st.learn(resp.GetCalls())
+		}
 		st.mu.Lock()
 		for _, r := range resp.GetResults() {
 			if answer, ok := st.waiting[r.GetId()]; ok {
@@ -278,6 +318,19 @@ func (st *pipeStream) recvLoop() {
 		}
 		st.mu.Unlock()
 	}
+}
+
+// learn records the kinds of call the server's Pipeline takes, from its
+// first response: the kinds it names, and lock and kv calls, which every
+// Pipeline takes (a server from before PipelineResponse.calls names none).
+func (st *pipeStream) learn(kinds []fencedv1.PipelineCallKind) {
+	bits := uint32(1) << fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV
+	for _, k := range kinds {
+		if k > 0 && k < 32 {
+			bits |= 1 << k
+		}
+	}
+	st.takes.Store(bits)
 }
 
 // pipelineError rebuilds the *connect.Error a unary call would have

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
-	"sync/atomic"
 
 	"connectrpc.com/connect"
 	"google.golang.org/protobuf/proto"
@@ -14,48 +12,24 @@ import (
 )
 
 // Work queue calls ride the endpoint's pipeline (PipelineCall.queue
-// carries a serialized QueueCall). A server older than this SDK may not
-// know a pipelined call: one without queue calls in its Pipeline, or
-// without the batch calls. It answers InvalidArgument without doing
-// anything, and the SDK sends that call, and every later call of its
-// kind to that endpoint, unary instead (unaryQueue).
-
-// queueKind is a bit of endpoint.unaryQueue: a kind of queue call the
-// endpoint's Pipeline does not know.
-type queueKind uint32
-
-const (
-	queueKindBasic queueKind = 1 << iota // push, claim, ack, nack
-	queueKindBatch                       // push batch, ack batch
-)
-
-// pipelineUnknown reports the answer of a server whose Pipeline does not
-// know a call: its words for a PipelineCall without a known call (a
-// server from before pipelined queue calls) or for a QueueCall without one
-// (before the batch calls).
-func pipelineUnknown(err error) bool {
-	if connect.CodeOf(err) != connect.CodeInvalidArgument {
-		return false
-	}
-	msg := err.Error()
-	return strings.Contains(msg, "has no acquire, release or kv_put") || strings.Contains(msg, "the queue call has no push, claim, ack or nack")
-}
+// carries a serialized QueueCall) when the server's Pipeline takes them:
+// the stream's first response names the kinds of call it takes
+// (PipelineResponse.calls). A call of a kind it does not name goes unary,
+// and so does one sent before that response arrived: a server from
+// before the field names nothing and is taken as the oldest, whose
+// Pipeline takes lock and kv calls only.
 
 // queueCall sends a work queue call of kind through the endpoint's
 // pipeline and returns its answer, or, when the endpoint's Pipeline does
-// not know that kind, returns errUnaryQueue for the caller to send it
-// unary.
-func (ep *endpoint) queueCall(ctx context.Context, kind queueKind, call *fencedv1.QueueCall) (*fencedv1.QueueResult, error) {
-	if queueKind(ep.unaryQueue.Load())&kind != 0 {
-		return nil, errUnaryQueue
-	}
+// not take that kind (or has not said yet), returns errUnaryQueue for the
+// caller to send it unary.
+func (ep *endpoint) queueCall(ctx context.Context, kind fencedv1.PipelineCallKind, call *fencedv1.QueueCall) (*fencedv1.QueueResult, error) {
 	raw, err := proto.Marshal(call)
 	if err != nil {
 		return nil, err
 	}
-	r, err := ep.pipe.call(ctx, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Queue{Queue: raw}})
-	if pipelineUnknown(err) {
-		orBits(&ep.unaryQueue, uint32(kind))
+	r, taken, err := ep.pipe.callKind(ctx, kind, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Queue{Queue: raw}})
+	if !taken {
 		return nil, errUnaryQueue
 	}
 	if err != nil {
@@ -69,16 +43,13 @@ func (ep *endpoint) queueCall(ctx context.Context, kind queueKind, call *fencedv
 }
 
 // errUnaryQueue tells a queue call to go unary.
-var errUnaryQueue = errors.New("client: the server's Pipeline does not know this queue call")
+var errUnaryQueue = errors.New("client: the server's Pipeline does not take this queue call")
 
-func orBits(v *atomic.Uint32, bits uint32) {
-	for {
-		old := v.Load()
-		if old&bits == bits || v.CompareAndSwap(old, old|bits) {
-			return
-		}
-	}
-}
+// The kinds of queue call, as PipelineResponse.calls names them.
+const (
+	queueKindBasic = fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE       // push, claim, ack, nack
+	queueKindBatch = fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH // push batch, ack batch
+)
 
 // queuePush sends a Push through the endpoint's pipeline (or unary).
 func (ep *endpoint) queuePush(ctx context.Context, req *fencedv1.QueuePushRequest) (*fencedv1.QueuePushResponse, error) {

@@ -60,7 +60,9 @@ func EncodedSize(c *statev1.Command) int {
 
 // Decode parses a command written by Encode. A command, or a command of
 // its batch, in a format version this build does not apply is refused with
-// an error matching ErrFormatVersion, before anything else is looked at.
+// an error matching ErrFormatVersion, before anything else is looked at;
+// so is one holding a field or enum value this build does not know,
+// anywhere in it (checkKnown).
 func Decode(b []byte) (*statev1.Command, error) {
 	c := new(statev1.Command)
 	if err := proto.Unmarshal(b, c); err != nil {
@@ -73,6 +75,9 @@ func Decode(b []byte) (*statev1.Command, error) {
 		if err := checkBatchFormat(i, in); err != nil {
 			return nil, fmt.Errorf("decode command: %w", err)
 		}
+	}
+	if err := checkKnown(c.ProtoReflect(), "the command", 0, false); err != nil {
+		return nil, fmt.Errorf("decode command: %w", err)
 	}
 	return c, nil
 }

@@ -83,8 +83,15 @@
 //     State.
 //   - the format version (format.go): every entry and snapshot carries
 //     one; Decode and Restore refuse a version this build does not
-//     apply (ErrFormatVersion), so the node stops instead of skipping.
-//     A primitive adds nothing.
+//     apply (ErrFormatVersion), so the node stops instead of skipping,
+//     and refuse alike a field, command kind or enum value this build
+//     does not know anywhere in an entry or snapshot (checkKnown), so
+//     what a newer release adds stops an older member without a version
+//     bump. A primitive adds nothing, and follows one rule: a new field's
+//     zero value means what the command meant before it (an older
+//     leader's entries leave it unset), and a change of what an existing
+//     field, kind or value means gets a new one instead (or FormatVersion
+//     goes up): an older member cannot tell a change of meaning.
 //   - restore into a new issuer epoch (reissue.go): Restored keeps the kv,
 //     the latches and the rate limiters, and drops every session (so
 //     every primitive's grants and waiters); a primitive whose state

@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoreflect"
 
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
@@ -60,10 +59,11 @@ func EncodeEntry(n int, cmd func(i int) *statev1.Command) ([]byte, error) {
 
 // DecodeEntry decodes an entry EncodeEntry wrote and returns its
 // commands, in order. An entry is refused whole unless every command in
-// it is one this version knows: a command of no known kind, a field this
-// version does not know (written by a newer one, or garbled bytes that
-// still parse), or a batch inside a batch. A member stops on such an
-// entry rather than skip it.
+// it is one this version knows: a command of no known kind, a field or
+// enum value this version does not know (written by a newer one, or
+// garbled bytes that still parse: an error matching ErrFormatVersion,
+// format.go), or a batch inside a batch. A member stops on such an entry
+// rather than skip it or apply it without what it does not know.
 //
 // The commands of a batch are decoded into one array (decodeBatch), so a
 // command kept beyond its apply would keep its whole batch in memory. The
@@ -83,7 +83,7 @@ func DecodeEntry(entry []byte) ([]*statev1.Command, error) {
 		return nil, err
 	}
 	for i, c := range cmds {
-		if err := knownFields(c.ProtoReflect()); err != nil {
+		if err := checkKnown(c.ProtoReflect(), "the command", i, batch); err != nil {
 			return nil, fmt.Errorf("decode command: %w", err)
 		}
 		if err := knownCommand(c); err != nil {
@@ -116,10 +116,9 @@ func decodeLone(entry []byte) ([]*statev1.Command, error) {
 	return e.cmds[:], nil
 }
 
-// decodeAny decodes an entry of any shape with Decode, and reports
-// whether it is a batch. The outer command of a batch and the Batch must
-// hold no field this version does not know; DecodeEntry checks the
-// commands.
+// decodeAny decodes an entry of any shape with Decode (which refuses a
+// field or value this build does not know anywhere in it, the outer
+// command and the Batch included), and reports whether it is a batch.
 func decodeAny(entry []byte) (cmds []*statev1.Command, batch bool, err error) {
 	cmd, err := Decode(entry)
 	if err != nil {
@@ -128,11 +127,6 @@ func decodeAny(entry []byte) (cmds []*statev1.Command, batch bool, err error) {
 	b, ok := cmd.GetOp().(*statev1.Command_Batch)
 	if !ok {
 		return []*statev1.Command{cmd}, false, nil
-	}
-	for _, m := range []protoreflect.Message{cmd.ProtoReflect(), b.Batch.ProtoReflect()} {
-		if len(m.GetUnknown()) > 0 {
-			return nil, true, fmt.Errorf("decode command: %s holds a field this version does not know", m.Descriptor().FullName())
-		}
 	}
 	return b.Batch.GetCommands(), true, nil
 }
@@ -217,7 +211,6 @@ func decodeBatch(entry []byte) ([]*statev1.Command, error) {
 	return cmds, nil
 }
 
-// knownCommand checks that cmd is of a kind Apply knows and not a batch.
 // CheckDecodable returns the error DecodeEntry would refuse an entry
 // holding cmd with, checking cmd as it is, without encoding and decoding
 // it: a format version this build does not apply, a command of no kind it
@@ -230,55 +223,19 @@ func CheckDecodable(cmd *statev1.Command) error {
 	if err := knownCommand(cmd); err != nil {
 		return err
 	}
-	if err := knownFields(cmd.ProtoReflect()); err != nil {
+	if err := checkKnown(cmd.ProtoReflect(), "the command", 0, false); err != nil {
 		return fmt.Errorf("decode command: %w", err)
 	}
 	return nil
 }
 
+// knownCommand checks that cmd is of a kind Apply knows and not a batch.
 func knownCommand(cmd *statev1.Command) error {
 	switch cmd.GetOp().(type) {
 	case nil:
 		return errors.New("decode command: a command of no kind this version knows (written by a newer version?)")
 	case *statev1.Command_Batch:
 		return errors.New("decode command: a batch inside a batch")
-	}
-	return nil
-}
-
-// knownFields reports a field this version does not know anywhere in m.
-// It walks the fields that are set without a closure (Range's would be
-// allocated, with the error it sets, at every level of every command).
-func knownFields(m protoreflect.Message) error {
-	if len(m.GetUnknown()) > 0 {
-		return fmt.Errorf("%s holds a field this version does not know", m.Descriptor().FullName())
-	}
-	md := m.Descriptor()
-	oneofs := md.Oneofs()
-	for i := range oneofs.Len() {
-		if fd := m.WhichOneof(oneofs.Get(i)); fd != nil && fd.Message() != nil {
-			if err := knownFields(m.Get(fd).Message()); err != nil {
-				return err
-			}
-		}
-	}
-	fields := md.Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		switch {
-		case fd.ContainingOneof() != nil || fd.Message() == nil || fd.IsMap() || !m.Has(fd):
-		case fd.IsList():
-			l := m.Get(fd).List()
-			for j := range l.Len() {
-				if err := knownFields(l.Get(j).Message()); err != nil {
-					return err
-				}
-			}
-		default:
-			if err := knownFields(m.Get(fd).Message()); err != nil {
-				return err
-			}
-		}
 	}
 	return nil
 }

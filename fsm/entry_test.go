@@ -68,7 +68,8 @@ func TestEncodeEntry_BytesOfTheBatchCommand(t *testing.T) {
 
 // referenceDecode is the decoder DecodeEntry must agree with: the entry
 // unmarshalled whole, its format versions checked, then every field of it
-// walked for one this version does not know, then the kinds.
+// walked for one (or an enum value) this version does not know, refused as
+// a newer format is, then the kinds.
 func referenceDecode(entry []byte) ([]*statev1.Command, error) {
 	c := new(statev1.Command)
 	if err := proto.Unmarshal(entry, c); err != nil {
@@ -96,6 +97,12 @@ func referenceDecode(entry []byte) ([]*statev1.Command, error) {
 		found := false
 		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
 			switch {
+			case fd.IsList() && fd.Enum() != nil:
+				for i := 0; i < v.List().Len() && !found; i++ {
+					found = fd.Enum().Values().ByNumber(v.List().Get(i).Enum()) == nil
+				}
+			case fd.Enum() != nil:
+				found = fd.Enum().Values().ByNumber(v.Enum()) == nil
 			case fd.IsList() && fd.Message() != nil:
 				for i := 0; i < v.List().Len() && !found; i++ {
 					found = unknown(v.List().Get(i).Message())
@@ -108,7 +115,7 @@ func referenceDecode(entry []byte) ([]*statev1.Command, error) {
 		return found
 	}
 	if unknown(c.ProtoReflect()) {
-		return nil, errors.New("unknown field")
+		return nil, fsm.ErrFormatVersion
 	}
 	cmds := []*statev1.Command{c}
 	if b, ok := c.GetOp().(*statev1.Command_Batch); ok {

@@ -1,8 +1,10 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // The replicated format (docs/operations.md, "Upgrades"). Every log entry
@@ -21,6 +23,18 @@ import (
 // member runs a release that applies N+1. A member that meets N+1 before
 // it is upgraded stops with ErrFormatVersion and the version it met, and
 // starts again once it is upgraded (the entry is still in its log).
+//
+// What a newer release adds is refused structurally, without a version
+// bump: an entry or snapshot holding a field this build does not know
+// (protobuf would skip it silently), a command of a kind it does not know
+// (a new case of Command.op is such a field) or an enum value it does not
+// know is refused as a newer version is (checkKnown). proto3 writes a
+// field only when it is set, so a release's new field stops an older
+// member exactly when a command or state that uses it reaches it, never
+// before. What needs a version bump is a change of meaning of what an
+// older build knows (the same fields applied differently): a release
+// never makes one without a new field, kind or value to carry it, or a
+// FormatVersion above the last (doc.go, "How to add a primitive").
 const (
 	// FormatVersion is the newest format version this build applies, and
 	// the version it writes.
@@ -30,8 +44,19 @@ const (
 )
 
 // ErrFormatVersion is the error of an entry or snapshot written in a
-// format version this build does not apply.
-var ErrFormatVersion = errors.New("fsm: replicated format version not understood")
+// format version this build does not apply, or holding a field, kind or
+// enum value it does not know. It has a method NewerFormat, reporting
+// true, by which the Raft glue tells such an entry (upgrade the node) from
+// a damaged one without importing this package.
+var ErrFormatVersion error = formatError("fsm: replicated format version not understood")
+
+// formatError is the type of ErrFormatVersion.
+type formatError string
+
+func (e formatError) Error() string { return string(e) }
+
+// NewerFormat reports that a newer release wrote what was refused.
+func (formatError) NewerFormat() bool { return true }
 
 // formatOf returns the format version a message carries: 0 is version 1.
 func formatOf(v uint32) uint32 {
@@ -55,4 +80,86 @@ func checkFormat(what string, v uint32) error {
 	}
 	v = formatOf(v)
 	return fmt.Errorf("%w: %s is in format version %d; this build applies versions %d to %d: run a fenced release that applies version %d on this member (docs/operations.md, \"Upgrades\"); the node stops rather than skip it", ErrFormatVersion, what, v, MinFormatVersion, FormatVersion, v)
+}
+
+// checkKnown returns an error matching ErrFormatVersion if m, or a message
+// anywhere in it, holds a field this build does not know or an enum field
+// a value this build does not know. what names m for the error, with its
+// index i in a batch when batch is set; the name is formatted only for
+// the error, so a known message costs the walk and no allocation.
+func checkKnown(m protoreflect.Message, what string, i int, batch bool) error {
+	where := unknownIn(m)
+	if where == "" {
+		return nil
+	}
+	if batch {
+		what = fmt.Sprintf("command %d of the batch", i)
+	}
+	return fmt.Errorf("%w: %s has fields this build does not know (%s): a newer release wrote it; upgrade this node (docs/operations.md, \"Upgrades\"); the node stops rather than apply it without them", ErrFormatVersion, what, where)
+}
+
+// unknownIn describes the first field or enum value this build does not
+// know anywhere in m, or returns "". It walks the fields that are set
+// without a closure (Range's would be allocated at every level of every
+// command); only a map, which no replicated message has today, is ranged.
+func unknownIn(m protoreflect.Message) string {
+	if u := m.GetUnknown(); len(u) > 0 {
+		num, _, _ := protowire.ConsumeTag(u)
+		return fmt.Sprintf("field %d of %s", num, m.Descriptor().FullName())
+	}
+	md := m.Descriptor()
+	oneofs := md.Oneofs()
+	for i := range oneofs.Len() {
+		if fd := m.WhichOneof(oneofs.Get(i)); fd != nil {
+			if where := unknownValue(fd, m.Get(fd)); where != "" {
+				return where
+			}
+		}
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		kind := fd.Kind()
+		if fd.ContainingOneof() != nil || (kind != protoreflect.MessageKind && kind != protoreflect.GroupKind && kind != protoreflect.EnumKind) || !m.Has(fd) {
+			continue
+		}
+		v := m.Get(fd)
+		switch {
+		case fd.IsMap():
+			where := ""
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				where = unknownValue(fd.MapValue(), mv)
+				return where == ""
+			})
+			if where != "" {
+				return where
+			}
+		case fd.IsList():
+			l := v.List()
+			for j := range l.Len() {
+				if where := unknownValue(fd, l.Get(j)); where != "" {
+					return where
+				}
+			}
+		default:
+			if where := unknownValue(fd, v); where != "" {
+				return where
+			}
+		}
+	}
+	return ""
+}
+
+// unknownValue is unknownIn for one value of field fd: a message is
+// walked, an enum number is looked up among fd's enum's values.
+func unknownValue(fd protoreflect.FieldDescriptor, v protoreflect.Value) string {
+	switch fd.Kind() {
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return unknownIn(v.Message())
+	case protoreflect.EnumKind:
+		if n := v.Enum(); fd.Enum().Values().ByNumber(n) == nil {
+			return fmt.Sprintf("value %d of %s", n, fd.FullName())
+		}
+	}
+	return ""
 }

@@ -50,7 +50,8 @@ func (m *Machine) Snapshot() ([]byte, error) {
 // snapshot that decodes but describes a state no sequence of commands
 // could reach (a holder or waiter that is not a live session, a token
 // above the counter, a key listed twice, a TTL out of range...) is refused
-// (invariants.go). On error the machine is left empty, never half
+// (invariants.go); so is one holding a field or enum value this build does
+// not know (a newer release wrote it: an error matching ErrFormatVersion). On error the machine is left empty, never half
 // restored.
 func (m *Machine) Restore(data []byte) error {
 	m.reset()
@@ -59,6 +60,9 @@ func (m *Machine) Restore(data []byte) error {
 		return fmt.Errorf("restore: decode snapshot: %w", err)
 	}
 	if err := checkFormat("the snapshot", st.GetFormatVersion()); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	if err := checkKnown(st.ProtoReflect(), "the snapshot", 0, false); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	err := m.restore(&st)

@@ -29,3 +29,19 @@ var (
 // refuses to start on it, or stops (see Node.Err); it never skips the
 // entry. The wrapping error names the file and the entry's index.
 var ErrDamaged = errors.New("raftstore: log or snapshot damaged")
+
+// ErrNewerFormat reports a log entry or snapshot a newer release wrote that
+// this build does not apply: the state machine refused it with an error
+// that has a method NewerFormat reporting true (fsm.ErrFormatVersion
+// does: a newer format version, or a field, kind or value this build does
+// not know). The node stops, as on ErrDamaged, and never skips the entry
+// or applies it without what it does not know; the cure is to upgrade the
+// node and start it again (docs/operations.md, "Upgrades").
+var ErrNewerFormat = errors.New("raftstore: written by a newer release")
+
+// newerFormat reports whether the state machine's err says a newer
+// release wrote what it refused.
+func newerFormat(err error) bool {
+	var nf interface{ NewerFormat() bool }
+	return errors.As(err, &nf) && nf.NewerFormat()
+}

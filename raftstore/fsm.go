@@ -87,7 +87,11 @@ func (a *fsmAdapter) ApplyBatch(logs []*raft.Log) []any {
 			var err error
 			if decoded, err = a.sm.Decode(l.Data, decoded); err != nil {
 				decoded = decoded[:sp.start]
-				a.fail(fmt.Errorf("%w: raft log entry %d (term %d%s) does not decode: %w", ErrDamaged, l.Index, l.Term, a.file(l.Index), err))
+				if newerFormat(err) {
+					a.fail(fmt.Errorf("%w: raft log entry %d (term %d%s) is not of a format this build applies: upgrade this node: %w", ErrNewerFormat, l.Index, l.Term, a.file(l.Index), err))
+				} else {
+					a.fail(fmt.Errorf("%w: raft log entry %d (term %d%s) does not decode: %w", ErrDamaged, l.Index, l.Term, a.file(l.Index), err))
+				}
 				good = i
 				break
 			}
@@ -221,7 +225,11 @@ func (a *fsmAdapter) Restore(rc io.ReadCloser) error {
 		return fmt.Errorf("read snapshot: %w", err)
 	}
 	if err := a.sm.Restore(data); err != nil {
-		err = fmt.Errorf("%w: restore snapshot: %w", ErrDamaged, err)
+		if newerFormat(err) {
+			err = fmt.Errorf("%w: restore snapshot: not of a format this build applies: upgrade this node: %w", ErrNewerFormat, err)
+		} else {
+			err = fmt.Errorf("%w: restore snapshot: %w", ErrDamaged, err)
+		}
 		a.fail(err)
 		return err
 	}

@@ -250,7 +250,8 @@ func (n *Node) stop(err error) {
 // Err returns why the node stopped on its own, or nil while it runs or when
 // it was shut down by Shutdown. A node stops on its own when a committed
 // log entry does not decode (the error wraps ErrDamaged and names the
-// entry's index and log file) or when the state machine cannot go on
+// entry's index and log file, or ErrNewerFormat when a newer release wrote
+// it: Codec.Decode) or when the state machine cannot go on
 // (StateMachine.Apply's error); Done is closed once it has stopped. A
 // process serving the node should exit with the error: restarting it on
 // the same data dir fails the same way until an operator has looked.

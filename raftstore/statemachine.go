@@ -25,6 +25,9 @@ type StateMachine interface {
 	Snapshot() ([]byte, error)
 
 	// Restore replaces the whole state with a snapshot Snapshot returned.
+	// A snapshot a newer release wrote that this build does not apply
+	// gives an error with a method NewerFormat reporting true (see
+	// Codec.Decode).
 	Restore(snapshot []byte) error
 }
 
@@ -45,7 +48,9 @@ type Codec interface {
 	// fully (garbled, or holding a command this version does not know)
 	// must give an error: the node stops rather than skip it, since
 	// skipping a committed command would make this member's state differ
-	// from the others'.
+	// from the others'. An entry a newer release wrote, which this build
+	// does not apply, gives an error with a method NewerFormat reporting
+	// true: the node stops with ErrNewerFormat instead of ErrDamaged.
 	Decode(entry []byte, dst []any) ([]any, error)
 }
 

@@ -27,3 +27,7 @@ func (*faultState) tookOver(uint64)                               {}
 func (*faultState) reported(g fence.Grant) fence.Grant            { return g }
 func (*faultState) latchDone(count uint64) bool                   { return count == 0 }
 func (*faultState) oldPipeline(uint64, *fencedv1.QueueCall) error { return nil }
+
+func (*faultState) pipelineCalls(all []fencedv1.PipelineCallKind) []fencedv1.PipelineCallKind {
+	return all
+}

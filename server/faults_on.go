@@ -56,11 +56,13 @@ type Faults struct {
 	// when its count reaches one (the negative control of the latch
 	// checker).
 	LatchEarly bool
-	// OldPipeline makes this node's Pipeline answer queue calls as an
-	// older server's does, so an SDK's fallback to unary calls can be
-	// tested: 1, every queue call, as a server from before pipelined
-	// queue calls; 2, the batch calls (push batch, ack batch), as a server
-	// from before them. The unary calls still work.
+	// OldPipeline makes this node's Pipeline say what an older server's
+	// says and refuse the queue calls it does not take, so an SDK's
+	// fallback to unary calls can be tested: 1, a server from before
+	// pipelined queue calls and before PipelineResponse.calls (it names
+	// no kind and refuses every queue call); 2, a server that takes the
+	// basic queue calls but not the batch calls (push batch, ack batch),
+	// and names them so. The unary calls still work.
 	OldPipeline int
 }
 
@@ -164,6 +166,19 @@ func (c scaledClock) Now() time.Time {
 // its waiters: at zero, or at one under LatchEarly.
 func (f *faultState) latchDone(count uint64) bool {
 	return count == 0 || (f.cfg.Test.LatchEarly && count == 1)
+}
+
+// pipelineCalls is what this node's Pipeline names in its first
+// response: all the kinds, or an older server's (OldPipeline); nil sends
+// no such response, as a server from before PipelineResponse.calls.
+func (f *faultState) pipelineCalls(all []fencedv1.PipelineCallKind) []fencedv1.PipelineCallKind {
+	switch f.cfg.Test.OldPipeline {
+	case 1:
+		return nil
+	case 2:
+		return []fencedv1.PipelineCallKind{fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE}
+	}
+	return all
 }
 
 // oldPipeline is the answer of an older server's Pipeline to the queue

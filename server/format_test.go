@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
+
 	"github.com/fenced-dev/fenced/fsm"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
+	"github.com/fenced-dev/fenced/raftstore"
 )
 
 // formatTestConfig is a single node on loopback with quick elections.
@@ -39,8 +42,9 @@ func startServing(t *testing.T, cfg Config) *Server {
 	return s
 }
 
-// waitStoppedWith waits for s to stop on its own and checks why.
-func waitStoppedWith(t *testing.T, s *Server, what string) {
+// waitStoppedWith waits for s to stop on its own and checks why: a
+// newer release's entry, its error naming want and the upgrade rule.
+func waitStoppedWith(t *testing.T, s *Server, what, want string) {
 	t.Helper()
 	select {
 	case <-s.Done():
@@ -48,8 +52,9 @@ func waitStoppedWith(t *testing.T, s *Server, what string) {
 		t.Fatalf("%s: the server did not stop", what)
 	}
 	err := s.Err()
-	if !errors.Is(err, fsm.ErrFormatVersion) || !strings.Contains(err.Error(), "format version 2") || !strings.Contains(err.Error(), "Upgrades") {
-		t.Fatalf("%s: Err() = %v, want the format version 2 named with the upgrade rule", what, err)
+	if !errors.Is(err, fsm.ErrFormatVersion) || !errors.Is(err, raftstore.ErrNewerFormat) || errors.Is(err, raftstore.ErrDamaged) ||
+		!strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "upgrade this node") || !strings.Contains(err.Error(), "Upgrades") {
+		t.Fatalf("%s: Err() = %v, want %q named with the upgrade rule, not damage", what, err, want)
 	}
 }
 
@@ -70,12 +75,46 @@ func TestServer_StopsOnAFutureFormatVersion(t *testing.T) {
 	if _, err := s.propose(ctx, future); err == nil {
 		t.Fatal("a command of a future version was applied")
 	}
-	waitStoppedWith(t, s, "after the entry")
+	waitStoppedWith(t, s, "after the entry", "format version 2")
 
 	again, err := Start(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer again.Shutdown(context.Background())
-	waitStoppedWith(t, again, "restarted")
+	waitStoppedWith(t, again, "restarted", "format version 2")
+}
+
+// A committed entry holding a field this build does not know (a newer
+// leader wrote a command with a field it added, the format version
+// unchanged) stops the node through the real write path, as a newer
+// version does, instead of applying the command without the field; the
+// acquire it carries is never granted, and restarted on the same data dir
+// the node stops at it again. The same acquire without the field is
+// granted (the control).
+func TestServer_StopsOnAFieldItDoesNotKnow(t *testing.T) {
+	cfg := formatTestConfig(t, t.TempDir())
+	s := startServing(t, cfg)
+	defer s.Shutdown(context.Background())
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	acquire := func(name string) *statev1.Command {
+		return &statev1.Command{Op: &statev1.Command_Acquire{Acquire: &statev1.Acquire{Name: name, TtlMs: 60000, RequestId: name}}}
+	}
+	if res, err := s.propose(ctx, acquire("control")); err != nil || !res.Granted {
+		t.Fatalf("an acquire this build knows: %+v, %v", res, err)
+	}
+	newer := acquire("newer")
+	newer.GetAcquire().ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1))
+	if res, err := s.propose(ctx, newer); err == nil {
+		t.Fatalf("an acquire with a field this build does not know was applied: %+v", res)
+	}
+	waitStoppedWith(t, s, "after the entry", "field 999 of fenced.state.v1.Acquire")
+
+	again, err := Start(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Shutdown(context.Background())
+	waitStoppedWith(t, again, "restarted", "field 999 of fenced.state.v1.Acquire")
 }

@@ -148,12 +148,14 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		body := &upstreamBody{}
-		// A leadership transfer changes the leader by design: cutting its
-		// call when this node sees the change would abort the answer of a
-		// transfer that succeeded (the client saw an HTTP/2 INTERNAL_ERROR
-		// reset instead of the new leader's name). It is bounded by its
-		// own timeout.
-		if r.URL.Path != fencedv1connect.ClusterServiceTransferLeaderProcedure {
+		// Only a stream is cut when this node sees the leader change: it
+		// would otherwise outlive the leader it was forwarded to. A unary
+		// call is bounded by its own deadline (and the member transport's
+		// pings, when the old leader stops answering), and its answer is
+		// valid even when the leader changed meanwhile: an old leader
+		// that no longer leads answers Unavailable, and a leadership
+		// transfer's answer is the change it asked for.
+		if streamPaths[r.URL.Path] {
 			go s.cancelOnLeaderChange(ctx, func() {
 				cancel()
 				// Cancelling the context does not always end a read of a
@@ -195,10 +197,11 @@ func (b *upstreamBody) close() {
 	}
 }
 
-// cancelOnLeaderChange cancels a forwarded call once this node no longer
-// sees the leader it forwarded the call to (the leader died, was cut off
-// or stepped down), so that a long-lived stream through this node breaks
-// and its client retries elsewhere instead of waiting on a silent stream.
+// cancelOnLeaderChange cancels a forwarded stream once this node no
+// longer sees the leader it forwarded the stream to (the leader died, was
+// cut off or stepped down), so that a long-lived stream through this node
+// breaks and its client retries elsewhere instead of waiting on a silent
+// stream.
 // It follows raft's leader observations, so it reacts as soon as this node
 // learns of the change.
 func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel func()) {

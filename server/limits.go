@@ -13,8 +13,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fenced-dev/fenced/fsm"
-
-	"github.com/fenced-dev/fenced/proto/fenced/v1/fencedv1connect"
 )
 
 // Limits bounds what a client can make the server hold: connections, time
@@ -194,12 +192,6 @@ func (s *Server) listen() (net.Listener, error) {
 	return ln, nil
 }
 
-// streamingPaths are the streaming procedures, exempt from BodyTimeout.
-var streamingPaths = map[string]bool{
-	fencedv1connect.LockServicePipelineProcedure:     true,
-	fencedv1connect.SessionServiceKeepAliveProcedure: true,
-}
-
 // errBodyTimeout reports a request body that did not arrive in time.
 var errBodyTimeout = errors.New("request body not received in time")
 
@@ -212,7 +204,7 @@ var errBodyTimeout = errors.New("request body not received in time")
 func (s *Server) bodyDeadline(next http.Handler) http.Handler {
 	timeout := s.cfg.Limits.BodyTimeout
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if timeout <= 0 || streamingPaths[r.URL.Path] || r.Body == nil || r.Body == http.NoBody {
+		if timeout <= 0 || clientStreamPaths[r.URL.Path] || r.Body == nil || r.Body == http.NoBody {
 			next.ServeHTTP(w, r)
 			return
 		}

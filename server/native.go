@@ -320,6 +320,9 @@ func (nc *nativeConn) open(kind nativewire.Kind, id uint32) *nativeStream {
 	st.ctx, st.cancel = context.WithCancel(nc.ctx)
 	if kind == nativewire.KindPipeline {
 		st.pipe = (&lockService{s}).newPipeline(st.ctx, nativePipeline{st})
+		// A failed send means the connection's writer failed: the
+		// connection ends, and with it this stream.
+		_ = st.pipe.announce()
 	} else {
 		st.in = make(chan []byte, nativeStreamBuffer)
 	}

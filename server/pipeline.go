@@ -20,7 +20,8 @@ const maxPipelineInFlight = 100000
 
 // Pipeline implements LockServiceHandler. Each call runs on its own
 // goroutine through the unary handler of the same name, so it behaves
-// exactly as that call. Answers are sent without a writer goroutine of
+// exactly as that call. The stream's first response, sent at once, names
+// the kinds of call it takes (pipelineCalls). Answers are sent without a writer goroutine of
 // their own: the call that finishes while no answer is being sent sends
 // its answer together with every answer queued meanwhile, in one message,
 // so a busy stream costs one write for many calls and a quiet one no
@@ -29,6 +30,16 @@ const maxPipelineInFlight = 100000
 // as a unary call is when its client goes away.
 func (h *lockService) Pipeline(ctx context.Context, stream *connect.BidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
 	return h.pipeline(ctx, stream)
+}
+
+// pipelineCalls are the kinds of call Pipeline takes, as its first
+// response names them (PipelineResponse.calls): a kind added to
+// PipelineCall or to the QueueCalls it carries is named here, so that a
+// client sends it only to a server that takes it.
+var pipelineCalls = []fencedv1.PipelineCallKind{
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV,
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE,
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH,
 }
 
 // bidiStream is the server's side of a bidirectional stream: a Connect
@@ -43,6 +54,9 @@ type bidiStream[Req, Resp any] interface {
 // caller, as authentication found it.
 func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) error {
 	p := h.newPipeline(ctx, stream)
+	if err := p.announce(); err != nil {
+		return p.finish(err)
+	}
 	var recvErr error
 	for {
 		req, err := stream.Receive()
@@ -74,6 +88,19 @@ func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv
 	}
 	p.ctx, p.cancelAll = context.WithCancel(ctx)
 	return p
+}
+
+// announce sends the stream's first response: the kinds of call this
+// Pipeline takes, before any answer, so a client knows before it sends
+// one (none under the OldPipeline fault, which plays a server from
+// before). It is sent before any call is started, so nothing else sends
+// on the stream at the same time.
+func (p *pipeline) announce() error {
+	calls := p.s.faults.pipelineCalls(pipelineCalls)
+	if calls == nil {
+		return nil
+	}
+	return p.stream.Send(&fencedv1.PipelineResponse{Calls: calls})
 }
 
 // handle starts the calls of one message received and performs its

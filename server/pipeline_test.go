@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -182,8 +183,13 @@ func TestPipeline_CancelInTheCallsMessage(t *testing.T) {
 	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "m", waiter, 1, 60000)}, Cancel: []uint64{1}})
 	answered := make(chan *fencedv1.PipelineResponse, 1)
 	go func() {
-		resp, _ := p.stream.Receive() // nil once the stream is closed
-		answered <- resp
+		for {
+			resp, err := p.stream.Receive() // nil once the stream is closed
+			if err != nil || len(resp.GetResults()) > 0 {
+				answered <- resp
+				return
+			}
+		}
 	}()
 	select {
 	case resp := <-answered:
@@ -253,5 +259,35 @@ func TestPipeline_WaitOutlastsProposeTimeout(t *testing.T) {
 	}
 	if r := got[2]; !r.GetAcquire().GetGranted() {
 		t.Fatalf("the wait that outlasted the proposal timeout: %v, want the grant", r)
+	}
+}
+
+// A Pipeline stream's first response comes before any call is sent,
+// holds no result and names every kind of call the Pipeline takes
+// (PipelineResponse.calls), so a client knows what to send it; later
+// responses name none.
+func TestPipeline_FirstResponseNamesTheCallsItTakes(t *testing.T) {
+	a := newAPI(t)
+	s := a.session(t, 30000)
+	p := a.pipeline(t)
+	// A call nobody answers soon: the first response cannot be its answer.
+	holder := a.session(t, 30000)
+	a.acquire(t, "busy", holder, 1, 0)
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(1, "busy", s, 1, 60000)}})
+	first, err := p.stream.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []fencedv1.PipelineCallKind{fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH}
+	if len(first.GetResults()) != 0 || fmt.Sprint(first.GetCalls()) != fmt.Sprint(want) {
+		t.Fatalf("first response %v, want no results and the calls %v", first, want)
+	}
+	p.send(&fencedv1.PipelineRequest{Calls: []*fencedv1.PipelineCall{acquireCall(2, "free", s, 2, 0)}})
+	next, err := p.stream.Receive()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(next.GetCalls()) != 0 || len(next.GetResults()) != 1 || next.GetResults()[0].GetId() != 2 {
+		t.Fatalf("second response %v, want the answer of call 2 alone, no calls named", next)
 	}
 }

@@ -20,7 +20,7 @@ const streamBodyBufferSize = 4 << 10
 // never waits to fill the buffer, so a stream's messages are not delayed.
 func bufferStreamBodies(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if streamingPaths[r.URL.Path] && r.Body != nil && r.Body != http.NoBody {
+		if clientStreamPaths[r.URL.Path] && r.Body != nil && r.Body != http.NoBody {
 			r.Body = &bufferedBody{Reader: bufio.NewReaderSize(r.Body, streamBodyBufferSize), body: r.Body}
 		}
 		next.ServeHTTP(w, r)

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	fence "github.com/fenced-dev/fenced"
@@ -244,24 +245,35 @@ func flipByte(b []byte, i int) []byte {
 }
 
 // A member whose data dir holds a snapshot of a format version this build
-// does not apply (written by a newer release) refuses to start, names the
-// version and the upgrade rule, and exits 1; it never runs on a state it
-// does not understand.
+// does not apply, or holding a field it does not know (both written by a
+// newer release), refuses to start, names what it met and the upgrade
+// rule (not damage), and exits 1; it never runs on a state it does not
+// understand.
 func TestServe_RefusesAFutureFormatSnapshot(t *testing.T) {
-	st, err := proto.Marshal(&statev1.State{Issuer: "future", LastToken: 5, FormatVersion: fsm.FormatVersion + 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addrs := proctest.FreeAddrs(t, 2)
-	dir := filepath.Join(t.TempDir(), "data")
-	if err := raftstore.Seed(dir, "n1", addrs[1], st); err != nil {
-		t.Fatal(err)
-	}
-	f := startFenced(t, nil, "serve", "--data-dir", dir, "--node-id", "n1", "--listen", addrs[0], "--peer-listen", addrs[1])
-	if code := f.wait(t, 30*time.Second); code != 1 {
-		t.Fatalf("serve on a future-format snapshot: exit %d, want 1\n%s", code, f.stderr.String())
-	}
-	if msg := f.stderr.String(); !strings.Contains(msg, "format version 2") || !strings.Contains(msg, "Upgrades") {
-		t.Fatalf("serve's message does not name the version and the upgrade rule:\n%s", msg)
+	newField := &statev1.State{Issuer: "future", LastToken: 5}
+	newField.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 999, protowire.VarintType), 1))
+	for name, c := range map[string]struct {
+		st   *statev1.State
+		want string
+	}{
+		"version": {&statev1.State{Issuer: "future", LastToken: 5, FormatVersion: fsm.FormatVersion + 1}, "format version 2"},
+		"field":   {newField, "field 999 of fenced.state.v1.State"},
+	} {
+		st, err := proto.Marshal(c.st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		addrs := proctest.FreeAddrs(t, 2)
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := raftstore.Seed(dir, "n1", addrs[1], st); err != nil {
+			t.Fatal(err)
+		}
+		f := startFenced(t, nil, "serve", "--data-dir", dir, "--node-id", "n1", "--listen", addrs[0], "--peer-listen", addrs[1])
+		if code := f.wait(t, 30*time.Second); code != 1 {
+			t.Fatalf("%s: serve on a newer release's snapshot: exit %d, want 1\n%s", name, code, f.stderr.String())
+		}
+		if msg := f.stderr.String(); !strings.Contains(msg, c.want) || !strings.Contains(msg, "upgrade this node") || !strings.Contains(msg, "Upgrades") || strings.Contains(msg, "damaged") {
+			t.Fatalf("%s: serve's message does not name %q and the upgrade rule, or calls it damage:\n%s", name, c.want, msg)
+		}
 	}
 }

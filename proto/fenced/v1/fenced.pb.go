@@ -77,6 +77,63 @@ func (RenewResult) EnumDescriptor() ([]byte, []int) {
 	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{0}
 }
 
+// PipelineCallKind is a kind of call a Pipeline takes (PipelineCall's
+// cases; queue calls by the QueueCall kinds they carry).
+type PipelineCallKind int32
+
+const (
+	PipelineCallKind_PIPELINE_CALL_KIND_UNSPECIFIED PipelineCallKind = 0
+	// acquire, release and kv_put: every server with a Pipeline takes them.
+	PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV PipelineCallKind = 1
+	// queue carrying a push, claim (with the acks it carries), ack or nack.
+	PipelineCallKind_PIPELINE_CALL_KIND_QUEUE PipelineCallKind = 2
+	// queue carrying a push batch or an ack batch.
+	PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH PipelineCallKind = 3
+)
+
+// Enum value maps for PipelineCallKind.
+var (
+	PipelineCallKind_name = map[int32]string{
+		0: "PIPELINE_CALL_KIND_UNSPECIFIED",
+		1: "PIPELINE_CALL_KIND_LOCK_AND_KV",
+		2: "PIPELINE_CALL_KIND_QUEUE",
+		3: "PIPELINE_CALL_KIND_QUEUE_BATCH",
+	}
+	PipelineCallKind_value = map[string]int32{
+		"PIPELINE_CALL_KIND_UNSPECIFIED": 0,
+		"PIPELINE_CALL_KIND_LOCK_AND_KV": 1,
+		"PIPELINE_CALL_KIND_QUEUE":       2,
+		"PIPELINE_CALL_KIND_QUEUE_BATCH": 3,
+	}
+)
+
+func (x PipelineCallKind) Enum() *PipelineCallKind {
+	p := new(PipelineCallKind)
+	*p = x
+	return p
+}
+
+func (x PipelineCallKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PipelineCallKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_fenced_v1_fenced_proto_enumTypes[1].Descriptor()
+}
+
+func (PipelineCallKind) Type() protoreflect.EnumType {
+	return &file_fenced_v1_fenced_proto_enumTypes[1]
+}
+
+func (x PipelineCallKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PipelineCallKind.Descriptor instead.
+func (PipelineCallKind) EnumDescriptor() ([]byte, []int) {
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+}
+
 type ReleaseResult int32
 
 const (
@@ -116,11 +173,11 @@ func (x ReleaseResult) String() string {
 }
 
 func (ReleaseResult) Descriptor() protoreflect.EnumDescriptor {
-	return file_fenced_v1_fenced_proto_enumTypes[1].Descriptor()
+	return file_fenced_v1_fenced_proto_enumTypes[2].Descriptor()
 }
 
 func (ReleaseResult) Type() protoreflect.EnumType {
-	return &file_fenced_v1_fenced_proto_enumTypes[1]
+	return &file_fenced_v1_fenced_proto_enumTypes[2]
 }
 
 func (x ReleaseResult) Number() protoreflect.EnumNumber {
@@ -129,7 +186,7 @@ func (x ReleaseResult) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ReleaseResult.Descriptor instead.
 func (ReleaseResult) EnumDescriptor() ([]byte, []int) {
-	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{1}
+	return file_fenced_v1_fenced_proto_rawDescGZIP(), []int{2}
 }
 
 type RenewRequest struct {
@@ -653,8 +710,15 @@ func (*PipelineResult_Error) isPipelineResult_Result() {}
 func (*PipelineResult_Queue) isPipelineResult_Result() {}
 
 type PipelineResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*PipelineResult      `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Results []*PipelineResult      `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// calls, on a stream's first response, names every kind of call this
+	// server's Pipeline takes. The server sends that response as soon as
+	// the stream opens, before any answer, with no results. A server from
+	// before this field names none; a client then sends it acquire,
+	// release and kv_put calls only (queue calls unary). Later responses
+	// leave it empty.
+	Calls         []PipelineCallKind `protobuf:"varint,2,rep,packed,name=calls,proto3,enum=fenced.v1.PipelineCallKind" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -692,6 +756,13 @@ func (*PipelineResponse) Descriptor() ([]byte, []int) {
 func (x *PipelineResponse) GetResults() []*PipelineResult {
 	if x != nil {
 		return x.Results
+	}
+	return nil
+}
+
+func (x *PipelineResponse) GetCalls() []PipelineCallKind {
+	if x != nil {
+		return x.Calls
 	}
 	return nil
 }
@@ -3548,9 +3619,10 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06kv_put\x18\x04 \x01(\v2\x18.fenced.v1.KVPutResponseH\x00R\x05kvPut\x120\n" +
 	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05error\x12\x16\n" +
 	"\x05queue\x18\x06 \x01(\fH\x00R\x05queueB\b\n" +
-	"\x06result\"G\n" +
+	"\x06result\"z\n" +
 	"\x10PipelineResponse\x123\n" +
-	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\"\xb6\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\x121\n" +
+	"\x05calls\x18\x02 \x03(\x0e2\x1b.fenced.v1.PipelineCallKindR\x05calls\"\xb6\x01\n" +
 	"\fKVPutRequest\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x14\n" +
@@ -3757,7 +3829,12 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\vRenewResult\x12\x1c\n" +
 	"\x18RENEW_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RENEW_RESULT_RENEWED\x10\x01\x12\x1a\n" +
-	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\x8f\x01\n" +
+	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\x9c\x01\n" +
+	"\x10PipelineCallKind\x12\"\n" +
+	"\x1ePIPELINE_CALL_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
+	"\x1ePIPELINE_CALL_KIND_LOCK_AND_KV\x10\x01\x12\x1c\n" +
+	"\x18PIPELINE_CALL_KIND_QUEUE\x10\x02\x12\"\n" +
+	"\x1ePIPELINE_CALL_KIND_QUEUE_BATCH\x10\x03*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +
@@ -3801,136 +3878,138 @@ func file_fenced_v1_fenced_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_fenced_proto_rawDescData
 }
 
-var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_fenced_v1_fenced_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_fenced_v1_fenced_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_fenced_v1_fenced_proto_goTypes = []any{
 	(RenewResult)(0),               // 0: fenced.v1.RenewResult
-	(ReleaseResult)(0),             // 1: fenced.v1.ReleaseResult
-	(*RenewRequest)(nil),           // 2: fenced.v1.RenewRequest
-	(*RenewResponse)(nil),          // 3: fenced.v1.RenewResponse
-	(*PipelineCall)(nil),           // 4: fenced.v1.PipelineCall
-	(*PipelineRequest)(nil),        // 5: fenced.v1.PipelineRequest
-	(*PipelineError)(nil),          // 6: fenced.v1.PipelineError
-	(*PipelineResult)(nil),         // 7: fenced.v1.PipelineResult
-	(*PipelineResponse)(nil),       // 8: fenced.v1.PipelineResponse
-	(*KVPutRequest)(nil),           // 9: fenced.v1.KVPutRequest
-	(*KVPutResponse)(nil),          // 10: fenced.v1.KVPutResponse
-	(*KVGetRequest)(nil),           // 11: fenced.v1.KVGetRequest
-	(*KVGetResponse)(nil),          // 12: fenced.v1.KVGetResponse
-	(*KVDeleteRequest)(nil),        // 13: fenced.v1.KVDeleteRequest
-	(*KVDeleteResponse)(nil),       // 14: fenced.v1.KVDeleteResponse
-	(*Member)(nil),                 // 15: fenced.v1.Member
-	(*ClusterStatusRequest)(nil),   // 16: fenced.v1.ClusterStatusRequest
-	(*ClusterStatusResponse)(nil),  // 17: fenced.v1.ClusterStatusResponse
-	(*AddMemberRequest)(nil),       // 18: fenced.v1.AddMemberRequest
-	(*AddMemberResponse)(nil),      // 19: fenced.v1.AddMemberResponse
-	(*RemoveMemberRequest)(nil),    // 20: fenced.v1.RemoveMemberRequest
-	(*RemoveMemberResponse)(nil),   // 21: fenced.v1.RemoveMemberResponse
-	(*TransferLeaderRequest)(nil),  // 22: fenced.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 23: fenced.v1.TransferLeaderResponse
-	(*RegisterNodeRequest)(nil),    // 24: fenced.v1.RegisterNodeRequest
-	(*RegisterNodeResponse)(nil),   // 25: fenced.v1.RegisterNodeResponse
-	(*Grant)(nil),                  // 26: fenced.v1.Grant
-	(*CreateSessionRequest)(nil),   // 27: fenced.v1.CreateSessionRequest
-	(*CreateSessionResponse)(nil),  // 28: fenced.v1.CreateSessionResponse
-	(*KeepAliveRequest)(nil),       // 29: fenced.v1.KeepAliveRequest
-	(*KeepAliveResponse)(nil),      // 30: fenced.v1.KeepAliveResponse
-	(*CloseSessionRequest)(nil),    // 31: fenced.v1.CloseSessionRequest
-	(*CloseSessionResponse)(nil),   // 32: fenced.v1.CloseSessionResponse
-	(*AcquireRequest)(nil),         // 33: fenced.v1.AcquireRequest
-	(*AcquireResponse)(nil),        // 34: fenced.v1.AcquireResponse
-	(*ReleaseRequest)(nil),         // 35: fenced.v1.ReleaseRequest
-	(*RevokeRequest)(nil),          // 36: fenced.v1.RevokeRequest
-	(*RevokeResponse)(nil),         // 37: fenced.v1.RevokeResponse
-	(*ReleaseResponse)(nil),        // 38: fenced.v1.ReleaseResponse
-	(*VerifyRequest)(nil),          // 39: fenced.v1.VerifyRequest
-	(*VerifyResponse)(nil),         // 40: fenced.v1.VerifyResponse
-	(*Waiter)(nil),                 // 41: fenced.v1.Waiter
-	(*LockInfo)(nil),               // 42: fenced.v1.LockInfo
-	(*DescribeRequest)(nil),        // 43: fenced.v1.DescribeRequest
-	(*DescribeResponse)(nil),       // 44: fenced.v1.DescribeResponse
-	(*ListRequest)(nil),            // 45: fenced.v1.ListRequest
-	(*ListResponse)(nil),           // 46: fenced.v1.ListResponse
-	(*SessionInfo)(nil),            // 47: fenced.v1.SessionInfo
-	(*SessionBinding)(nil),         // 48: fenced.v1.SessionBinding
-	(*StatusRequest)(nil),          // 49: fenced.v1.StatusRequest
-	(*StatusResponse)(nil),         // 50: fenced.v1.StatusResponse
-	nil,                            // 51: fenced.v1.PipelineError.MetaEntry
+	(PipelineCallKind)(0),          // 1: fenced.v1.PipelineCallKind
+	(ReleaseResult)(0),             // 2: fenced.v1.ReleaseResult
+	(*RenewRequest)(nil),           // 3: fenced.v1.RenewRequest
+	(*RenewResponse)(nil),          // 4: fenced.v1.RenewResponse
+	(*PipelineCall)(nil),           // 5: fenced.v1.PipelineCall
+	(*PipelineRequest)(nil),        // 6: fenced.v1.PipelineRequest
+	(*PipelineError)(nil),          // 7: fenced.v1.PipelineError
+	(*PipelineResult)(nil),         // 8: fenced.v1.PipelineResult
+	(*PipelineResponse)(nil),       // 9: fenced.v1.PipelineResponse
+	(*KVPutRequest)(nil),           // 10: fenced.v1.KVPutRequest
+	(*KVPutResponse)(nil),          // 11: fenced.v1.KVPutResponse
+	(*KVGetRequest)(nil),           // 12: fenced.v1.KVGetRequest
+	(*KVGetResponse)(nil),          // 13: fenced.v1.KVGetResponse
+	(*KVDeleteRequest)(nil),        // 14: fenced.v1.KVDeleteRequest
+	(*KVDeleteResponse)(nil),       // 15: fenced.v1.KVDeleteResponse
+	(*Member)(nil),                 // 16: fenced.v1.Member
+	(*ClusterStatusRequest)(nil),   // 17: fenced.v1.ClusterStatusRequest
+	(*ClusterStatusResponse)(nil),  // 18: fenced.v1.ClusterStatusResponse
+	(*AddMemberRequest)(nil),       // 19: fenced.v1.AddMemberRequest
+	(*AddMemberResponse)(nil),      // 20: fenced.v1.AddMemberResponse
+	(*RemoveMemberRequest)(nil),    // 21: fenced.v1.RemoveMemberRequest
+	(*RemoveMemberResponse)(nil),   // 22: fenced.v1.RemoveMemberResponse
+	(*TransferLeaderRequest)(nil),  // 23: fenced.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 24: fenced.v1.TransferLeaderResponse
+	(*RegisterNodeRequest)(nil),    // 25: fenced.v1.RegisterNodeRequest
+	(*RegisterNodeResponse)(nil),   // 26: fenced.v1.RegisterNodeResponse
+	(*Grant)(nil),                  // 27: fenced.v1.Grant
+	(*CreateSessionRequest)(nil),   // 28: fenced.v1.CreateSessionRequest
+	(*CreateSessionResponse)(nil),  // 29: fenced.v1.CreateSessionResponse
+	(*KeepAliveRequest)(nil),       // 30: fenced.v1.KeepAliveRequest
+	(*KeepAliveResponse)(nil),      // 31: fenced.v1.KeepAliveResponse
+	(*CloseSessionRequest)(nil),    // 32: fenced.v1.CloseSessionRequest
+	(*CloseSessionResponse)(nil),   // 33: fenced.v1.CloseSessionResponse
+	(*AcquireRequest)(nil),         // 34: fenced.v1.AcquireRequest
+	(*AcquireResponse)(nil),        // 35: fenced.v1.AcquireResponse
+	(*ReleaseRequest)(nil),         // 36: fenced.v1.ReleaseRequest
+	(*RevokeRequest)(nil),          // 37: fenced.v1.RevokeRequest
+	(*RevokeResponse)(nil),         // 38: fenced.v1.RevokeResponse
+	(*ReleaseResponse)(nil),        // 39: fenced.v1.ReleaseResponse
+	(*VerifyRequest)(nil),          // 40: fenced.v1.VerifyRequest
+	(*VerifyResponse)(nil),         // 41: fenced.v1.VerifyResponse
+	(*Waiter)(nil),                 // 42: fenced.v1.Waiter
+	(*LockInfo)(nil),               // 43: fenced.v1.LockInfo
+	(*DescribeRequest)(nil),        // 44: fenced.v1.DescribeRequest
+	(*DescribeResponse)(nil),       // 45: fenced.v1.DescribeResponse
+	(*ListRequest)(nil),            // 46: fenced.v1.ListRequest
+	(*ListResponse)(nil),           // 47: fenced.v1.ListResponse
+	(*SessionInfo)(nil),            // 48: fenced.v1.SessionInfo
+	(*SessionBinding)(nil),         // 49: fenced.v1.SessionBinding
+	(*StatusRequest)(nil),          // 50: fenced.v1.StatusRequest
+	(*StatusResponse)(nil),         // 51: fenced.v1.StatusResponse
+	nil,                            // 52: fenced.v1.PipelineError.MetaEntry
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	0,  // 0: fenced.v1.RenewResponse.result:type_name -> fenced.v1.RenewResult
-	26, // 1: fenced.v1.RenewResponse.grant:type_name -> fenced.v1.Grant
-	33, // 2: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
-	35, // 3: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
-	9,  // 4: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
-	4,  // 5: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
-	51, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
-	34, // 7: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
-	38, // 8: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
-	10, // 9: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
-	6,  // 10: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
-	7,  // 11: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
-	15, // 12: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
-	29, // 13: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
-	30, // 14: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
-	26, // 15: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	26, // 16: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
-	1,  // 17: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	26, // 18: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	26, // 19: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	41, // 20: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	42, // 21: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	42, // 22: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	48, // 23: fenced.v1.SessionInfo.others:type_name -> fenced.v1.SessionBinding
-	47, // 24: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	42, // 25: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	27, // 26: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	29, // 27: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	29, // 28: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	31, // 29: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	33, // 30: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	35, // 31: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	39, // 32: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	43, // 33: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	45, // 34: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	49, // 35: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	36, // 36: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
-	5,  // 37: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
-	2,  // 38: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
-	9,  // 39: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	11, // 40: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	13, // 41: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	16, // 42: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	18, // 43: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	20, // 44: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	22, // 45: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	24, // 46: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	28, // 47: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	30, // 48: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	30, // 49: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	32, // 50: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	34, // 51: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	38, // 52: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	40, // 53: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	44, // 54: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	46, // 55: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	50, // 56: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	37, // 57: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
-	8,  // 58: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
-	3,  // 59: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
-	10, // 60: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	12, // 61: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	14, // 62: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	17, // 63: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	19, // 64: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	21, // 65: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	23, // 66: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	25, // 67: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	47, // [47:68] is the sub-list for method output_type
-	26, // [26:47] is the sub-list for method input_type
-	26, // [26:26] is the sub-list for extension type_name
-	26, // [26:26] is the sub-list for extension extendee
-	0,  // [0:26] is the sub-list for field type_name
+	27, // 1: fenced.v1.RenewResponse.grant:type_name -> fenced.v1.Grant
+	34, // 2: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
+	36, // 3: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
+	10, // 4: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
+	5,  // 5: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
+	52, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	35, // 7: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
+	39, // 8: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
+	11, // 9: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
+	7,  // 10: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
+	8,  // 11: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
+	1,  // 12: fenced.v1.PipelineResponse.calls:type_name -> fenced.v1.PipelineCallKind
+	16, // 13: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
+	30, // 14: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
+	31, // 15: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
+	27, // 16: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	27, // 17: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
+	2,  // 18: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	27, // 19: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	27, // 20: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	42, // 21: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	43, // 22: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	43, // 23: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	49, // 24: fenced.v1.SessionInfo.others:type_name -> fenced.v1.SessionBinding
+	48, // 25: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	43, // 26: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	28, // 27: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	30, // 28: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	30, // 29: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	32, // 30: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	34, // 31: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	36, // 32: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	40, // 33: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	44, // 34: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	46, // 35: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	50, // 36: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	37, // 37: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
+	6,  // 38: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	3,  // 39: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
+	10, // 40: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	12, // 41: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	14, // 42: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	17, // 43: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	19, // 44: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	21, // 45: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	23, // 46: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	25, // 47: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	29, // 48: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	31, // 49: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	31, // 50: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	33, // 51: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	35, // 52: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	39, // 53: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	41, // 54: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	45, // 55: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	47, // 56: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	51, // 57: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	38, // 58: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
+	9,  // 59: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	4,  // 60: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
+	11, // 61: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	13, // 62: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	15, // 63: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	18, // 64: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	20, // 65: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	22, // 66: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	24, // 67: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	26, // 68: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	48, // [48:69] is the sub-list for method output_type
+	27, // [27:48] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -3959,7 +4038,7 @@ func file_fenced_v1_fenced_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_fenced_proto_rawDesc), len(file_fenced_v1_fenced_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   4,
