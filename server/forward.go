@@ -148,14 +148,10 @@ func (s *Server) forwarding(local http.Handler) http.Handler {
 		ctx, cancel := context.WithCancel(r.Context())
 		defer cancel()
 		body := &upstreamBody{}
-		// Only a stream is cut when this node sees the leader change: it
-		// would otherwise outlive the leader it was forwarded to. A unary
-		// call is bounded by its own deadline (and the member transport's
-		// pings, when the old leader stops answering), and its answer is
-		// valid even when the leader changed meanwhile: an old leader
-		// that no longer leads answers Unavailable, and a leadership
-		// transfer's answer is the change it asked for.
-		if streamPaths[r.URL.Path] {
+		// A stream, or a call that may wait, is cut when this node sees
+		// the leader change: it would otherwise outlive the leader it was
+		// forwarded to (cutOnLeaderChange).
+		if cutOnLeaderChange(r.URL.Path) {
 			go s.cancelOnLeaderChange(ctx, func() {
 				cancel()
 				// Cancelling the context does not always end a read of a
