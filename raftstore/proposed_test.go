@@ -107,8 +107,12 @@ func TestNode_AppliesItsOwnProposalsUndecoded(t *testing.T) {
 	if res, err := n.Propose(ctx, "inc"); err != nil || res != uint64(7) {
 		t.Fatalf("inc after the stall: %v, %v; want 7 (the timed-out inc applied)", res, err)
 	}
-	if own, decoded := r.how(); own != 8 || decoded != 0 {
-		t.Fatalf("%d commands applied as proposed, %d decoded; want 8 and 0", own, decoded)
+	// The inc whose caller gave up is applied as proposed when its entry
+	// is still registered at its apply, and decoded when its proposal
+	// returned first (its registration ends then): on a loaded machine
+	// either comes first. Every other command is applied as proposed.
+	if own, decoded := r.how(); own+decoded != 8 || decoded > 1 {
+		t.Fatalf("%d commands applied as proposed, %d decoded; want 8 in all, at most the timed-out one decoded", own, decoded)
 	}
 	if p := n.ProposedPending(); p != 0 {
 		t.Fatalf("%d proposals' commands still kept", p)
