@@ -7,6 +7,7 @@ import (
 	"net"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	fence "github.com/fenced-dev/fenced"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
@@ -222,6 +223,11 @@ func (a authInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
 	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
 		proc := req.Spec().Procedure
 		msg := req.Any()
+		if m, ok := msg.(proto.Message); ok {
+			if err := refuseUnknown("the request", m); err != nil {
+				return nil, toConnect(err)
+			}
+		}
 		var err error
 		if r, ok := msg.(*fencedv1.RegisterNodeRequest); ok {
 			err = a.s.authorizeRegister(ctx, req.Peer().Addr, r)

@@ -110,7 +110,19 @@ func (p *pipeline) handle(req *fencedv1.PipelineRequest) bool {
 	// Start the calls before the cancellations: a message may carry a
 	// call and its cancellation both, and the cancellation must not be
 	// lost because the call was not running yet.
+	var envelope error
+	if len(req.ProtoReflect().GetUnknown()) > 0 {
+		envelope = refuseUnknown("the Pipeline message carrying the call", req)
+	}
 	for _, call := range req.Calls {
+		err := envelope
+		if err == nil {
+			err = refuseUnknown("the call", call)
+		}
+		if err != nil {
+			p.answerAsync(pipelineError(call.GetId(), err))
+			continue
+		}
 		p.start(p.ctx, call)
 	}
 	p.cancel(req.Cancel)

@@ -163,6 +163,9 @@ func (h *sessionService) keepAlive(ctx context.Context, stream bidiStream[fenced
 		}()
 		for {
 			req, err := stream.Receive()
+			if err == nil {
+				err = toConnect(refuseUnknown("the KeepAlive message", req))
+			}
 			mu.Lock()
 			if err != nil {
 				if !errors.Is(err, io.EOF) {
