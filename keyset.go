@@ -120,7 +120,10 @@ func (ks *KeySet) VerifyGrant(encoded string) (SignedGrant, error) {
 	if !ok {
 		return SignedGrant{}, fmt.Errorf("%w: signed by key %q, which issuer %q does not publish (%d keys known); fetch the keys again if the cluster rotated them", ErrInvalidGrant, g.KeyID, ks.issuer, len(ks.keys))
 	}
-	msg, _ := g.SigningInput() // ParseSignedGrant checked it encodes
+	msg, err := g.signedMessage()
+	if err != nil {
+		return SignedGrant{}, err
+	}
 	if !ed25519.Verify(k.Key, msg, g.Signature) {
 		return SignedGrant{}, fmt.Errorf("%w: the signature does not verify with key %q of issuer %q: the grant was altered or forged", ErrInvalidGrant, g.KeyID, ks.issuer)
 	}

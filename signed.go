@@ -43,9 +43,14 @@ type SignedGrant struct {
 	// IssuedAt is the leader's wall clock when the grant was made, to the
 	// millisecond; for display only, never for safety decisions.
 	IssuedAt time.Time
-	// Signature is the Ed25519 signature of SigningInput; empty until
+	// Signature is the Ed25519 signature of SigningInput, or with Batch
+	// of the root of the batch the grant was signed in; empty until
 	// signed.
 	Signature []byte
+	// Batch places the grant in the batch its Signature is over when it
+	// was signed together with others (SignGrantBatch); nil when the
+	// signature is over the grant alone.
+	Batch *GrantBatchProof
 }
 
 // Limits of the fields of a SignedGrant: every string is 1 to
@@ -126,20 +131,32 @@ func (g SignedGrant) SignWith(keyID string, signer crypto.Signer) (SignedGrant, 
 }
 
 // String returns the wire form of a signed g: "fg1.", its SigningInput in
-// unpadded base64url, ".", and its signature in unpadded base64url. It
-// returns "" when g cannot be encoded or is not signed.
+// unpadded base64url, ".", and its signature in unpadded base64url; a
+// batched grant's is "fg2.", its SigningInput, ".", its batch proof, ".",
+// and the signature, each in unpadded base64url. It returns "" when g
+// cannot be encoded or is not signed.
 func (g SignedGrant) String() string {
 	msg, err := g.SigningInput()
 	if err != nil || len(g.Signature) != ed25519.SignatureSize {
 		return ""
 	}
+	parts, prefix := [][]byte{msg, g.Signature}, signedGrantPrefix
+	if g.Batch != nil {
+		parts, prefix = [][]byte{msg, g.Batch.encode(), g.Signature}, signedGrantBatchPrefix
+	}
 	enc := base64.RawURLEncoding
-	n := len(signedGrantPrefix) + enc.EncodedLen(len(msg))
-	b := make([]byte, n+1+enc.EncodedLen(len(g.Signature)))
-	copy(b, signedGrantPrefix)
-	enc.Encode(b[len(signedGrantPrefix):n], msg)
-	b[n] = '.'
-	enc.Encode(b[n+1:], g.Signature)
+	n := len(prefix) + len(parts) - 1
+	for _, p := range parts {
+		n += enc.EncodedLen(len(p))
+	}
+	b := make([]byte, 0, n)
+	b = append(b, prefix...)
+	for i, p := range parts {
+		if i > 0 {
+			b = append(b, '.')
+		}
+		b = enc.AppendEncode(b, p)
+	}
 	return string(b)
 }
 
@@ -149,14 +166,33 @@ func (g SignedGrant) String() string {
 // wrong.
 func ParseSignedGrant(s string) (SignedGrant, error) {
 	body, ok := strings.CutPrefix(s, signedGrantPrefix)
+	batched := false
 	if !ok {
-		return SignedGrant{}, fmt.Errorf("%w: a signed grant starts with %q", ErrInvalidGrant, signedGrantPrefix)
+		body, batched = strings.CutPrefix(s, signedGrantBatchPrefix)
+		if !batched {
+			return SignedGrant{}, fmt.Errorf("%w: a signed grant starts with %q or %q", ErrInvalidGrant, signedGrantPrefix, signedGrantBatchPrefix)
+		}
 	}
 	msgPart, sigPart, ok := strings.Cut(body, ".")
 	if !ok {
 		return SignedGrant{}, fmt.Errorf("%w: want %q, the grant, \".\" and the signature", ErrInvalidGrant, signedGrantPrefix)
 	}
 	enc := base64.RawURLEncoding.Strict()
+	var proof *GrantBatchProof
+	if batched {
+		proofPart, rest, ok := strings.Cut(sigPart, ".")
+		if !ok {
+			return SignedGrant{}, fmt.Errorf("%w: want %q, the grant, \".\", the batch proof, \".\" and the signature", ErrInvalidGrant, signedGrantBatchPrefix)
+		}
+		b, err := enc.DecodeString(proofPart)
+		if err != nil {
+			return SignedGrant{}, fmt.Errorf("%w: the batch proof is not unpadded base64url: %v", ErrInvalidGrant, err)
+		}
+		if proof, err = decodeGrantBatchProof(b); err != nil {
+			return SignedGrant{}, err
+		}
+		sigPart = rest
+	}
 	msg, err := enc.DecodeString(msgPart)
 	if err != nil {
 		return SignedGrant{}, fmt.Errorf("%w: the grant is not unpadded base64url: %v", ErrInvalidGrant, err)
@@ -172,7 +208,7 @@ func ParseSignedGrant(s string) (SignedGrant, error) {
 	if err != nil {
 		return SignedGrant{}, err
 	}
-	g.Signature = sig
+	g.Signature, g.Batch = sig, proof
 	return g, nil
 }
 

@@ -95,6 +95,13 @@ type Config struct {
 	// scope offline. It costs one signature per grant on the leader.
 	// Default true (DefaultConfig); keys are kept and published either way.
 	SignGrants bool
+	// SignBatchMax is the most grants the leader signs with one signature
+	// (fence.SignGrantBatch): the grants that wait for a signature while
+	// one is being made are signed together, over the root of their batch,
+	// and carry its proof ("fg2." grants). 1 signs every grant alone
+	// ("fg1."), for verifiers that only know that form; 0 is
+	// DefaultSignBatchMax; at most fence.MaxGrantBatch.
+	SignBatchMax int
 	// Audit configures the audit log of authentication failures, denials
 	// and admin actions; the zero value keeps none.
 	Audit AuditConfig
@@ -140,6 +147,7 @@ func DefaultConfig() Config {
 
 		TokenReserveBlock: 65536,
 		SignGrants:        true,
+		SignBatchMax:      DefaultSignBatchMax,
 		UIMaxItems:        500,
 		Metrics:           MetricsConfig{PrefixDepth: namegroup.DefaultDepth, MaxGroups: namegroup.DefaultMaxGroups},
 	}
@@ -160,6 +168,9 @@ type MetricsConfig struct {
 func (c MetricsConfig) grouping() namegroup.Config {
 	return namegroup.Config{Groups: c.Groups, Depth: c.PrefixDepth, MaxGroups: c.MaxGroups}
 }
+
+// DefaultSignBatchMax is Config.SignBatchMax's default.
+const DefaultSignBatchMax = 64
 
 // maxTokenReserveBlock is the largest TokenReserveBlock (the state
 // machine's limit).
@@ -225,6 +236,9 @@ func (c Config) Validate() error {
 	}
 	if c.TokenReserveBlock < 1 || c.TokenReserveBlock > maxTokenReserveBlock {
 		errs = append(errs, fmt.Errorf("token reserve block %d is out of range; want 1 to %d", c.TokenReserveBlock, maxTokenReserveBlock))
+	}
+	if c.SignBatchMax < 0 || c.SignBatchMax > fence.MaxGrantBatch {
+		errs = append(errs, fmt.Errorf("sign batch max %d is out of range; want 1 to %d (0: %d)", c.SignBatchMax, fence.MaxGrantBatch, DefaultSignBatchMax))
 	}
 	if len(errs) == 0 {
 		return nil

@@ -53,7 +53,9 @@ func (s *Server) handOut(g fence.Grant) *fencedv1.Grant {
 }
 
 // signGrant returns the wire form of g signed with the current key, or ""
-// when the state has no key yet (a leader creates one before it serves).
+// when the state has no key yet (a leader creates one before it serves):
+// alone, or with the grants that wait for a signature at the same time
+// (grantBatcher).
 func (s *Server) signGrant(g fence.Grant) string {
 	var id string
 	var key ed25519.PrivateKey
@@ -67,12 +69,12 @@ func (s *Server) signGrant(g fence.Grant) string {
 		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""
 	}
-	signed, err := fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}.SignWith(id, signer)
+	wire, err := s.grantBatch.signGrant(fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}, id, signer)
 	if err != nil {
 		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""
 	}
-	return signed.String()
+	return wire
 }
 
 // bootstrapKey creates the cluster's first signing key when the state has

@@ -3,8 +3,10 @@ package server_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -85,6 +87,50 @@ func TestKeys_GrantsSignedForTheirHolderOnly(t *testing.T) {
 	}
 	if sg := verified(t, ks, r2.Grant); sg.Token <= fence.Token(r1.Grant.Token) {
 		t.Fatalf("pushed grant's token %d is not above %d", sg.Token, r1.Grant.Token)
+	}
+}
+
+// TestKeys_GrantsSignedTogether: grants handed out at the same time are
+// signed in batches (Config.SignBatchMax), each verifying with the
+// published keys as its own holder's grant, none another's; with
+// SignBatchMax 1 every grant is signed alone.
+func TestKeys_GrantsSignedTogether(t *testing.T) {
+	for _, limit := range []int{0, 1} {
+		a := newAPI(t, func(c *server.Config) { c.SignBatchMax = limit })
+		ks := wellKnownKeys(t, a.addr)
+		const lockers = 24
+		sessions := make([]uint64, lockers)
+		for i := range sessions {
+			sessions[i] = a.session(t, 30000)
+		}
+		batched := 0
+		for round := 1; round <= 20 && (limit == 1 || batched == 0); round++ {
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			for i, s := range sessions {
+				wg.Go(func() {
+					name := fmt.Sprintf("together/%d/%d", round, i)
+					r, err := a.acquire(t, name, s, uint64(2*round), 0)
+					if err != nil || !r.GetGranted() || r.Grant.Name != name {
+						t.Errorf("acquire %s: %v %v", name, r, err)
+						return
+					}
+					sg := verified(t, ks, r.Grant)
+					mu.Lock()
+					if sg.Batch != nil {
+						batched++
+					}
+					mu.Unlock()
+				})
+			}
+			wg.Wait()
+		}
+		switch {
+		case limit == 1 && batched > 0:
+			t.Errorf("SignBatchMax 1: %d grants signed in batches", batched)
+		case limit == 0 && batched == 0:
+			t.Errorf("SignBatchMax default: 20 rounds of %d acquires at once, no grant signed in a batch", lockers)
+		}
 	}
 }
 

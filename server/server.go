@@ -1,6 +1,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -38,11 +39,13 @@ type Server struct {
 	calls *workers
 	// signers signs grants with the current key, expanded once.
 	signers grantSigners
-	node    *raftstore.Node
-	expiry  *sessionExpiry
-	delays  *lockDelays // lock delays to end (lockdelay.go)
-	revokes *revokePush
-	waits   *waits
+	// grantBatch signs the grants handed out together (Config.SignBatchMax).
+	grantBatch *grantBatcher
+	node       *raftstore.Node
+	expiry     *sessionExpiry
+	delays     *lockDelays // lock delays to end (lockdelay.go)
+	revokes    *revokePush
+	waits      *waits
 	// elections wakes the Observe streams of elections.
 	elections *electionWatch
 	metrics   *metrics
@@ -100,7 +103,7 @@ func Start(cfg Config) (*Server, error) {
 		log = slog.Default()
 	}
 	cfg.Raft.Logger = log
-	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), calls: newWorkers(), done: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), calls: newWorkers(), done: make(chan struct{}), grantBatch: newGrantBatcher(cmp.Or(cfg.SignBatchMax, DefaultSignBatchMax))}
 	s.faults.warn(log)
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()

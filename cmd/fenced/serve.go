@@ -123,6 +123,7 @@ the defaults in the file's form, and starts nothing.`,
 	f.StringVar(&cfg.Raft.PeerListen, "peer-listen", cfg.Raft.PeerListen, "Raft peer address")
 	f.StringVar(&cfg.Raft.NodeID, "node-id", cfg.Raft.NodeID, "this node's id in the cluster")
 	f.Uint64Var(&tokenFloor, "token-floor", 0, "issue only tokens above N (for a fresh cluster replacing another; only ever raises the counter)")
+	f.IntVar(&cfg.SignBatchMax, "sign-batch-max", cfg.SignBatchMax, "the most grants signed with one Ed25519 signature: grants that wait while one is signed are signed together, over the root of their batch, each with its proof (fg2. grants; docs/signed-grants.md); 1 signs every grant alone (fg1.)")
 	f.Uint64Var(&cfg.TokenReserveBlock, "token-reserve-block", cfg.TokenReserveBlock, "tokens reserved at a time: the end of each block is fsynced to DATA-DIR/token-reservation before its tokens are issued, and the counter restarts above it after a restart or leader change")
 	f.StringVar(&initialCluster, "initial-cluster", "", "bootstrap a new cluster of these voters: ID=HOST:PORT,... (peer addresses; the same on every member; ignored once the data dir has state)")
 	f.BoolVar(&join, "join", false, "start without bootstrapping and wait to be added with \"fenced cluster add ID PEER-ADDR\"")

@@ -3,6 +3,7 @@ package guardtest
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -59,12 +60,34 @@ func (is Issuer) SignKind(t testing.TB, k fence.Kind, scope string, tok fence.To
 	return g.String()
 }
 
+// SignBatch returns the wire forms of lock grants of token tok for each
+// of scopes, signed together in one batch (fence.SignGrantBatch), as a
+// leader under load signs them.
+func (is Issuer) SignBatch(t testing.TB, tok fence.Token, scopes ...string) []string {
+	t.Helper()
+	gs := make([]fence.SignedGrant, len(scopes))
+	for i, sc := range scopes {
+		gs[i] = fence.SignedGrant{Issuer: is.ID, Kind: fence.KindLock, Scope: sc, Token: tok, IssuedAt: time.UnixMilli(1_764_590_400_000)}
+	}
+	signed, err := fence.SignGrantBatch(gs, is.KeyID, is.key, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]string, len(signed))
+	for i, g := range signed {
+		out[i] = g.String()
+	}
+	return out
+}
+
 // RunSigned checks g behind guard.Signed against the attacks a signed
 // grant exists to stop, on g's real store: a genuine grant is applied
-// (and one of a scope covering the object too); a forged signature, a
+// (and one of a scope covering the object too, and one signed in a
+// batch with others); a forged signature, a
 // grant of another scope, a read grant of a read/write lock, a token other
 // than the one signed (presented
-// beside the grant, or altered inside it), a key the issuer does not
+// beside the grant, or altered inside it), a batch neighbour's grant of
+// another scope, or its proof under this object's scope, a key the issuer does not
 // publish, a grant of another issuer, an issuer header contradicting the
 // grant and no grant at all are each refused with fence.ErrInvalidGrant,
 // without calling apply or moving the watermark. A genuine grant of a
@@ -106,6 +129,8 @@ func RunSigned(t *testing.T, g Guard) {
 	genuine := is.Sign(t, obj, 9)
 	forged := edit(t, genuine, func(g *fence.SignedGrant) { g.Signature[17] ^= 0x20 })
 	altered := edit(t, genuine, func(g *fence.SignedGrant) { g.Token = 10 })
+	batch := is.SignBatch(t, 9, obj+"-b", obj+"-c", obj+"-d")
+	neighbour := edit(t, batch[0], func(g *fence.SignedGrant) { g.Scope = obj })
 	for _, c := range []struct {
 		name   string
 		tok    fence.Token
@@ -119,6 +144,8 @@ func RunSigned(t *testing.T, g Guard) {
 		{"grant of a sibling scope", 9, is.Sign(t, obj[:len(obj)-1], 9), "", "does not cover", nil},
 		{"token other than the signed one", 10, genuine, "", "is for token 9", nil},
 		{"token altered inside the grant", 10, altered, "", "does not verify", nil},
+		{"batched grant of scope b for object a", 9, batch[0], "", "does not cover", nil},
+		{"a batch neighbour's proof under object a's scope", 9, neighbour, "", "does not verify", nil},
 		{"unknown key id", 9, stranger.Sign(t, obj, 9), "", "does not publish", nil},
 		{"grant from another issuer", 9, other.Sign(t, obj, 9), "", "issued by", fence.ErrIssuerMismatch},
 		{"issuer header contradicting the grant", 9, genuine, other.ID, "presents issuer", fence.ErrIssuerMismatch},
@@ -148,6 +175,12 @@ func RunSigned(t *testing.T, g Guard) {
 	}
 	if m := mark(t, obj); m != 9 {
 		t.Fatalf("watermark %d, want 9", m)
+	}
+	if applied, err := do(t, obj, 11, is.SignBatch(t, 11, obj+"-x", obj, obj+"-y")[1], is.ID); err != nil || !applied {
+		t.Fatalf("a genuine grant of token 11 signed in a batch: Do=%v (applied %v), want applied", err, applied)
+	}
+	if m := mark(t, obj); m != 11 {
+		t.Fatalf("watermark %d after the batched grant, want 11", m)
 	}
 }
 
