@@ -232,3 +232,40 @@ func TestSignGrantBatch_KnownAnswer(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseSignedGrant: whatever it is given, ParseSignedGrant does not
+// panic, refuses with ErrInvalidGrant or returns a grant whose wire form
+// is exactly the input (one encoding per grant, batched or not), and
+// only the genuine grants verify.
+func FuzzParseSignedGrant(f *testing.F) {
+	s := newSigner(f, "cluster-f", 7)
+	genuine := map[string]bool{}
+	for _, n := range []int{1, 2, 3, 5} {
+		// Fixed salts: every fuzzing worker builds the same grants.
+		signed, err := fence.SignGrantBatch(batchOf(s, n, 1), s.id, s.priv, bytes.NewReader(make([]byte, 16*n)))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, g := range signed {
+			genuine[g.String()] = true
+			f.Add(g.String())
+		}
+	}
+	f.Add("fg2.")
+	f.Add("fg2...")
+	f.Fuzz(func(t *testing.T, in string) {
+		g, err := fence.ParseSignedGrant(in)
+		if err != nil {
+			if !errors.Is(err, fence.ErrInvalidGrant) {
+				t.Fatalf("ParseSignedGrant(%q): %v, not ErrInvalidGrant", in, err)
+			}
+			return
+		}
+		if out := g.String(); out != in {
+			t.Fatalf("ParseSignedGrant(%q) prints back as %q", in, out)
+		}
+		if _, err := s.keys.VerifyGrant(in); (err == nil) != genuine[in] {
+			t.Fatalf("VerifyGrant(%q) = %v; genuine %v", in, err, genuine[in])
+		}
+	})
+}

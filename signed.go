@@ -165,6 +165,10 @@ func (g SignedGrant) String() string {
 // malformed value is an error matching ErrInvalidGrant that says what is
 // wrong.
 func ParseSignedGrant(s string) (SignedGrant, error) {
+	// The base64 decoder skips line breaks; a grant has one encoding.
+	if strings.ContainsAny(s, "\r\n") {
+		return SignedGrant{}, fmt.Errorf("%w: a signed grant has no line breaks", ErrInvalidGrant)
+	}
 	body, ok := strings.CutPrefix(s, signedGrantPrefix)
 	batched := false
 	if !ok {
