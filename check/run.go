@@ -82,6 +82,10 @@ type Config struct {
 	// waiters one count early (the latch checker's negative control;
 	// needs the latch workload).
 	LatchEarly bool
+	// MisdeliverSignedGrants makes every node's leader hand each grant the
+	// signed grant of the one signed before it (the signed-grant checker's
+	// negative control).
+	MisdeliverSignedGrants bool
 	// LeaseReads runs every node with --lease-reads: linearizable reads
 	// on the leader lease instead of a quorum round trip.
 	LeaseReads bool
@@ -335,6 +339,9 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.LatchEarly {
 		knobs = append(knobs, "--test-latch-early")
 	}
+	if cfg.MisdeliverSignedGrants {
+		knobs = append(knobs, "--test-misdeliver-signed-grants")
+	}
 	if cfg.LeaseReads || cfg.UncheckedLeaseReads {
 		knobs = append(knobs, "--lease-reads")
 	}
@@ -419,6 +426,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	say("reading every key back")
 	h = append(h, finalReads(ctx, c, finalKeys(cfg, names, h))...)
 	h = append(h, finalQueues(ctx, c, names)...)
+	h = append(h, finalSigningKeys(ctx, c)...)
 	h = append(h, nemesisOps...)
 	for _, nd := range c.nodes {
 		nh, err := history.ReadFile(nd.eventLog)
@@ -445,7 +453,7 @@ func run(ctx context.Context, cfg Config) (*Result, error) {
 	sum.Workloads = cfg.workloads()
 	sum.Started, sum.Ended = started, time.Now()
 	sum.ChecksRun = []string{checker.StaleWriteCheck, checker.TokenOrderCheck, checker.MutualExclusionCheck, checker.LinearizabilityCheck,
-		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck, checker.ScopeCheck}
+		checker.LostAckCheck, checker.LivenessCheck, checker.OwnershipCheck, checker.ScopeCheck, checker.SignedGrantCheck}
 	for _, p := range []struct{ workload, check string }{
 		{WorkloadSemaphore, checker.SemaphoreCheck}, {WorkloadRWLock, checker.RWExclusionCheck}, {WorkloadElection, checker.ElectionCheck},
 		{WorkloadQueue, checker.QueueCheck}, {WorkloadLatch, checker.LatchCheck},

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fenced-dev/fenced/check"
+	"github.com/fenced-dev/fenced/check/checker"
 	"github.com/fenced-dev/fenced/check/history"
 	"github.com/fenced-dev/fenced/internal/proctest"
 )
@@ -376,6 +377,34 @@ func TestRun_BrokenQueueAndLatchFailTheirChecks(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Negative control of the signed-grant checker: a leader that hands each
+// grant the signed grant of the one signed before it (a grant batcher
+// that mixed up its callers). The checker must report it, and no other
+// checker: the tokens the clients use are their own.
+func TestRun_MisdeliveredSignedGrantsFailTheirCheck(t *testing.T) {
+	res := run(t, check.Config{Nodes: 1, Clients: 3, Locks: 2, Duration: 3 * time.Second, Seed: 14, LivenessBound: 3 * time.Second, MisdeliverSignedGrants: true})
+	signed, keys := 0, 0
+	for _, op := range res.History {
+		if op.Signed != "" {
+			signed++
+		}
+		if op.Kind == history.OpSigningKeys {
+			keys++
+		}
+	}
+	if signed == 0 || keys != 1 {
+		t.Fatalf("the history has %d signed grants and %d key sets: the control proves nothing", signed, keys)
+	}
+	if !hasViolation(res, checker.SignedGrantCheck) {
+		t.Fatalf("the signed-grant checker did not catch --misdeliver-signed-grants: %s", res.Summary.Line())
+	}
+	for _, v := range res.Violations {
+		if v.Check != checker.SignedGrantCheck {
+			t.Errorf("--misdeliver-signed-grants also failed %s: %s", v.Check, v.Message)
+		}
 	}
 }
 

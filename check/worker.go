@@ -179,7 +179,7 @@ func sessionRound(ctx context.Context, c *client.Client, hj *hijacker, xs *cross
 	lcancel()
 	op.Outcome, op.Error = waitOutcome(err), errText(err)
 	if err == nil {
-		op.Token = uint64(m.Token())
+		op.Token, op.Signed = uint64(m.Token()), m.Grant().Signed
 	}
 	rec.record(op)
 	if err != nil {
@@ -207,7 +207,7 @@ func ttlLockRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *r
 	cancel()
 	op.Outcome, op.Error = outcomeOf(err), errText(err)
 	if err == nil {
-		op.Token, op.Session = uint64(l.Token()), l.Grant().Session
+		op.Token, op.Session, op.Signed = uint64(l.Token()), l.Grant().Session, l.Grant().Signed
 	}
 	rec.record(op)
 	if err != nil {

@@ -28,6 +28,9 @@ func electionRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *
 	tok, err := e.Campaign(actx, fmt.Sprintf("%s-%d", rec.id, n))
 	acancel()
 	op.Outcome, op.Error, op.Token = waitOutcome(err), errText(err), uint64(tok)
+	if err == nil {
+		op.Signed = e.Grant().Signed
+	}
 	rec.record(op)
 	if err != nil {
 		return

@@ -39,7 +39,7 @@ func rwLockRound(ctx context.Context, c *client.Client, xs *crossScoper, rec *re
 	acancel()
 	op.Outcome, op.Error = waitOutcome(err), errText(err)
 	if err == nil {
-		op.Token = uint64(g.Token())
+		op.Token, op.Signed = uint64(g.Token()), g.Grant().Signed
 	}
 	rec.record(op)
 	if err != nil {

@@ -41,7 +41,7 @@ func semaphoreRound(ctx context.Context, c *client.Client, xs *crossScoper, rec 
 	list := ps.List()
 	for _, p := range list {
 		g := op
-		g.Token, g.Scope = uint64(p.Token), p.Scope()
+		g.Token, g.Scope, g.Signed = uint64(p.Token), p.Scope(), p.Grant.Signed
 		rec.record(g)
 	}
 	p := list[rng.IntN(len(list))]

@@ -5,6 +5,7 @@ package server
 import (
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -56,6 +57,11 @@ type Faults struct {
 	// when its count reaches one (the negative control of the latch
 	// checker).
 	LatchEarly bool
+	// MisdeliverSignedGrants makes this node's leader hand each grant it
+	// signs the signed grant of the one signed before it (the first gets
+	// none): a batcher that mixed up its callers (the negative control of
+	// the signed-grant checker).
+	MisdeliverSignedGrants bool
 	// OldPipeline makes this node's Pipeline say what an older server's
 	// says and refuse the queue calls it does not take, so an SDK's
 	// fallback to unary calls can be tested: 1, a server from before
@@ -108,6 +114,9 @@ func (f *faultState) warn(log *slog.Logger) {
 	if k.LatchEarly {
 		log.Warn(msg, "fault", "latch-early")
 	}
+	if k.MisdeliverSignedGrants {
+		log.Warn(msg, "fault", "misdeliver-signed-grants")
+	}
 	if k.OldPipeline != 0 {
 		log.Warn(msg, "fault", "old-pipeline", "as", k.OldPipeline)
 	}
@@ -135,6 +144,23 @@ func (f *faultState) machine(m *fsm.Machine) {
 	m.SetSecondLeader(f.cfg.Test.SecondLeader)
 	m.SetAckAnyToken(f.cfg.Test.AckAnyToken)
 	m.SetLatchEarly(f.cfg.Test.LatchEarly)
+}
+
+// batcher applies MisdeliverSignedGrants to the grant batcher: each job
+// signed gets the wire form of the job signed before it.
+func (f *faultState) batcher(b *grantBatcher) {
+	if !f.cfg.Test.MisdeliverSignedGrants {
+		return
+	}
+	var mu sync.Mutex // --sign-batch-max 1 signs on the callers' goroutines
+	var last string
+	b.deliver = func(batch []*signJob) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, j := range batch {
+			j.wire, last = last, j.wire
+		}
+	}
 }
 
 // tookOver records the last token issued when this node became leader.

@@ -21,6 +21,9 @@ import (
 type grantBatcher struct {
 	max int // the most grants of a batch; 1 signs each alone, in its caller
 
+	// deliver, when set (a test build's fault), rewrites the wire forms
+	// of each batch signed before they are handed out.
+	deliver func(batch []*signJob)
 	// drainFn is drain as a func value, made once: `go b.drain()` would
 	// allocate a closure per batch.
 	drainFn func()
@@ -111,6 +114,9 @@ func (b *grantBatcher) drain() {
 // signAll signs the jobs of batch with one signature per key among them
 // (a rotation may come between two grants of a batch).
 func (b *grantBatcher) signAll(batch []*signJob) {
+	if b.deliver != nil {
+		defer b.deliver(batch)
+	}
 	if len(batch) == 1 {
 		j := batch[0]
 		g, err := j.grant.SignWith(j.keyID, j.signer)

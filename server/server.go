@@ -105,6 +105,7 @@ func Start(cfg Config) (*Server, error) {
 	cfg.Raft.Logger = log
 	s := &Server{cfg: cfg, log: log, faults: newFaultState(cfg), waits: newWaits(), elections: newElectionWatch(), revokes: newRevokePush(), calls: newWorkers(), done: make(chan struct{}), grantBatch: newGrantBatcher(cmp.Or(cfg.SignBatchMax, DefaultSignBatchMax))}
 	s.faults.warn(log)
+	s.faults.batcher(s.grantBatch)
 	cfg.warnInsecure(log)
 	s.clock = s.faults.clock()
 	s.expiry = newSessionExpiry(s.clock)

@@ -23,6 +23,7 @@ const (
 	ElectionCheck        = "election"
 	QueueCheck           = "queue"
 	LatchCheck           = "latch"
+	SignedGrantCheck     = "signed-grant"
 )
 
 // DefaultLinearizableTimeout is how long porcupine may search for a
@@ -62,7 +63,7 @@ type Options struct {
 // All runs every checker over h and returns their violations in a
 // stable order: stale-write, token-order, mutual-exclusion,
 // linearizability, lost-ack, liveness, ownership, scope, semaphore,
-// rw-exclusion, election, queue, latch; within a checker in the
+// rw-exclusion, election, queue, latch, signed-grant; within a checker in the
 // order of keys, names and time. An empty result means the history passed.
 func All(h history.History, o Options) []Violation {
 	var out []Violation
@@ -79,6 +80,7 @@ func All(h history.History, o Options) []Violation {
 	out = append(out, Elections(h)...)
 	out = append(out, Queues(h)...)
 	out = append(out, Latches(h)...)
+	out = append(out, SignedGrants(h)...)
 	return out
 }
 

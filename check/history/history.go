@@ -47,6 +47,11 @@ const (
 	// OpFault is a fault injected (Fault, Target) or healed (Outcome
 	// "healed").
 	OpFault Kind = "fault"
+	// OpSigningKeys is the cluster's published signing keys, read once
+	// every fault is healed (process "final"): Value is the key set's
+	// document (fence.KeySet's JSON), by which the signed-grant checker
+	// verifies the grants handed out (Op.Signed).
+	OpSigningKeys Kind = "signing_keys"
 	// OpServerGrant, OpServerRelease and OpServerExpire are the committed
 	// history as one server applied it, in apply order (Seq), from its
 	// debug log: grants, releases and session expiries. A grant and a
@@ -137,6 +142,7 @@ type Op struct {
 	Count     uint64 `json:"count,omitempty"`      // latch count left after a count-down
 	Initial   uint64 `json:"initial,omitempty"`    // latch generation's initial count
 	Error     string `json:"error,omitempty"`      // error text of failed or unknown ops
+	Signed    string `json:"signed,omitempty"`     // signed grant handed with an OK acquire (fence.Grant.Signed)
 }
 
 // History is a whole recorded run.

@@ -110,6 +110,7 @@ committed history when their workload does.`,
 	f.BoolVar(&cfg.SecondLeader, "second-leader", false, "negative control: elections make a new candidate leader while another leads (the election check must fail; needs --workload election)")
 	f.BoolVar(&cfg.AckAnyToken, "ack-any-token", false, "negative control: queues accept an ack of a claimed item with any token (the queue check must fail; needs --workload queue)")
 	f.BoolVar(&cfg.LatchEarly, "latch-early", false, "negative control: latches release waiters one count early (the latch check must fail; needs --workload latch)")
+	f.BoolVar(&cfg.MisdeliverSignedGrants, "misdeliver-signed-grants", false, "negative control: the leader hands each grant the signed grant of the one signed before it (the signed-grant check must fail)")
 	f.BoolVar(&cfg.LeaseReads, "lease-reads", false, "run every node with --lease-reads (linearizable reads on the leader lease)")
 	f.BoolVar(&cfg.UncheckedLeaseReads, "unchecked-lease-reads", false, "negative control: every node serves reads on the lease whenever it believes it leads, unchecked (the linearizability check may fail after a paused leader resumes)")
 	f.StringVar(&cfg.OutDir, "out", cfg.OutDir, "directory for history.jsonl, summary.json, violations.json and report.html")

@@ -26,9 +26,10 @@ func addFaultFlags(f *pflag.FlagSet, cfg *server.Config) {
 	f.BoolVar(&cfg.Test.SecondLeader, "test-second-leader", false, "test only: elections make a new candidate leader while another leads (negative control)")
 	f.BoolVar(&cfg.Test.AckAnyToken, "test-ack-any-token", false, "test only: queues accept an ack of a claimed item with any token (negative control)")
 	f.BoolVar(&cfg.Test.LatchEarly, "test-latch-early", false, "test only: latches release waiters one count early (negative control)")
+	f.BoolVar(&cfg.Test.MisdeliverSignedGrants, "test-misdeliver-signed-grants", false, "test only: the leader hands each grant the signed grant of the one signed before it (negative control)")
 	f.BoolVar(&cfg.Raft.Test.UncheckedLease, "test-unchecked-lease-reads", false, "test only: with --lease-reads, serve every read on the lease whenever the node believes it leads, without checking it (negative control)")
 	for _, name := range []string{"test-unchecked-lease-reads", "test-clock-rate", "test-unfenced-kv", "test-unscoped-kv", "test-reset-tokens", "test-any-owner", "test-over-capacity", "test-reader-with-writer", "test-second-leader",
-		"test-ack-any-token", "test-latch-early"} {
+		"test-ack-any-token", "test-latch-early", "test-misdeliver-signed-grants"} {
 		f.MarkHidden(name)
 	}
 }
