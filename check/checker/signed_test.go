@@ -63,7 +63,7 @@ func TestSignedGrants(t *testing.T) {
 		t.Fatalf("genuine grants: %v", v)
 	}
 	bad := history.History{
-		acq("a", "", "", 1, batch[1].String()),                    // b's grant handed to a's acquire
+		acq("a", "", "", 1, batch[1].String()),                     // b's grant handed to a's acquire
 		acq("s", history.GrantPermit, "s/1", 3, batch[2].String()), // another slot
 		acq("c", "", "", 5, forged.String()),
 		acq("d", "", "", 6, "fg1.nonsense"),
