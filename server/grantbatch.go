@@ -4,6 +4,9 @@ import (
 	"crypto/rand"
 	"runtime"
 	"sync"
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	fence "github.com/fenced-dev/fenced"
 )
@@ -27,6 +30,11 @@ type grantBatcher struct {
 	// drainFn is drain as a func value, made once: `go b.drain()` would
 	// allocate a closure per batch.
 	drainFn func()
+
+	// grants and signatures count the grants signed and the Ed25519
+	// signatures made for them (fenced_signed_grants_total,
+	// fenced_grant_signatures_total).
+	grants, signatures atomic.Uint64
 
 	mu      sync.Mutex
 	busy    bool       // a drainer is running
@@ -117,7 +125,9 @@ func (b *grantBatcher) signAll(batch []*signJob) {
 	if b.deliver != nil {
 		defer b.deliver(batch)
 	}
+	b.grants.Add(uint64(len(batch)))
 	if len(batch) == 1 {
+		b.signatures.Add(1)
 		j := batch[0]
 		g, err := j.grant.SignWith(j.keyID, j.signer)
 		j.wire, j.err = g.String(), err
@@ -135,6 +145,7 @@ func (b *grantBatcher) signAll(batch []*signJob) {
 				rest = append(rest, j)
 			}
 		}
+		b.signatures.Add(1)
 		signed, err := fence.SignGrantBatch(same, batch[0].keyID, batch[0].signer, rand.Reader)
 		for i, j := range these {
 			if err != nil {
@@ -144,5 +155,15 @@ func (b *grantBatcher) signAll(batch []*signJob) {
 			j.wire = signed[i].String()
 		}
 		batch = rest
+	}
+}
+
+// collectors returns the batcher's counters for the metrics registry.
+func (b *grantBatcher) collectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fenced_signed_grants_total", Help: "Grants this node signed for their holders (as leader)."},
+			func() float64 { return float64(b.grants.Load()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "fenced_grant_signatures_total", Help: "Ed25519 signatures this node made for the grants it signed: one per grant signed alone, one per batch (--sign-batch-max)."},
+			func() float64 { return float64(b.signatures.Load()) }),
 	}
 }

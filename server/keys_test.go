@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -103,7 +104,7 @@ func TestKeys_GrantsSignedTogether(t *testing.T) {
 		for i := range sessions {
 			sessions[i] = a.session(t, 30000)
 		}
-		batched := 0
+		batched, handed := 0, 0
 		for round := 1; round <= 20 && (limit == 1 || batched == 0); round++ {
 			var wg sync.WaitGroup
 			var mu sync.Mutex
@@ -117,6 +118,7 @@ func TestKeys_GrantsSignedTogether(t *testing.T) {
 					}
 					sg := verified(t, ks, r.Grant)
 					mu.Lock()
+					handed++
 					if sg.Batch != nil {
 						batched++
 					}
@@ -124,6 +126,13 @@ func TestKeys_GrantsSignedTogether(t *testing.T) {
 				})
 			}
 			wg.Wait()
+		}
+		grants, signatures := metric(t, a.addr, "fenced_signed_grants_total"), metric(t, a.addr, "fenced_grant_signatures_total")
+		if grants != strconv.Itoa(handed) {
+			t.Errorf("SignBatchMax %d: fenced_signed_grants_total %s, want the %d grants handed out", limit, grants, handed)
+		}
+		if n, _ := strconv.Atoi(signatures); limit == 1 && n != handed || limit != 1 && (n < 1 || n >= handed) {
+			t.Errorf("SignBatchMax %d: fenced_grant_signatures_total %s for %d grants (%d batched)", limit, signatures, handed, batched)
 		}
 		switch {
 		case limit == 1 && batched > 0:

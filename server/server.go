@@ -121,6 +121,7 @@ func Start(cfg Config) (*Server, error) {
 	s.sm.recordReservations(res)
 	s.faults.machine(s.sm.m)
 	s.metrics = newMetrics(s.sm)
+	s.metrics.registry.MustRegister(s.grantBatch.collectors()...)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
 	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
 	s.ui = newUIFeed()
