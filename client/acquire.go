@@ -40,10 +40,11 @@ func (s *Session) usable(op, name string) error {
 // whose grant the caller takes (see hold).
 func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send sendAcquire, withdraw func(ctx context.Context, seq uint64, sent bool)) (uint64, error) {
 	c := s.c
-	// cctx also ends when the session is lost or the Client closed.
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, func() { cancel() })
+	// cctx also ends when the session is lost, which it is when the Client
+	// closes (Close loses every session).
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	defer stop()
 
 	for {
@@ -160,9 +161,9 @@ func (s *Session) unlock(ctx context.Context, name string, release func(ctx cont
 		}
 		return fmt.Errorf("client: unlock %q: %w", name, err)
 	}
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	res, err := release(cctx)
+	// Not cut by the Client's Close on its own: a call then fails with
+	// ErrClosed (the Client's streams end, and no new one opens).
+	res, err := release(ctx)
 	if err != nil {
 		return fmt.Errorf("client: unlock %q: %w", name, err)
 	}
