@@ -58,9 +58,9 @@ type pipeStream struct {
 	// instead of handing them to sendLoop.
 	direct atomic.Bool
 
-	mu       sync.Mutex
-	nextID   uint64
-	waiting  map[uint64]waiter
+	mu      sync.Mutex
+	nextID  uint64
+	waiting map[uint64]waiter
 	// expiry fires at expiryAt, the earliest deadline of the waiting
 	// calls (zero: not armed): one timer for all calls instead of one each.
 	expiry   *time.Timer
