@@ -544,10 +544,19 @@ func (s nativePipeline) Receive() (*fencedv1.PipelineResponse, error) {
 // receiveEach calls f with each response as the connection's reader
 // decodes it, without a hand-off to a receiving goroutine, until the
 // stream ends; it returns the stream's end. f must not block.
+//
+// The response is decoded into one message reused for every frame (the
+// handler runs in the reader alone), its results' slice too: f keeps the
+// results it hands out, never the response or the slice.
 func (s nativePipeline) receiveEach(f func(*fencedv1.PipelineResponse)) error {
+	m := new(fencedv1.PipelineResponse)
+	decode := proto.UnmarshalOptions{Merge: true} // into the emptied m
 	return s.nativeStream.receiveEach(func(b []byte) error {
-		m := new(fencedv1.PipelineResponse)
-		if err := proto.Unmarshal(b, m); err != nil {
+		results := m.Results
+		clear(results)
+		m.Reset()
+		m.Results = results[:0]
+		if err := decode.Unmarshal(b, m); err != nil {
 			return fmt.Errorf("%w: %v", nativewire.ErrMalformed, err)
 		}
 		f(m)

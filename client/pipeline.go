@@ -478,7 +478,9 @@ func (st *pipeStream) recvLoop() {
 }
 
 // received hands the answers of resp to the calls waiting for them. It
-// never blocks (each call's answer channel has room for its one answer).
+// never blocks (each call's answer channel has room for its one answer)
+// and keeps nothing of resp but its results (a native stream reuses resp
+// and its slice for the next frame).
 func (st *pipeStream) received(resp *fencedv1.PipelineResponse) {
 	st.lastRecv.Store(int64(time.Since(st.opened)))
 	if !st.told.Load() {
