@@ -12,6 +12,7 @@ import (
 type measurement struct {
 	elapsed time.Duration
 	server  *ServerUsage
+	client  *ClientUsage
 	// interrupted is ctx's error when ctx ended during the measured time:
 	// what was measured until then is a partial result.
 	interrupted error
@@ -46,6 +47,7 @@ func measure(ctx context.Context, o Options, measuring *atomic.Bool, completed *
 	pause(ctx, o.Warmup)
 	warmedUp := ctx.Err() == nil
 	usage := startUsage(o.ServerPIDs)
+	self := startClientUsage()
 	setPhase("measuring")
 	measuring.Store(true)
 	start := time.Now()
@@ -54,12 +56,13 @@ func measure(ctx context.Context, o Options, measuring *atomic.Bool, completed *
 	stopProgress()
 	elapsed := time.Since(start)
 	server := usage.stop(elapsed)
+	client := self.stop(elapsed)
 	stop()
 	wg.Wait()
 	if err := ctx.Err(); err != nil && !warmedUp {
 		return measurement{}, err
 	}
-	return measurement{elapsed: elapsed, server: server, interrupted: ctx.Err()}, nil
+	return measurement{elapsed: elapsed, server: server, client: client, interrupted: ctx.Err()}, nil
 }
 
 // finish returns r measured by m: an interrupted measurement's result is
@@ -67,6 +70,7 @@ func measure(ctx context.Context, o Options, measuring *atomic.Bool, completed *
 // interruption when nothing completed; a measurement that completed no
 // cycle is an error.
 func (m measurement) finish(r Result) (Result, error) {
+	r.Client = m.client
 	if m.interrupted != nil {
 		if r.Cycles == 0 {
 			return Result{}, m.interrupted

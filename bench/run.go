@@ -205,6 +205,9 @@ type Result struct {
 	// Server is the servers' resource use during the measurement, when
 	// Options.ServerPIDs named them.
 	Server *ServerUsage `json:"server,omitempty"`
+	// Client is this process's own CPU use during the measurement: the
+	// clients' (in the sessions workload, keeping the holders alive).
+	Client *ClientUsage `json:"client,omitempty"`
 	// Partial marks the result of a run interrupted during its
 	// measurement (Run also returns the context's error): it covers the
 	// DurationS measured until then.

@@ -146,11 +146,13 @@ func runSessions(ctx context.Context, sys System, o Options) (Result, error) {
 
 	// Every holder is open and holds its lock: measure the steady state.
 	usage := startUsage(o.ServerPIDs)
+	self := startClientUsage()
 	measured := time.Now()
 	measuredAt.Store(measured.UnixNano())
 	pause(ctx, o.Duration)
 	elapsed := time.Since(measured)
 	r.Server = usage.stop(elapsed)
+	r.Client = self.stop(elapsed)
 	if r.Server != nil && before > 0 {
 		r.Server.RSSBeforeMiB = float64(before) / (1 << 20)
 		r.Server.BytesPerSession = float64(int64(r.Server.rssBytes)-before) / float64(o.Sessions)

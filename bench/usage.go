@@ -34,6 +34,52 @@ type ServerUsage struct {
 	rssBytes int64
 }
 
+// ClientUsage is the CPU the benchmark's own process used during a
+// measurement: the system's client library (for fenced, the SDK: its
+// calls, streams, keep-alives and timers) and the workload's bookkeeping
+// (a latency sample per cycle, the token checks), which is the same for
+// every system. The clients of one Run are all in this process, so it is
+// the clients' CPU.
+type ClientUsage struct {
+	// CPUPercent is this process's CPU time (user + system, children
+	// excluded) over wall time; 100 is one core busy.
+	CPUPercent float64 `json:"cpu_percent"`
+}
+
+// UsPerCycle returns CPU time per cycle in microseconds for a process
+// busy cpuPercent at cyclesPerS, 0 when either is 0.
+func UsPerCycle(cpuPercent, cyclesPerS float64) float64 {
+	if cpuPercent <= 0 || cyclesPerS <= 0 {
+		return 0
+	}
+	return cpuPercent / 100 * 1e6 / cyclesPerS
+}
+
+// clientSampler holds this process's CPU time at the start of a
+// measurement; nil when it cannot be read.
+type clientSampler struct{ cpu time.Duration }
+
+func startClientUsage() *clientSampler {
+	cpu, ok := selfCPU()
+	if !ok {
+		return nil
+	}
+	return &clientSampler{cpu: cpu}
+}
+
+// stop returns this process's usage since startClientUsage over elapsed;
+// nil when it could not be read.
+func (s *clientSampler) stop(elapsed time.Duration) *ClientUsage {
+	if s == nil || elapsed <= 0 {
+		return nil
+	}
+	cpu, ok := selfCPU()
+	if !ok {
+		return nil
+	}
+	return &ClientUsage{CPUPercent: 100 * float64(cpu-s.cpu) / float64(elapsed)}
+}
+
 // clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ), 100 on
 // every Linux platform Go supports.
 const clockTicks = 100

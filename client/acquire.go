@@ -40,10 +40,11 @@ func (s *Session) usable(op, name string) error {
 // whose grant the caller takes (see hold).
 func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send sendAcquire, withdraw func(ctx context.Context, seq uint64, sent bool)) (uint64, error) {
 	c := s.c
-	// cctx also ends when the session is lost or the Client closed.
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	stop := context.AfterFunc(s.ctx, func() { cancel() })
+	// cctx also ends when the session is lost, which it is when the Client
+	// closes (Close loses every session).
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(context.Canceled)
+	stop := context.AfterFunc(s.ctx, func() { cancel(context.Cause(s.ctx)) })
 	defer stop()
 
 	for {
@@ -119,11 +120,8 @@ func (s *Session) acquire(ctx context.Context, op, name string, wait bool, send 
 // lost meanwhile, the acquire is withdrawn and hold fails with an error
 // wrapping fence.ErrLockLost.
 func (s *Session) hold(ctx context.Context, op, name string, seq uint64, g fence.Grant, withdraw func(ctx context.Context, seq uint64, sent bool)) (context.Context, context.CancelCauseFunc, error) {
-	if !s.valid() {
-		s.c.hooks.lateGrant(name, s.id, g.Token)
-		withdraw(ctx, seq, true)
-		return nil, nil, fmt.Errorf("client: %s %q: %w: granted with token %d after session %d's validity ran out; released",
-			op, name, fence.ErrLockLost, g.Token, s.id)
+	if err := s.taken(ctx, op, name, seq, g, withdraw); err != nil {
+		return nil, nil, err
 	}
 	gctx, cancel := context.WithCancelCause(s.ctx)
 	if gctx.Err() != nil {
@@ -133,6 +131,27 @@ func (s *Session) hold(ctx context.Context, op, name string, seq uint64, g fence
 		return nil, nil, fmt.Errorf("client: %s %q: %w", op, name, context.Cause(gctx))
 	}
 	return gctx, cancel, nil
+}
+
+// taken checks that grant g, obtained by the acquire seq on name, may be
+// taken: the session's validity had not run out when it arrived and the
+// session is not lost. If not, the acquire is withdrawn and taken fails
+// with an error wrapping fence.ErrLockLost (or the session's Err). A
+// grant taken without a context of its own yet (Mutex makes its context
+// on first use, a child of the session's then) is as trusted as one with.
+func (s *Session) taken(ctx context.Context, op, name string, seq uint64, g fence.Grant, withdraw func(ctx context.Context, seq uint64, sent bool)) error {
+	if !s.valid() {
+		s.c.hooks.lateGrant(name, s.id, g.Token)
+		withdraw(ctx, seq, true)
+		return fmt.Errorf("client: %s %q: %w: granted with token %d after session %d's validity ran out; released",
+			op, name, fence.ErrLockLost, g.Token, s.id)
+	}
+	if s.ctx.Err() != nil {
+		// Lost between the check and now.
+		withdraw(ctx, seq, true)
+		return fmt.Errorf("client: %s %q: %w", op, name, context.Cause(s.ctx))
+	}
+	return nil
 }
 
 // unlock releases the grant of name with release (one request of a new
@@ -160,9 +179,9 @@ func (s *Session) unlock(ctx context.Context, name string, release func(ctx cont
 		}
 		return fmt.Errorf("client: unlock %q: %w", name, err)
 	}
-	cctx, cancel := c.until(ctx, time.Time{}, nil)
-	defer cancel()
-	res, err := release(cctx)
+	// Not cut by the Client's Close on its own: a call then fails with
+	// ErrClosed (the Client's streams end, and no new one opens).
+	res, err := release(ctx)
 	if err != nil {
 		return fmt.Errorf("client: unlock %q: %w", name, err)
 	}

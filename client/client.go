@@ -332,9 +332,9 @@ func (c *Client) retry(ctx context.Context, op string, attempt time.Duration, fn
 	}
 	for n := 1; ; n++ {
 		i, ep := c.endpoint()
-		actx, cancel := context.WithTimeout(ctx, attempt)
+		actx := newAttempt(ctx, attempt)
 		err := fn(actx, ep)
-		cancel()
+		actx.end()
 		if err == nil {
 			return nil
 		}

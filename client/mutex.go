@@ -35,8 +35,11 @@ type Mutex struct {
 	opts     lockOptions
 	optsErr  error
 
-	mu     sync.Mutex
-	grant  fence.Grant // zero when not held
+	mu    sync.Mutex
+	grant fence.Grant // zero when not held
+	// ctx is the grant's context, made by the first Context call of the
+	// grant (nil until then, while a grant is held): a child of the
+	// session's, so cancelled with it, and by Unlock or the next grant.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 }
@@ -147,15 +150,17 @@ func (m *Mutex) acquire(ctx context.Context, wait bool) error {
 // Lock fails.
 func (m *Mutex) take(ctx context.Context, seq uint64, g *fencedv1.Grant) error {
 	grant := grantOf(g, m.s.id, m.s.ttl)
-	gctx, cancel, err := m.s.hold(ctx, "lock", m.name, seq, grant, m.withdraw)
-	if err != nil {
+	if err := m.s.taken(ctx, "lock", m.name, seq, grant, m.withdraw); err != nil {
 		return err
 	}
 	m.mu.Lock()
 	if m.cancel != nil {
 		m.cancel(ErrNotHeld)
 	}
-	m.grant, m.ctx, m.cancel = grant, gctx, cancel
+	// The grant's context is made when first asked for (Context): most
+	// callers never ask, and one that does gets a child of the session's
+	// context then, cancelled at once if the session was lost meanwhile.
+	m.grant, m.ctx, m.cancel = grant, nil, nil
 	m.mu.Unlock()
 	return nil
 }
@@ -164,7 +169,22 @@ func (m *Mutex) take(ctx context.Context, seq uint64, g *fencedv1.Grant) error {
 func (m *Mutex) held() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.grant.Token != 0 && m.ctx.Err() == nil
+	if m.grant.Token == 0 {
+		return false
+	}
+	if m.ctx == nil { // a grant whose context was not asked for yet
+		return m.s.ctx.Err() == nil
+	}
+	return m.ctx.Err() == nil
+}
+
+// contextLocked returns the grant's context, making it if it has none
+// yet. Call with m.mu held.
+func (m *Mutex) contextLocked() context.Context {
+	if m.ctx == nil {
+		m.ctx, m.cancel = context.WithCancelCause(m.s.ctx)
+	}
+	return m.ctx
 }
 
 // release sends one Release, retried with one seq.
@@ -236,7 +256,7 @@ func (m *Mutex) Grant() fence.Grant {
 func (m *Mutex) Context() context.Context {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.ctx
+	return m.contextLocked()
 }
 
 // grantOf converts a grant from the API.

@@ -2,6 +2,7 @@ package client
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -273,7 +274,13 @@ func (nc *nativeConn) write(kind nativewire.Kind, st *nativeStream, m proto.Mess
 	if err != nil {
 		return connect.NewError(connect.CodeInternal, err)
 	}
-	_, err = nc.conn.Write(buf)
+	// A write blocks only while the socket's buffer is full: the server
+	// stopped reading. Bounded, so that a caller writing its own call
+	// (pipeStream.flush) is not held past its context for long; a
+	// connection that took no frame for that long is closed.
+	if err = nc.conn.SetWriteDeadline(time.Now().Add(nc.c.requestTimeout)); err == nil {
+		_, err = nc.conn.Write(buf)
+	}
 	if cap(buf) <= 64<<10 {
 		nc.wbuf = buf
 	}
@@ -284,13 +291,24 @@ func (nc *nativeConn) write(kind nativewire.Kind, st *nativeStream, m proto.Mess
 	return nil
 }
 
-// readLoop hands each frame to its stream until the connection fails.
+// maxNativeReadBuffer bounds the buffer the reader keeps for its frames;
+// a larger frame is read into one of its own.
+const maxNativeReadBuffer = 64 << 10
+
+// readLoop hands each frame to its stream until the connection fails. It
+// reads every frame into one reused buffer: a stream that decodes its
+// frames here (a handler) keeps nothing of it, and deliver copies a frame
+// it queues.
 func (nc *nativeConn) readLoop() {
+	buf := make([]byte, 4<<10)
 	for {
-		f, err := nativewire.ReadFrame(nc.r, maxNativeAnswerBytes)
+		f, err := nativewire.ReadFrameBuffer(nc.r, maxNativeAnswerBytes, buf)
 		if err == nil {
 			nc.lastRecv.Store(time.Now().UnixNano())
 			err = nc.dispatch(f)
+			if c := cap(f.Payload); c > cap(buf) && c <= maxNativeReadBuffer {
+				buf = f.Payload[:c]
+			}
 		}
 		if err != nil {
 			nc.close(err)
@@ -317,7 +335,9 @@ func (nc *nativeConn) dispatch(f nativewire.Frame) error {
 			if st.kind != f.Kind {
 				return fmt.Errorf("%w: a frame of kind %d on stream %d of kind %d", nativewire.ErrMalformed, f.Kind, f.Stream, st.kind)
 			}
-			st.deliver(f.Payload)
+			if err := st.deliver(f.Payload); err != nil {
+				return err
+			}
 		}
 	case nativewire.KindEnd:
 		if st != nil {
@@ -351,17 +371,57 @@ type nativeStream struct {
 	kind   nativewire.Kind
 	signal chan struct{} // capacity 1: a frame or the end arrived
 
-	mu         sync.Mutex
-	queue      [][]byte
+	mu    sync.Mutex
+	queue [][]byte
+	// handler, once set (receiveEach), decodes each frame in the
+	// connection's reader instead of queueing it for receive.
+	handler    func(payload []byte) error
 	end        error // set once: io.EOF when the server ended it cleanly
 	sendClosed bool
 }
 
-func (st *nativeStream) deliver(b []byte) {
+// deliver hands the payload of a frame to the stream: to its handler, or
+// a copy of it to its queue (b is the reader's buffer). An error (a frame
+// that does not decode) closes the connection.
+func (st *nativeStream) deliver(b []byte) error {
 	st.mu.Lock()
-	st.queue = append(st.queue, b)
+	if h := st.handler; h != nil {
+		st.mu.Unlock()
+		return h(b)
+	}
+	st.queue = append(st.queue, bytes.Clone(b))
 	st.mu.Unlock()
 	st.poke()
+	return nil
+}
+
+// receiveEach makes handler take every frame of the stream from now on,
+// those already queued first, in the connection's reader (so it must not
+// block), and waits for the stream's end, which it returns. A handler's
+// error closes the connection.
+func (st *nativeStream) receiveEach(handler func(payload []byte) error) error {
+	st.mu.Lock()
+	var err error
+	for _, b := range st.queue {
+		if err == nil {
+			err = handler(b)
+		}
+	}
+	st.queue = nil
+	st.handler = handler
+	st.mu.Unlock()
+	if err != nil {
+		st.nc.close(err)
+	}
+	for {
+		st.mu.Lock()
+		end := st.end
+		st.mu.Unlock()
+		if end != nil {
+			return end
+		}
+		<-st.signal
+	}
 }
 
 func (st *nativeStream) poke() {
@@ -480,6 +540,34 @@ func (s nativePipeline) Receive() (*fencedv1.PipelineResponse, error) {
 	}
 	return m, nil
 }
+
+// receiveEach calls f with each response as the connection's reader
+// decodes it, without a hand-off to a receiving goroutine, until the
+// stream ends; it returns the stream's end. f must not block.
+//
+// The response is decoded into one message reused for every frame (the
+// handler runs in the reader alone), its results' slice too: f keeps the
+// results it hands out, never the response or the slice.
+func (s nativePipeline) receiveEach(f func(*fencedv1.PipelineResponse)) error {
+	m := new(fencedv1.PipelineResponse)
+	decode := proto.UnmarshalOptions{Merge: true} // into the emptied m
+	return s.nativeStream.receiveEach(func(b []byte) error {
+		results := m.Results
+		clear(results)
+		m.Reset()
+		m.Results = results[:0]
+		if err := decode.Unmarshal(b, m); err != nil {
+			return fmt.Errorf("%w: %v", nativewire.ErrMalformed, err)
+		}
+		f(m)
+		return nil
+	})
+}
+
+// direct reports that a send writes to the connection at once, without
+// blocking for long (nativeConn.write's deadline): a caller may send its
+// own call (pipeStream.flush).
+func (s nativePipeline) direct() bool { return true }
 
 type nativeKeepAlive struct{ *nativeStream }
 

@@ -37,7 +37,7 @@ type pipeline struct {
 // pipeStream is one open Pipeline stream.
 type pipeStream struct {
 	p      *pipeline
-	stream clientStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	stream *lazyStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	cancel context.CancelFunc
 	signal chan struct{} // capacity 1: calls or cancels to send
 	done   chan struct{} // closed when the stream failed
@@ -52,13 +52,42 @@ type pipeStream struct {
 	// response arrived (a server that names none takes lock and kv calls).
 	takes atomic.Uint32
 	told  atomic.Bool
+	// direct is set once the stream's first message went out on a stream
+	// whose sends callers may make themselves (native): a call then sends
+	// itself and those queued with it (flush) when no send is under way,
+	// instead of handing them to sendLoop.
+	direct atomic.Bool
 
 	mu      sync.Mutex
 	nextID  uint64
-	waiting map[uint64]chan *fencedv1.PipelineResult
-	calls   []*fencedv1.PipelineCall
-	cancels []uint64
+	waiting map[uint64]waiter
+	// expiry fires at expiryAt, the earliest deadline of the waiting
+	// calls (zero: not armed): one timer for all calls instead of one each.
+	expiry   *time.Timer
+	expiryAt time.Time
+	calls    []*fencedv1.PipelineCall
+	cancels  []uint64
+	flushing bool // a flush is sending: calls queued meanwhile are its
+	spare    []*fencedv1.PipelineCall
+
+	req fencedv1.PipelineRequest // the flusher's (only while flushing)
 }
+
+// waiter is a call waiting for its answer: the channel the answer goes
+// to, and the deadline of its attempt (zero: none), at which expire sends
+// it expired instead.
+type waiter struct {
+	answer   chan *fencedv1.PipelineResult
+	deadline time.Time
+}
+
+// answers are the answer channels of calls that ended, for reuse: one is
+// put back only once it is out of waiting and empty, so that nothing more
+// is ever sent to it.
+var answers = sync.Pool{New: func() any { return make(chan *fencedv1.PipelineResult, 1) }}
+
+// expired is sent to a call whose attempt's deadline passed.
+var expired = new(fencedv1.PipelineResult)
 
 // errNotSent is wrapped by the error of a pipeline call that ended before
 // it was sent: the server never saw it.
@@ -97,50 +126,121 @@ func (p *pipeline) callKind(ctx context.Context, kind fencedv1.PipelineCallKind,
 	return r, true, err
 }
 
-// call sends one call on st and waits for its answer (pipeline.call).
+// call sends one call on st and waits for its answer (pipeline.call). The
+// deadline of an attempt's context (attemptCtx) is kept by the stream's
+// one timer (expire), not by a timer of the call's.
 func (st *pipeStream) call(ctx context.Context, call *fencedv1.PipelineCall) (*fencedv1.PipelineResult, error) {
-	answer := make(chan *fencedv1.PipelineResult, 1)
+	answer := answers.Get().(chan *fencedv1.PipelineResult)
+	done, deadline := attemptOf(ctx)
 	sent := time.Now()
 	st.mu.Lock()
 	st.nextID++
 	id := st.nextID
 	call.Id = id
-	st.waiting[id] = answer
+	st.waiting[id] = waiter{answer: answer, deadline: deadline}
+	if !deadline.IsZero() && (st.expiryAt.IsZero() || deadline.Before(st.expiryAt)) {
+		st.armExpiryLocked(deadline, sent)
+	}
 	st.calls = append(st.calls, call)
+	self := st.direct.Load() && !st.flushing
+	if self {
+		st.flushing = true
+	}
 	st.mu.Unlock()
-	st.poke()
+	if self {
+		st.flush(selfFlushRounds)
+	} else {
+		st.poke()
+	}
 
+	var err error
+	timedOut := false
 	select {
 	case r := <-answer:
-		if e := r.GetError(); e != nil {
-			return nil, pipelineError(e)
-		}
-		return r, nil
-	case <-st.done:
-		return nil, connect.NewError(connect.CodeUnavailable, st.err)
-	case <-ctx.Done():
-		st.mu.Lock()
-		unsent := st.unqueue(call)
-		if _, ok := st.waiting[id]; ok {
-			delete(st.waiting, id)
-			if !unsent {
-				st.cancels = append(st.cancels, id)
+		if r != expired {
+			// Taken out of waiting by its sender: nothing more comes.
+			answers.Put(answer)
+			if e := r.GetError(); e != nil {
+				return nil, pipelineError(e)
 			}
+			return r, nil
 		}
-		st.mu.Unlock()
-		if unsent {
-			return nil, ctxError(ctx.Err(), true)
+		err, timedOut = context.DeadlineExceeded, true
+	case <-st.done:
+		// Still in waiting, maybe: answer is not reused.
+		return nil, connect.NewError(connect.CodeUnavailable, st.err)
+	case <-done:
+		err = ctx.Err()
+	}
+	st.mu.Lock()
+	unsent := st.unqueue(call)
+	// pending: the server may still be working on the call, which is then
+	// cancelled there. A call out of waiting was answered or expired: the
+	// one who took it out sent that to answer under st.mu.
+	pending := timedOut
+	if _, ok := st.waiting[id]; ok {
+		delete(st.waiting, id)
+		pending = true
+	} else if !timedOut {
+		select {
+		case r := <-answer:
+			pending = r == expired // else the answer came meanwhile: dropped
+		default:
 		}
-		st.poke()
-		// Nothing at all came back while this call waited: the connection
-		// may be silently dead (a partition does not reset it). Let the
-		// next call open a new stream.
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
-			err := fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond))
-			st.fail(err)
-			abortConn(st.stream, err, sent)
+	}
+	if pending && !unsent {
+		st.cancels = append(st.cancels, id)
+	}
+	st.mu.Unlock()
+	// Out of waiting and emptied: nothing more comes to answer.
+	answers.Put(answer)
+	if unsent {
+		return nil, ctxError(err, true)
+	}
+	st.poke()
+	// Nothing at all came back while this call waited: the connection
+	// may be silently dead (a partition does not reset it). Let the
+	// next call open a new stream.
+	if errors.Is(err, context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
+		err := fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond))
+		st.fail(err)
+		abortConn(st.stream, err, sent)
+	}
+	return nil, ctxError(err, false)
+}
+
+// armExpiryLocked sets the stream's timer to fire at at (now is about
+// the time). Call with st.mu held.
+func (st *pipeStream) armExpiryLocked(at, now time.Time) {
+	st.expiryAt = at
+	if st.expiry == nil {
+		st.expiry = time.AfterFunc(at.Sub(now), st.expire)
+	} else {
+		st.expiry.Reset(at.Sub(now))
+	}
+}
+
+// expire sends expired to every waiting call whose deadline has passed,
+// taking it out of waiting, and sets the timer to the earliest deadline
+// left.
+func (st *pipeStream) expire() {
+	now := time.Now()
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	var next time.Time
+	for id, w := range st.waiting {
+		switch {
+		case w.deadline.IsZero():
+		case !now.Before(w.deadline):
+			delete(st.waiting, id)
+			w.answer <- expired
+		case next.IsZero() || w.deadline.Before(next):
+			next = w.deadline
 		}
-		return nil, ctxError(ctx.Err(), false)
+	}
+	st.expiryAt = time.Time{}
+	if !next.IsZero() {
+		st.armExpiryLocked(next, now)
 	}
 }
 
@@ -191,7 +291,7 @@ func (p *pipeline) stream() (*pipeStream, error) {
 		cancel:  cancel,
 		signal:  make(chan struct{}, 1),
 		done:    make(chan struct{}),
-		waiting: make(map[uint64]chan *fencedv1.PipelineResult),
+		waiting: make(map[uint64]waiter),
 	}
 	st.lastRecv.Store(-1) // nothing received yet
 	ok := p.c.goRun(st.sendLoop)
@@ -234,8 +334,15 @@ func (st *pipeStream) fail(err error) {
 	})
 }
 
+// selfFlushRounds is how many messages a call that sends itself (flush)
+// sends at most before it leaves the calls queued since to sendLoop: the
+// calls that arrived while it wrote go out together in its next message,
+// but a caller is not kept sending for others for long.
+const selfFlushRounds = 2
+
 // sendLoop sends the queued calls and cancellations, all those queued
-// since the last send in one message.
+// since the last send in one message, unless a call is sending them
+// itself (flush).
 func (st *pipeStream) sendLoop() {
 	defer st.stream.CloseRequest()
 	// An empty first message opens the stream on the server (Connect and
@@ -246,25 +353,81 @@ func (st *pipeStream) sendLoop() {
 		st.fail(fmt.Errorf("pipeline send: %w", err))
 		return
 	}
+	if st.stream.direct() {
+		st.direct.Store(true)
+	}
 	for {
 		select {
 		case <-st.signal:
 		case <-st.done:
 			return
 		}
-		// Let the goroutines about to queue calls do so first: calls
-		// come in bursts, and one message for the burst costs one write.
-		runtime.Gosched()
+		if !st.direct.Load() {
+			// Let the goroutines about to queue calls do so first: calls
+			// come in bursts, and one message for the burst costs one
+			// write.
+			runtime.Gosched()
+		}
+		st.mu.Lock()
+		busy := st.flushing
+		st.flushing = true
+		st.mu.Unlock()
+		if !busy {
+			st.flush(-1)
+		}
+	}
+}
+
+// flush sends the queued calls and cancellations, those queued since in
+// the next message, until none are left or it sent rounds messages
+// (rounds < 0: no bound), when it pokes sendLoop to go on. Call it only
+// after setting st.flushing under st.mu; it clears it. A failed send fails
+// the stream.
+func (st *pipeStream) flush(rounds int) {
+	for n := 0; ; n++ {
 		st.mu.Lock()
 		calls, cancels := st.calls, st.cancels
-		st.calls, st.cancels = nil, nil
+		if len(calls) == 0 && len(cancels) == 0 || n == rounds {
+			st.flushing = false
+			st.mu.Unlock()
+			if n == rounds && len(calls)+len(cancels) > 0 {
+				st.poke()
+			}
+			return
+		}
+		// The queue's next array is the one the last message was sent
+		// from, now that nothing refers to its calls any more.
+		st.calls, st.cancels, st.spare = st.spare[:0], nil, nil
 		st.mu.Unlock()
-		for _, req := range pipelineMessages(calls, cancels) {
-			if err := st.stream.Send(req); err != nil {
-				st.fail(fmt.Errorf("pipeline send: %w", err))
-				return
+		var err error
+		if len(calls) <= 1 {
+			// One call (each of many independent clients has one in
+			// flight) goes alone, whatever its size: no sizing, and the
+			// flusher's own message (one flush at a time) is reused.
+			st.req.Calls, st.req.Cancel = append(st.req.Calls[:0], calls...), cancels
+			err = st.stream.Send(&st.req)
+			clear(st.req.Calls)
+			st.req.Cancel = nil
+		} else {
+			for _, req := range pipelineMessages(calls, cancels) {
+				if err = st.stream.Send(req); err != nil {
+					break
+				}
 			}
 		}
+		if err != nil {
+			st.mu.Lock()
+			st.flushing = false
+			st.mu.Unlock()
+			st.fail(fmt.Errorf("pipeline send: %w", err))
+			return
+		}
+		clear(calls)
+		st.mu.Lock()
+		if st.spare == nil {
+			st.spare = calls[:0]
+		}
+		st.mu.Unlock()
 	}
 }
 
@@ -295,29 +458,43 @@ func pipelineMessages(calls []*fencedv1.PipelineCall, cancels []uint64) []*fence
 	return out
 }
 
-// recvLoop hands each answer to the call waiting for it.
+// recvLoop hands each answer to the call waiting for it. On a native
+// stream the connection's reader does so itself (receiveEach), and
+// recvLoop only waits for the stream's end.
 func (st *pipeStream) recvLoop() {
 	defer st.stream.CloseResponse()
+	if err, ok := st.stream.receiveEach(st.received); ok {
+		st.fail(fmt.Errorf("pipeline receive: %w", err))
+		return
+	}
 	for {
 		resp, err := st.stream.Receive()
 		if err != nil {
 			st.fail(fmt.Errorf("pipeline receive: %w", err))
 			return
 		}
-		st.lastRecv.Store(int64(time.Since(st.opened)))
-		if !st.told.Load() {
-			st.told.Store(true)
-			st.learn(resp.GetCalls())
-		}
-		st.mu.Lock()
-		for _, r := range resp.GetResults() {
-			if answer, ok := st.waiting[r.GetId()]; ok {
-				delete(st.waiting, r.GetId())
-				answer <- r
-			}
-		}
-		st.mu.Unlock()
+		st.received(resp)
 	}
+}
+
+// received hands the answers of resp to the calls waiting for them. It
+// never blocks (each call's answer channel has room for its one answer)
+// and keeps nothing of resp but its results (a native stream reuses resp
+// and its slice for the next frame).
+func (st *pipeStream) received(resp *fencedv1.PipelineResponse) {
+	st.lastRecv.Store(int64(time.Since(st.opened)))
+	if !st.told.Load() {
+		st.told.Store(true)
+		st.learn(resp.GetCalls())
+	}
+	st.mu.Lock()
+	for _, r := range resp.GetResults() {
+		if w, ok := st.waiting[r.GetId()]; ok {
+			delete(st.waiting, r.GetId())
+			w.answer <- r
+		}
+	}
+	st.mu.Unlock()
 }
 
 // learn records the kinds of call the server's Pipeline takes, from its

@@ -166,6 +166,28 @@ func (l *lazyStream[Req, Resp]) CloseResponse() error {
 	return s.CloseResponse()
 }
 
+// receiveEach passes receiveEach on to the stream, opening it, when it
+// has one (a native stream); ok is false when it has not, and then
+// nothing was received.
+func (l *lazyStream[Req, Resp]) receiveEach(f func(*Resp)) (err error, ok bool) {
+	r, ok := l.get().(interface{ receiveEach(func(*Resp)) error })
+	if !ok {
+		return nil, false
+	}
+	return r.receiveEach(f), true
+}
+
+// direct reports whether the opened stream's sends may be made by the
+// callers themselves (a native stream's); false before it was opened.
+func (l *lazyStream[Req, Resp]) direct() bool {
+	s := l.opened.Load()
+	if s == nil {
+		return false
+	}
+	d, ok := (*s).(interface{ direct() bool })
+	return ok && d.direct()
+}
+
 // abortConn passes abortConn on to the stream, if it was opened.
 func (l *lazyStream[Req, Resp]) abortConn(err error, since time.Time) {
 	if s := l.opened.Load(); s != nil {

@@ -63,9 +63,9 @@ func writeCycleTable(b *strings.Builder, cases []benchCase, sums map[summaryKey]
 		return
 	}
 	fmt.Fprintf(b, "## Lock cycles\n\n")
-	fmt.Fprintf(b, "Medians over %s. A cycle is acquire → (fenced write →) release; latency is the acquire (asking for the lock until holding its token; in handoff this includes the wait in line). × etcd and × redis divide the throughput by that system's in the same case (above 1: faster). CPU is the server processes' CPU time over wall time (100 %% = one core), CPU µs/cycle that CPU time per cycle (from /proc, per run), and RSS their resident memory at the end, all summed over the nodes. The -indep cases give every locker a client (connection) of its own, as independent processes would; the others share one client among all lockers (ZooKeeper and Redis have a connection per locker in both).\n\n", plural(runs, "run"))
-	fmt.Fprintf(b, "| case | system | cycles/s | × etcd | × redis | acquire p50 ms | acquire p99 ms | cycle p99 ms | server CPU %% | server CPU µs/cycle | server RSS MiB | runs ok | failed calls |\n")
-	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	fmt.Fprintf(b, "Medians over %s. A cycle is acquire → (fenced write →) release; latency is the acquire (asking for the lock until holding its token; in handoff this includes the wait in line). × etcd and × redis divide the throughput by that system's in the same case (above 1: faster). CPU is the server processes' CPU time over wall time (100 %% = one core), CPU µs/cycle that CPU time per cycle (from /proc, per run), and RSS their resident memory at the end, all summed over the nodes. Client CPU µs/cycle is the benchmark process's own CPU time per cycle (getrusage, per run): every system's clients run in that one process, one system at a time, so it is the client library's cost (fenced's SDK, etcd's clientv3, …) plus the workload's bookkeeping, which is the same for every system; it shares the machine's cores with the servers. The -indep cases give every locker a client (connection) of its own, as independent processes would; the others share one client among all lockers (ZooKeeper and Redis have a connection per locker in both).\n\n", plural(runs, "run"))
+	fmt.Fprintf(b, "| case | system | cycles/s | × etcd | × redis | acquire p50 ms | acquire p99 ms | cycle p99 ms | server CPU %% | server CPU µs/cycle | client CPU µs/cycle | server RSS MiB | runs ok | failed calls |\n")
+	fmt.Fprintf(b, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 	for _, c := range cases {
 		if c.Workload == bench.WorkloadSessions || c.Workload == workloadElection || ownTable(c.Workload) {
 			continue
@@ -73,20 +73,29 @@ func writeCycleTable(b *strings.Builder, cases []benchCase, sums map[summaryKey]
 		for _, t := range c.Targets {
 			s := sums[summaryKey{c.ID, t}]
 			if s.Runs == 0 {
-				fmt.Fprintf(b, "| %s | %s | failed | | | | | | | | | 0/%d | |\n", c.ID, t, s.Failed)
+				fmt.Fprintf(b, "| %s | %s | failed | | | | | | | | | | 0/%d | |\n", c.ID, t, s.Failed)
 				continue
 			}
 			errs := fmt.Sprint(s.Errors)
 			if s.TokenOrderViolations > 0 {
 				errs += fmt.Sprintf(", %d token-order violations", s.TokenOrderViolations)
 			}
-			fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %d/%d | %s |\n",
+			fmt.Fprintf(b, "| %s | %s | %.0f | %s | %s | %.2f | %.2f | %.2f | %.0f | %.0f | %s | %.0f | %d/%d | %s |\n",
 				c.ID, t, s.CyclesPerS,
 				ratio(s.CyclesPerS, sums, c.ID, c.VsEtcd), ratio(s.CyclesPerS, sums, c.ID, c.VsRedis),
-				s.P50Ms, s.P99Ms, s.CycleP99Ms, s.CPUPercent, s.CPUUsPerCycle, s.RSSMiB, s.Runs, s.Runs+s.Failed, errs)
+				s.P50Ms, s.P99Ms, s.CycleP99Ms, s.CPUPercent, s.CPUUsPerCycle, clientUs(s.ClientUsPerCycle), s.RSSMiB, s.Runs, s.Runs+s.Failed, errs)
 		}
 	}
 	fmt.Fprintf(b, "\n")
+}
+
+// clientUs formats a client CPU per cycle; empty when no run measured it
+// (results saved before it was).
+func clientUs(us float64) string {
+	if us == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.0f", us)
 }
 
 // ratio formats v over the baseline's throughput in the same case.

@@ -150,6 +150,9 @@ func progressLine(m measurement) string {
 	if r.Server != nil {
 		line += fmt.Sprintf("  server %.0f%% CPU %.0f MiB", r.Server.CPUPercent, r.Server.RSSMiB)
 	}
+	if r.Client != nil {
+		line += fmt.Sprintf("  client %.0f%% CPU", r.Client.CPUPercent)
+	}
 	if m.Load != nil {
 		line += fmt.Sprintf("  (others %.0f%% CPU)", m.Load.OthersPct)
 	}

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"slices"
 	"time"
+
+	"github.com/fenced-dev/fenced/bench"
 )
 
 // summary is the median over runs of each figure of one case on one
@@ -26,8 +28,13 @@ type summary struct {
 	// CPUUsPerCycle is the server processes' CPU time per cycle in
 	// microseconds (CPU over wall time over cycles per second, per run).
 	CPUUsPerCycle float64
-	RSSMiB        float64
-	BytesPerSess  float64
+	// ClientUsPerCycle is the benchmark process's own CPU time per cycle
+	// in microseconds: the system's client library, which runs in it
+	// (one system at a time), and the workload's bookkeeping, the same for
+	// every system (getrusage, per run).
+	ClientUsPerCycle float64
+	RSSMiB           float64
+	BytesPerSess     float64
 	// Errors and TokenOrderViolations are summed over runs.
 	Errors               int64
 	TokenOrderViolations int64
@@ -51,7 +58,7 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 	for _, c := range cases {
 		for _, t := range c.Targets {
 			s := summary{Case: c.ID, Target: t}
-			var cyc, p50, p99, cp99, cpu, cpc, rss, bps []float64
+			var cyc, p50, p99, cp99, cpu, cpc, clc, rss, bps []float64
 			var fo []*failoverResult
 			for _, m := range ms {
 				if m.Case != c.ID || m.Target != t {
@@ -91,9 +98,13 @@ func summarize(cases []benchCase, ms []measurement) map[summaryKey]summary {
 						bps = append(bps, r.Server.BytesPerSession)
 					}
 				}
+				if r.Client != nil && r.CyclesPerS > 0 {
+					clc = append(clc, bench.UsPerCycle(r.Client.CPUPercent, r.CyclesPerS))
+				}
 			}
 			s.CyclesPerS, s.P50Ms, s.P99Ms, s.CycleP99Ms = median(cyc), median(p50), median(p99), median(cp99)
 			s.CPUPercent, s.CPUUsPerCycle, s.RSSMiB, s.BytesPerSess = median(cpu), median(cpc), median(rss), median(bps)
+			s.ClientUsPerCycle = median(clc)
 			s.FailoverMs, s.FailoverMinMs, s.FailoverMaxMs, s.Failovers = summarizeFailover(fo)
 			for _, f := range fo {
 				for _, ms := range f.FailoverMs {

@@ -245,11 +245,18 @@ func printBench(w io.Writer, r bench.Result) {
 	fmt.Fprintf(w, "  errors     %d\n", r.Errors)
 	if s := r.Server; s != nil {
 		fmt.Fprintf(w, "  server     cpu %.0f%%  rss %.1f MiB (pids %v)", s.CPUPercent, s.RSSMiB, s.PIDs)
-		if r.Workload != bench.WorkloadSessions && r.CyclesPerS > 0 && s.CPUPercent > 0 {
-			fmt.Fprintf(w, "  %.0f µs/cycle", s.CPUPercent/100*1e6/r.CyclesPerS)
+		if us := bench.UsPerCycle(s.CPUPercent, r.CyclesPerS); r.Workload != bench.WorkloadSessions && us > 0 {
+			fmt.Fprintf(w, "  %.0f µs/cycle", us)
 		}
 		if s.BytesPerSession != 0 {
 			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
+		}
+		fmt.Fprintln(w)
+	}
+	if c := r.Client; c != nil {
+		fmt.Fprintf(w, "  client     cpu %.0f%% (this process)", c.CPUPercent)
+		if us := bench.UsPerCycle(c.CPUPercent, r.CyclesPerS); r.Workload != bench.WorkloadSessions && us > 0 {
+			fmt.Fprintf(w, "  %.0f µs/cycle", us)
 		}
 		fmt.Fprintln(w)
 	}

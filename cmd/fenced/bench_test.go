@@ -39,6 +39,10 @@ func TestBench_Smoke(t *testing.T) {
 			if r.Server == nil || r.Server.RSSMiB <= 0 || len(r.Server.PIDs) != 1 {
 				t.Fatalf("server usage %+v: want the local server's pid and RSS", r.Server)
 			}
+			// The clients ran in the bench process and used its CPU.
+			if r.Client == nil || r.Client.CPUPercent <= 0 {
+				t.Fatalf("client usage %+v: want this process's CPU during the measurement", r.Client)
+			}
 		})
 	}
 
@@ -52,7 +56,7 @@ func TestBench_Smoke(t *testing.T) {
 
 	t.Run("text output", func(t *testing.T) {
 		out, errOut, code := runFenced(t, "bench", "--endpoints", srv.Addr, "--clients", "2", "--duration", "300ms", "--warmup", "0s")
-		if code != 0 || !strings.Contains(out, "cycles") || !strings.Contains(out, "p99") {
+		if code != 0 || !strings.Contains(out, "cycles") || !strings.Contains(out, "p99") || !strings.Contains(out, "client     cpu") {
 			t.Fatalf("exit %d\nstdout: %s\nstderr: %s", code, out, errOut)
 		}
 	})
