@@ -18,6 +18,10 @@ import (
 // flight; calls beyond it fail with ResourceExhausted.
 const maxPipelineInFlight = 100000
 
+// maxPipelineSpare is the most answers a Pipeline stream's reused batch
+// of answers keeps room for.
+const maxPipelineSpare = 1024
+
 // Pipeline implements LockServiceHandler. Each call runs on its own
 // goroutine through the unary handler of the same name, so it behaves
 // exactly as that call. The stream's first response, sent at once, names
@@ -154,9 +158,13 @@ type pipeline struct {
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc // calls in flight by id
 	answers []*fencedv1.PipelineResult    // ready to send
+	spare   []*fencedv1.PipelineResult    // the last batch sent, reused for answers
 	sending bool                          // a goroutine is sending answers
-	sendErr error                         // the Send that failed; set once, before failed is closed
-	failed  chan struct{}                 // closed when a Send failed
+	// resp is the message flush sends, reused: only the goroutine that
+	// is sending uses it, and a Send has encoded it when it returns.
+	resp    fencedv1.PipelineResponse
+	sendErr error         // the Send that failed; set once, before failed is closed
+	failed  chan struct{} // closed when a Send failed
 }
 
 // answer queues the result of a call and, unless another goroutine is
@@ -181,20 +189,28 @@ func (p *pipeline) flush() {
 	for {
 		p.mu.Lock()
 		batch := p.answers
-		p.answers = nil
 		if len(batch) == 0 {
 			p.sending = false
 			p.mu.Unlock()
 			return
 		}
+		p.answers, p.spare = p.spare, nil
 		p.mu.Unlock()
-		if err := p.stream.Send(&fencedv1.PipelineResponse{Results: batch}); err != nil {
-			p.mu.Lock()
+		p.resp.Results = batch
+		err := p.stream.Send(&p.resp)
+		p.resp.Results = nil
+		clear(batch) // the answers are encoded: let them go
+		p.mu.Lock()
+		if err != nil {
 			p.sendErr, p.sending, p.answers = err, false, nil
 			p.mu.Unlock()
 			close(p.failed)
 			return
 		}
+		if cap(batch) <= maxPipelineSpare {
+			p.spare = batch[:0]
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -280,17 +296,17 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 	}
 	switch c := call.GetCall().(type) {
 	case *fencedv1.PipelineCall_Acquire:
-		resp, err := p.locks.Acquire(ctx, connect.NewRequest(c.Acquire))
+		resp, err := p.locks.acquireMsg(ctx, c.Acquire)
 		if err != nil {
 			return pipelineError(id, err)
 		}
-		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Acquire{Acquire: resp.Msg}}
+		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Acquire{Acquire: resp}}
 	case *fencedv1.PipelineCall_Release:
-		resp, err := p.locks.Release(ctx, connect.NewRequest(c.Release))
+		resp, err := p.locks.releaseMsg(ctx, c.Release)
 		if err != nil {
 			return pipelineError(id, err)
 		}
-		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Release{Release: resp.Msg}}
+		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Release{Release: resp}}
 	case *fencedv1.PipelineCall_KvPut:
 		resp, err := p.kv.Put(ctx, connect.NewRequest(c.KvPut))
 		if err != nil {
