@@ -191,7 +191,11 @@ func Start(cfg Config) (*Server, error) {
 	s.setProtocols()
 
 	go s.watchNode()
-	s.loops.Add(2)
+	s.loops.Add(3)
+	go func() {
+		defer s.loops.Done()
+		s.calls.sweep(s.ctx, workerIdle)
+	}()
 	go func() {
 		defer s.loops.Done()
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
