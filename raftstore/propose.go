@@ -37,10 +37,53 @@ type proposer struct {
 
 // proposal is one command waiting for its entry to commit.
 type proposal struct {
-	ctx  context.Context
-	cmd  any
-	size int
-	done chan proposalResult // capacity 1
+	ctx context.Context
+	// deadline bounds the proposal beside ctx (ProposeWithin; zero:
+	// only ctx's). It is the earlier of the two when both are set.
+	deadline time.Time
+	cmd      any
+	size     int
+	done     chan proposalResult // capacity 1
+}
+
+// expired reports whether the proposal's caller gave up: its context
+// ended or its deadline passed (now, read once for a batch).
+func (pr *proposal) expired(now time.Time) error {
+	if err := pr.ctx.Err(); err != nil {
+		return err
+	}
+	if !pr.deadline.IsZero() && !now.Before(pr.deadline) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// proposals keeps the proposals whose caller took its result, for the
+// next Propose: the proposal and its channel are then not allocated per
+// command. One whose caller gave up is not put back (its committer may
+// still send on its channel).
+var proposals = sync.Pool{New: func() any { return &proposal{done: make(chan proposalResult, 1)} }}
+
+// timers keeps the stopped timers of ProposeWithin for reuse: a proposal
+// with a timeout then costs no timer and no context of its own.
+var timers sync.Pool
+
+// startTimer returns a stopped timer from timers, reset to fire after d,
+// or a new one.
+func startTimer(d time.Duration) *time.Timer {
+	if t, ok := timers.Get().(*time.Timer); ok {
+		t.Reset(d)
+		return t
+	}
+	return time.NewTimer(d)
+}
+
+// stopTimer stops t and keeps it for the next startTimer. Since Go 1.23
+// a stopped timer's channel holds no stale value, so a reset one fires
+// only for its new duration.
+func stopTimer(t *time.Timer) {
+	t.Stop()
+	timers.Put(t)
 }
 
 type proposalResult struct {
@@ -70,10 +113,37 @@ type proposalResult struct {
 //     ctx.Err() too) before the commit was observed. It may or may not have
 //     been applied, and a later leader may still apply it.
 func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
+	return n.propose(ctx, cmd, 0)
+}
+
+// ProposeWithin is Propose bounded by timeout when ctx has no deadline,
+// as Propose with a context.WithTimeout of ctx would be, and answers the
+// same: past timeout the error wraps context.DeadlineExceeded (and
+// ErrOutcomeUnknown once the command was handed to raft). It makes no
+// context and no timer of its own per call (a timer is reused from
+// earlier calls), which in the profile of a lock cycle cost about 3 % of
+// the server's CPU and 10 allocations.
+func (n *Node) ProposeWithin(ctx context.Context, cmd any, timeout time.Duration) (any, error) {
+	if _, ok := ctx.Deadline(); ok {
+		timeout = 0
+	}
+	return n.propose(ctx, cmd, timeout)
+}
+
+// propose is Propose bounded by timeout as well when timeout > 0.
+func (n *Node) propose(ctx context.Context, cmd any, timeout time.Duration) (any, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("propose: %w; the command was not proposed", err)
 	}
-	pr := &proposal{ctx: ctx, cmd: cmd, size: n.sm.Size(cmd), done: make(chan proposalResult, 1)}
+	pr := proposals.Get().(*proposal)
+	pr.ctx, pr.cmd, pr.size = ctx, cmd, n.sm.Size(cmd)
+	var expired <-chan time.Time
+	if timeout > 0 {
+		t := startTimer(timeout)
+		defer stopTimer(t)
+		expired = t.C
+		pr.deadline = time.Now().Add(timeout)
+	}
 	p := &n.proposer
 	p.mu.Lock()
 	p.queue = append(p.queue, pr)
@@ -90,9 +160,13 @@ func (n *Node) Propose(ctx context.Context, cmd any) (any, error) {
 	}
 	select {
 	case r := <-pr.done:
+		*pr = proposal{done: pr.done}
+		proposals.Put(pr)
 		return r.res, r.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("propose: %w: %w before the command was seen to commit; it may or may not be applied", ErrOutcomeUnknown, ctx.Err())
+	case <-expired:
+		return nil, fmt.Errorf("propose: %w: %w before the command was seen to commit; it may or may not be applied", ErrOutcomeUnknown, context.DeadlineExceeded)
 	}
 }
 
@@ -143,13 +217,15 @@ func (n *Node) commit(batch []*proposal) {
 }
 
 // dropAbandoned answers, without proposing them, the commands whose
-// caller's context ended while they waited in the queue (each caller has
-// returned or is returning; the command was never handed to raft, so it is
-// not applied), and returns the rest in their order.
+// caller's context ended or deadline passed while they waited in the
+// queue (each caller has returned or is returning; the command was never
+// handed to raft, so it is not applied), and returns the rest in their
+// order.
 func dropAbandoned(batch []*proposal) []*proposal {
 	live := batch[:0]
+	now := time.Now()
 	for _, pr := range batch {
-		if err := pr.ctx.Err(); err != nil {
+		if err := pr.expired(now); err != nil {
 			pr.done <- proposalResult{err: fmt.Errorf("propose: %w; the command was not proposed", err)}
 			continue
 		}
@@ -163,7 +239,10 @@ func (n *Node) commitEntry(part []*proposal) {
 	ctx := context.Background()
 	var deadline time.Time
 	for _, pr := range part {
-		d, ok := pr.ctx.Deadline()
+		d, ok := pr.deadline, !pr.deadline.IsZero()
+		if !ok {
+			d, ok = pr.ctx.Deadline()
+		}
 		if !ok {
 			deadline = time.Time{}
 			break

@@ -91,10 +91,11 @@ func (g *gatedSum) Restore(b []byte) error {
 	return nil
 }
 
-// With MaxEntriesInFlight 1, commands proposed while an entry is on its
-// way wait for it, and then all go into one entry together; every one of
-// them is applied once and answered with its own result.
-func TestPropose_WindowGathersWhatWaits(t *testing.T) {
+// openGated opens a one-node cluster over a gatedSum with a window of
+// one entry in flight, waits until it leads, and returns it with a
+// context that bounds the test.
+func openGated(t *testing.T) (*Node, *gatedSum, context.Context) {
+	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
 	cfg.PeerListen = "127.0.0.1:0"
@@ -112,7 +113,7 @@ func TestPropose_WindowGathersWhatWaits(t *testing.T) {
 	// Runs first: a failing test must not leave raft's FSM goroutine held.
 	t.Cleanup(func() { sm.held.Store(false); close(sm.release) })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
 	for !n.Leadership().Leader {
 		select {
 		case <-n.Leadership().Changed:
@@ -124,6 +125,14 @@ func TestPropose_WindowGathersWhatWaits(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	return n, sm, ctx
+}
+
+// With MaxEntriesInFlight 1, commands proposed while an entry is on its
+// way wait for it, and then all go into one entry together; every one of
+// them is applied once and answered with its own result.
+func TestPropose_WindowGathersWhatWaits(t *testing.T) {
+	n, sm, ctx := openGated(t)
 	sm.held.Store(true)
 	first := make(chan error, 1)
 	go func() {
@@ -189,5 +198,77 @@ func TestPropose_WindowGathersWhatWaits(t *testing.T) {
 	defer n.proposer.mu.Unlock()
 	if n.proposer.inflight != 0 || len(n.proposer.queue) != 0 {
 		t.Fatalf("after the commits: %d in flight, %d queued; want 0 and 0", n.proposer.inflight, len(n.proposer.queue))
+	}
+}
+
+// ProposeWithin bounds a proposal by its timeout as a context deadline
+// would: a command still queued behind a held entry when its timeout
+// passes is answered DeadlineExceeded (outcome unknown, as for a
+// context), and, since its caller gave up before it was handed to raft,
+// is then dropped, never applied. The timers it reuses fire for their
+// own timeout only: after many proposals that finished before theirs,
+// one waits its full timeout.
+func TestProposeWithin_Timeout(t *testing.T) {
+	n, sm, tctx := openGated(t)
+	// Without a deadline, so that the timeouts bound the proposals; the
+	// test's bound ends it.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stop := context.AfterFunc(tctx, cancel)
+	defer stop()
+	for i := range 50 { // timers stopped early and put back for reuse
+		if _, err := n.ProposeWithin(ctx, 1, time.Duration(i+1)*time.Millisecond+time.Hour); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sm.held.Store(true)
+	first := make(chan error, 1)
+	go func() {
+		_, err := n.ProposeWithin(ctx, 1000, time.Hour)
+		first <- err
+	}()
+	<-sm.entered
+	sm.held.Store(false)
+
+	const timeout = 100 * time.Millisecond
+	start := time.Now()
+	_, err := n.ProposeWithin(ctx, 7, timeout)
+	if took := time.Since(start); took < timeout {
+		t.Errorf("ProposeWithin %v gave up after %v", timeout, took)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrOutcomeUnknown) {
+		t.Errorf("ProposeWithin past its timeout = %v, want DeadlineExceeded, outcome unknown", err)
+	}
+	// A context's deadline, when set, is the bound, not the timeout.
+	dctx, dcancel := context.WithTimeout(ctx, timeout)
+	defer dcancel()
+	_, err = n.ProposeWithin(dctx, 11, time.Hour)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("ProposeWithin with a context deadline past it = %v, want DeadlineExceeded", err)
+	}
+	sm.release <- struct{}{}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// The next entry is committed after the dropped ones were looked at.
+	res, err := n.ProposeWithin(ctx, 100, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 50 + 1000 + 100; res != want {
+		t.Fatalf("sum %v, want %d: a command whose caller gave up was applied", res, want)
+	}
+}
+
+// A queued command whose ProposeWithin timeout passed is dropped as one
+// whose context ended is.
+func TestCommit_DropsProposalsPastTheirTimeout(t *testing.T) {
+	late := &proposal{ctx: context.Background(), deadline: time.Now().Add(-time.Millisecond), cmd: "late", done: make(chan proposalResult, 1)}
+	live := dropAbandoned([]*proposal{late})
+	if len(live) != 0 {
+		t.Fatalf("dropAbandoned kept %d proposals, want none", len(live))
+	}
+	if r := <-late.done; !errors.Is(r.err, context.DeadlineExceeded) || errors.Is(r.err, ErrOutcomeUnknown) {
+		t.Fatalf("late proposal answered %v, want DeadlineExceeded, not proposed", r.err)
 	}
 }

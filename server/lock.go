@@ -78,7 +78,16 @@ func (s *Server) acquireSecret(ctx context.Context, session uint64, secret strin
 // does): that undoes the acquire whether it was applied before or after
 // the release.
 func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1.AcquireRequest]) (*connect.Response[fencedv1.AcquireResponse], error) {
-	m := req.Msg
+	resp, err := h.acquireMsg(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// acquireMsg is Acquire on the messages, without Connect's envelopes
+// (the Pipeline calls it directly).
+func (h *lockService) acquireMsg(ctx context.Context, m *fencedv1.AcquireRequest) (*fencedv1.AcquireResponse, error) {
 	if err := validateAcquire(m); err != nil {
 		return nil, toConnect(err)
 	}
@@ -99,7 +108,7 @@ func (h *lockService) Acquire(ctx context.Context, req *connect.Request[fencedv1
 	if res.Granted {
 		resp.Secret = secret // the per-grant session's, when session was 0
 	}
-	return connect.NewResponse(resp), nil
+	return resp, nil
 }
 
 // acquire proposes cmd, an acquire of any primitive on name, and when it
@@ -148,7 +157,16 @@ func (s *Server) wait(ctx context.Context, name string, session uint64, wait tim
 // per-grant acquire made with them, whether the acquire is applied before
 // or after it.
 func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1.ReleaseRequest]) (*connect.Response[fencedv1.ReleaseResponse], error) {
-	m := req.Msg
+	resp, err := h.releaseMsg(ctx, req.Msg)
+	if err != nil {
+		return nil, err
+	}
+	return connect.NewResponse(resp), nil
+}
+
+// releaseMsg is Release on the messages, without Connect's envelopes
+// (the Pipeline calls it directly).
+func (h *lockService) releaseMsg(ctx context.Context, m *fencedv1.ReleaseRequest) (*fencedv1.ReleaseResponse, error) {
 	res, err := h.s.release(ctx, m.Name, m.Session, m.Secret, m.RequestId, func(hash []byte, q *statev1.Quota) *statev1.Command {
 		return &statev1.Command{Op: &statev1.Command_Release{Release: &statev1.Release{Session: m.Session, Seq: m.Seq, Name: m.Name,
 			WithdrawSeq: m.WithdrawSeq, RequestId: m.RequestId, TtlMs: m.TtlMs, Quota: q, SecretHash: hash}}}
@@ -156,7 +174,7 @@ func (h *lockService) Release(ctx context.Context, req *connect.Request[fencedv1
 	if err != nil {
 		return nil, toConnect(err)
 	}
-	return connect.NewResponse(&fencedv1.ReleaseResponse{Result: releaseProto(res)}), nil
+	return &fencedv1.ReleaseResponse{Result: releaseProto(res)}, nil
 }
 
 // release validates and proposes a release of any primitive: name, and

@@ -60,6 +60,10 @@ const nativeStreamBuffer = 16
 // own.
 const maxNativeReadBuffer = 64 << 10
 
+// maxNativeWriteBuffer is the largest write buffer a native connection
+// keeps for its next frames.
+const maxNativeWriteBuffer = 64 << 10
+
 // nativeMaxFrameBytes is the largest payload of a native frame: the
 // limit, or by default what a Connect Pipeline message may be.
 func (s *Server) nativeMaxFrameBytes() int {
@@ -128,6 +132,7 @@ func (s *Server) serveNative(c net.Conn, r *bufio.Reader, state *tls.ConnectionS
 		return
 	}
 	nc := &nativeConn{s: s, c: c, r: r, max: max, streams: make(map[uint32]*nativeStream), writeTimeout: s.cfg.Limits.PingTimeout}
+	nc.wdone.L = &nc.wmu
 	nc.ctx, nc.cancel = context.WithCancel(ctx)
 	if !s.natives.add(nc) {
 		c.Close()
@@ -155,9 +160,15 @@ type nativeConn struct {
 	cancel       context.CancelFunc
 	handlers     sync.WaitGroup
 
-	wmu  sync.Mutex
-	wbuf []byte
-	werr error
+	// The connection's writes (write): frames queue in wbuf while a
+	// writer is in its system call, and that writer sends them all in its
+	// next one.
+	wmu     sync.Mutex
+	wdone   sync.Cond // signalled, with wmu, when a writer stops (flushWait)
+	wbuf    []byte    // frames to write
+	wspare  []byte    // the buffer of the last write, reused for wbuf
+	writing bool      // a goroutine is writing wbuf's frames
+	werr    error
 
 	// rbuf is the reader's buffer: each frame is read into it, and a
 	// Pipeline message decoded from it before the next is read.
@@ -217,6 +228,7 @@ func (nc *nativeConn) armIdleLocked() {
 func (nc *nativeConn) fail(err error) {
 	nc.s.log.Info("native connection closed", "remote", nc.c.RemoteAddr().String(), "err", err)
 	_ = nc.write(nativewire.KindEnd, 0, &fencedv1.PipelineError{Code: uint32(connect.CodeInvalidArgument), Message: err.Error()})
+	nc.flushWait()
 	nc.cancel()
 	nc.c.Close()
 }
@@ -398,30 +410,62 @@ func streamEnd(err error) *fencedv1.PipelineError {
 	return pipelineError(0, err).GetError()
 }
 
-// write sends one frame; writes of the connection's streams take turns.
-// A failed write closes the connection.
+// write sends one frame. Frames written while another goroutine is in
+// the connection's write system call wait in a buffer, and that
+// goroutine sends them together in its next one, until none is left: the
+// answers of several calls (or streams) ready at once cost one write, and
+// a lone answer is written at once by its own goroutine, without a
+// hand-off to another. A frame queued so returns nil before it is
+// written; if that write fails, the connection closes, which ends its
+// streams. A failed write closes the connection.
 func (nc *nativeConn) write(kind nativewire.Kind, stream uint32, m proto.Message) error {
 	nc.wmu.Lock()
-	defer nc.wmu.Unlock()
 	if nc.werr != nil {
-		return nc.werr
-	}
-	buf, err := nativewire.AppendFrame(nc.wbuf[:0], kind, stream, m)
-	if err != nil {
+		err := nc.werr
+		nc.wmu.Unlock()
 		return err
 	}
-	if nc.writeTimeout > 0 {
-		_ = nc.c.SetWriteDeadline(time.Now().Add(nc.writeTimeout))
+	buf, err := nativewire.AppendFrame(nc.wbuf, kind, stream, m)
+	nc.wbuf = buf
+	if err != nil || nc.writing {
+		nc.wmu.Unlock()
+		return err
 	}
-	_, err = nc.c.Write(buf)
-	if cap(buf) <= 64<<10 {
-		nc.wbuf = buf
+	nc.writing = true
+	for {
+		out := nc.wbuf
+		nc.wbuf = nc.wspare[:0]
+		nc.wmu.Unlock()
+		if nc.writeTimeout > 0 {
+			_ = nc.c.SetWriteDeadline(time.Now().Add(nc.writeTimeout))
+		}
+		_, err := nc.c.Write(out)
+		nc.wmu.Lock()
+		nc.wspare = nil
+		if cap(out) <= maxNativeWriteBuffer {
+			nc.wspare = out[:0]
+		}
+		if err != nil {
+			nc.werr, nc.wbuf = err, nil
+			nc.c.Close()
+		}
+		if err != nil || len(nc.wbuf) == 0 {
+			nc.writing = false
+			nc.wdone.Broadcast()
+			nc.wmu.Unlock()
+			return err
+		}
 	}
-	if err != nil {
-		nc.werr = err
-		nc.c.Close()
+}
+
+// flushWait waits until the frames written so far are sent (or their
+// write failed).
+func (nc *nativeConn) flushWait() {
+	nc.wmu.Lock()
+	for nc.writing {
+		nc.wdone.Wait()
 	}
-	return err
+	nc.wmu.Unlock()
 }
 
 // nativeStream is one stream of a native connection.

@@ -18,6 +18,10 @@ import (
 // flight; calls beyond it fail with ResourceExhausted.
 const maxPipelineInFlight = 100000
 
+// maxPipelineSpare is the most answers a Pipeline stream's reused batch
+// of answers keeps room for.
+const maxPipelineSpare = 1024
+
 // Pipeline implements LockServiceHandler. Each call runs on its own
 // goroutine through the unary handler of the same name, so it behaves
 // exactly as that call. The stream's first response, sent at once, names
@@ -166,9 +170,13 @@ type pipeline struct {
 	mu      sync.Mutex
 	running map[uint64]context.CancelFunc // calls in flight by id
 	answers []*fencedv1.PipelineResult    // ready to send
+	spare   []*fencedv1.PipelineResult    // the last batch sent, reused for answers
 	sending bool                          // a goroutine is sending answers
-	sendErr error                         // the Send that failed; set once, before failed is closed
-	failed  chan struct{}                 // closed when a Send failed
+	// resp is the message flush sends, reused: only the goroutine that
+	// is sending uses it, and a Send has encoded it when it returns.
+	resp    fencedv1.PipelineResponse
+	sendErr error         // the Send that failed; set once, before failed is closed
+	failed  chan struct{} // closed when a Send failed
 }
 
 // answer queues the result of a call and, unless another goroutine is
@@ -193,20 +201,28 @@ func (p *pipeline) flush() {
 	for {
 		p.mu.Lock()
 		batch := p.answers
-		p.answers = nil
 		if len(batch) == 0 {
 			p.sending = false
 			p.mu.Unlock()
 			return
 		}
+		p.answers, p.spare = p.spare, nil
 		p.mu.Unlock()
-		if err := p.stream.Send(&fencedv1.PipelineResponse{Results: batch}); err != nil {
-			p.mu.Lock()
+		p.resp.Results = batch
+		err := p.stream.Send(&p.resp)
+		p.resp.Results = nil
+		clear(batch) // the answers are encoded: let them go
+		p.mu.Lock()
+		if err != nil {
 			p.sendErr, p.sending, p.answers = err, false, nil
 			p.mu.Unlock()
 			close(p.failed)
 			return
 		}
+		if cap(batch) <= maxPipelineSpare {
+			p.spare = batch[:0]
+		}
+		p.mu.Unlock()
 	}
 }
 
@@ -238,7 +254,11 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	var cctx context.Context
 	var cancel context.CancelFunc
 	if !dup && !full {
-		cctx, cancel = p.callContext(ctx, call)
+		// No deadline: a call's one bounded step is its proposal, which
+		// propose bounds by Config.ProposeTimeout without a context or
+		// timer of its own (raftstore's ProposeWithin); an acquire with
+		// wait_ms may wait for hours.
+		cctx, cancel = context.WithCancel(ctx)
 		p.running[id] = cancel
 	}
 	p.mu.Unlock()
@@ -265,26 +285,6 @@ func (p *pipeline) start(ctx context.Context, call *fencedv1.PipelineCall) {
 	})
 }
 
-// callContext returns the context call runs in, cancelled by its
-// cancellation or the stream's end. A call whose one blocking step is its
-// proposal (a release, an acquire that does not wait) gets the deadline
-// propose would give that proposal (Config.ProposeTimeout) already, so
-// that propose makes no context and timer of its own: in the profile of
-// a lock cycle that second context cost 2.6 % of the server's CPU. Any
-// other call (an acquire with wait_ms may wait for hours) keeps no
-// deadline: only its proposal is bounded, by propose.
-func (p *pipeline) callContext(ctx context.Context, call *fencedv1.PipelineCall) (context.Context, context.CancelFunc) {
-	switch c := call.GetCall().(type) {
-	case *fencedv1.PipelineCall_Release:
-		return context.WithTimeout(ctx, p.s.cfg.ProposeTimeout)
-	case *fencedv1.PipelineCall_Acquire:
-		if c.Acquire.GetWaitMs() == 0 {
-			return context.WithTimeout(ctx, p.s.cfg.ProposeTimeout)
-		}
-	}
-	return context.WithCancel(ctx)
-}
-
 // run performs one call through the unary handler of its kind.
 func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fencedv1.PipelineResult {
 	id := call.GetId()
@@ -308,17 +308,17 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 	}
 	switch c := call.GetCall().(type) {
 	case *fencedv1.PipelineCall_Acquire:
-		resp, err := p.locks.Acquire(ctx, connect.NewRequest(c.Acquire))
+		resp, err := p.locks.acquireMsg(ctx, c.Acquire)
 		if err != nil {
 			return pipelineError(id, err)
 		}
-		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Acquire{Acquire: resp.Msg}}
+		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Acquire{Acquire: resp}}
 	case *fencedv1.PipelineCall_Release:
-		resp, err := p.locks.Release(ctx, connect.NewRequest(c.Release))
+		resp, err := p.locks.releaseMsg(ctx, c.Release)
 		if err != nil {
 			return pipelineError(id, err)
 		}
-		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Release{Release: resp.Msg}}
+		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Release{Release: resp}}
 	case *fencedv1.PipelineCall_KvPut:
 		resp, err := p.kv.Put(ctx, connect.NewRequest(c.KvPut))
 		if err != nil {

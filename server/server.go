@@ -196,7 +196,11 @@ func Start(cfg Config) (*Server, error) {
 	s.setProtocols()
 
 	go s.watchNode()
-	s.loops.Add(2)
+	s.loops.Add(3)
+	go func() {
+		defer s.loops.Done()
+		s.calls.sweep(s.ctx, workerIdle)
+	}()
 	go func() {
 		defer s.loops.Done()
 		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -323,15 +327,11 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // propose commits a command, in one Raft entry with the commands proposed
 // at the same moment (group commit), and returns its result. A refused
 // command's reason is returned as the error. Without a deadline on ctx the
-// proposal is bounded by Config.ProposeTimeout.
+// proposal is bounded by Config.ProposeTimeout (raftstore's ProposeWithin:
+// no context or timer of its own per call).
 func (s *Server) propose(ctx context.Context, cmd *statev1.Command) (fsm.Result, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, s.cfg.ProposeTimeout)
-		defer cancel()
-	}
 	cmd.NowUnixMs = time.Now().UnixMilli()
-	resp, err := s.node.Propose(ctx, cmd)
+	resp, err := s.node.ProposeWithin(ctx, cmd, s.cfg.ProposeTimeout)
 	if err != nil {
 		return fsm.Result{}, err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -56,4 +57,68 @@ func TestWorkers_IdleWorkerTakesTheNextCall(t *testing.T) {
 		}
 	}
 	t.Fatal("no idle worker took a function within a minute")
+}
+
+// TestWorkers_SweepEndsIdleWorkers: a sweep ends the workers that no
+// call needed since the sweep before (so an idle worker ends within two
+// sweeps), and keeps those a call took meanwhile; once the sweep's
+// context ends, every worker ends as soon as it is idle, and one started
+// later ends after its function.
+func TestWorkers_SweepEndsIdleWorkers(t *testing.T) {
+	w := newWorkers()
+	waitFor := func(what string, ok func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(time.Minute)
+		for !ok() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: %d workers live, %d idle after a minute", what, w.live.Load(), w.idle.Load())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	start := func(n int) {
+		var done sync.WaitGroup
+		done.Add(n)
+		all := make(chan struct{})
+		for range n {
+			w.run(func() { defer done.Done(); <-all })
+		}
+		close(all)
+		done.Wait()
+	}
+	start(3)
+	waitFor("3 idle", func() bool { return w.idle.Load() == 3 })
+	w.sweepOnce() // the first sweep: no interval behind it yet
+	if got := w.live.Load(); got != 3 {
+		t.Fatalf("%d workers live after the first sweep, want 3", got)
+	}
+	w.sweepOnce() // no call since: all 3 were unneeded
+	waitFor("every idle worker ended", func() bool { return w.live.Load() == 0 })
+
+	start(2)
+	waitFor("2 idle", func() bool { return w.idle.Load() == 2 })
+	w.sweepOnce()
+	ran := make(chan struct{})
+	w.run(func() { close(ran) }) // takes one of the two
+	<-ran
+	waitFor("2 idle again", func() bool { return w.idle.Load() == 2 })
+	w.sweepOnce() // one was needed meanwhile: only the other ends
+	waitFor("one worker ended", func() bool { return w.live.Load() == 1 })
+	time.Sleep(10 * time.Millisecond)
+	if got := w.live.Load(); got != 1 {
+		t.Fatalf("%d workers live after a sweep with one of two needed, want 1", got)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	swept := make(chan struct{})
+	go func() { w.sweep(ctx, time.Hour); close(swept) }()
+	block := make(chan struct{})
+	w.run(func() { <-block }) // running when the workers stop
+	cancel()
+	<-swept
+	waitFor("the idle worker after the stop", func() bool { return w.live.Load() == 1 })
+	close(block)
+	waitFor("the running worker after the stop", func() bool { return w.live.Load() == 0 })
+	w.run(func() {})
+	waitFor("a worker started after the stop", func() bool { return w.live.Load() == 0 })
 }
