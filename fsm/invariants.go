@@ -127,7 +127,7 @@ func (m *Machine) checkSessions() error {
 		case s.requestID != "" && m.byRequest[s.requestID] != id:
 			return broken("session %d's request id %q maps to session %d", id, s.requestID, m.byRequest[s.requestID])
 		}
-		if err := fence.ValidateTTLMillis(s.ttlMs); err != nil {
+		if err := fence.ValidateTTLMillis(s.ttl()); err != nil {
 			return broken("session %d: %v", id, err)
 		}
 		if err := s.replies.check(m.tokens.last); err != nil {
@@ -201,7 +201,7 @@ func (t *lockTable) check() error {
 			case tokens[l.token] != "":
 				return broken("locks %q and %q hold the same token %d", tokens[l.token], name, l.token)
 			}
-			if !s.bound[kindLock].held.has(name) {
+			if !s.bound(kindLock).held.has(name) {
 				return broken("lock %q is held by session %d, which is not bound to it", name, l.holder)
 			}
 			tokens[l.token] = name
@@ -220,14 +220,14 @@ func (t *lockTable) check() error {
 			case w.session == l.holder:
 				return broken("session %d waits for %q, which it holds", w.session, name)
 			}
-			if !s.bound[kindLock].waiting.has(name) {
+			if !s.bound(kindLock).waiting.has(name) {
 				return broken("session %d waits for %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
 		}
 	}
 	for id, s := range m.sessions {
-		b := &s.bound[kindLock]
+		b := s.bound(kindLock)
 		for name := range b.held.all() {
 			if l := t.byName[name]; l == nil || l.holder != id {
 				return broken("session %d is bound as holder of %q, which it does not hold", id, name)
