@@ -29,10 +29,7 @@ type liveGrant struct {
 type grantKind uint8
 
 // grantKinds are the kinds a grant has, by grantKind; 0 is none.
-// kindDuplicate marks two grants of one token in checkLive.
-var grantKinds = [...]fence.Kind{"", fence.KindLock, fence.KindRead, fence.KindWrite, fence.KindPermit, fence.KindLeader, fence.KindClaim, "duplicate"}
-
-const kindDuplicate = grantKind(len(grantKinds) - 1)
+var grantKinds = [...]fence.Kind{"", fence.KindLock, fence.KindRead, fence.KindWrite, fence.KindPermit, fence.KindLeader, fence.KindClaim}
 
 // kindCode returns k's grantKind; a kind not in grantKinds is a bug in
 // this package.
@@ -118,17 +115,36 @@ func (m *Machine) grant(k fence.Kind, name, scope string, tok fence.Token, sid u
 }
 
 // rebuildLive fills the live index from every primitive's grants, after
-// restore.
-func (m *Machine) rebuildLive() {
-	n := 0
-	for _, p := range m.primitives {
-		p.eachGrant(func(fence.Token, liveGrant) { n++ })
+// restore, and reports two grants of one token (which the index, a map,
+// would keep only one of). The index is then exactly the primitives'
+// grants, which is what checkLive checks; checkRestored does not repeat
+// it (a second walk of a million grants, at scale).
+func (m *Machine) rebuildLive() error {
+	// Sized once (growing a map of a million grants rehashes it many
+	// times), for every lock held at most, without a walk to count them.
+	n := len(m.locks.byName)
+	for k, p := range m.primitives {
+		if kind(k) != kindLock {
+			p.eachGrant(func(fence.Token, liveGrant) { n++ })
+		}
 	}
-	// Sized once: growing a map of a million grants rehashes it many times.
 	m.live = liveGrants{byToken: make(map[fence.Token]liveGrant, n)}
+	added := 0
 	for _, p := range m.primitives {
-		p.eachGrant(m.live.add)
+		p.eachGrant(func(tok fence.Token, g liveGrant) {
+			added++
+			m.live.add(tok, g)
+		})
 	}
+	if added == len(m.live.byToken) {
+		return nil
+	}
+	toks := make([]fence.Token, 0, added)
+	for _, p := range m.primitives {
+		p.eachGrant(func(tok fence.Token, _ liveGrant) { toks = append(toks, tok) })
+	}
+	tok, _ := duplicateToken(toks)
+	return broken("two grants hold token %d", tok)
 }
 
 // GrantOf returns the grant in force with token tok, if any.
@@ -141,30 +157,28 @@ func (m *Machine) GrantOf(tok fence.Token) (fence.Grant, bool) {
 }
 
 // checkLive reports a live index that differs from the grants the
-// primitives hold.
+// primitives hold. Each grant is looked up in the index, and the grants'
+// tokens, sorted, must be distinct and as many as the index's: then the
+// index holds exactly them, without a second index of a million grants
+// built to compare.
 func (m *Machine) checkLive() error {
-	want := liveGrants{byToken: make(map[fence.Token]liveGrant, len(m.live.byToken))}
+	toks := make([]fence.Token, 0, len(m.live.byToken))
+	var diff error
 	for _, p := range m.primitives {
 		p.eachGrant(func(tok fence.Token, g liveGrant) {
-			if _, dup := want.byToken[tok]; dup {
-				want.add(tok, liveGrant{kind: kindDuplicate})
-				return
+			toks = append(toks, tok)
+			if got, ok := m.live.byToken[tok]; diff == nil && (!ok || got != g) {
+				diff = broken("the live-grant index has %s for token %d, the primitives hold %s", got, tok, g)
 			}
-			want.add(tok, g)
 		})
 	}
-	if len(want.byToken) != len(m.live.byToken) {
-		return broken("the live-grant index has %d grants, the primitives hold %d", len(m.live.byToken), len(want.byToken))
+	if tok, dup := duplicateToken(toks); dup {
+		return broken("two grants hold token %d", tok)
 	}
-	for tok, g := range want.byToken {
-		if g.kind == kindDuplicate {
-			return broken("two grants hold token %d", tok)
-		}
-		if got, ok := m.live.byToken[tok]; !ok || got != g {
-			return broken("the live-grant index has %s for token %d, the primitives hold %s", got, tok, g)
-		}
+	if len(toks) != len(m.live.byToken) {
+		return broken("the live-grant index has %d grants, the primitives hold %d", len(m.live.byToken), len(toks))
 	}
-	return nil
+	return diff
 }
 
 func (g liveGrant) String() string {

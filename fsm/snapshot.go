@@ -66,8 +66,15 @@ func (m *Machine) Restore(data []byte) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	err := m.restore(&st)
+	var liveErr error
 	if err == nil {
+		liveErr = m.rebuildLive()
 		err = m.checkRestored(&st)
+	}
+	if err == nil {
+		// After the checks, whose errors say more (which locks share a
+		// token), as checkLive's came after them.
+		err = liveErr
 	}
 	if err != nil {
 		m.reset()
@@ -120,6 +127,5 @@ func (m *Machine) restore(st *statev1.State) error {
 			return err
 		}
 	}
-	m.rebuildLive()
 	return nil
 }
