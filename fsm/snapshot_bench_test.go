@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -55,6 +56,29 @@ func BenchmarkMachine_Restore(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkMachine_RestoreMillion restores the state of a million
+// holders (the million-session row of docs/benchmarks.md, "The cost of
+// scale"; building it takes a minute) and reports the process's CPU time
+// per restore beside the wall time, which a shared machine stretches.
+func BenchmarkMachine_RestoreMillion(b *testing.B) {
+	snap, err := holdersMachine(b, 1000000).Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	b.SetBytes(int64(len(snap)))
+	var cpu time.Duration
+	for b.Loop() {
+		m := fsm.New(nil)
+		c0 := processCPU()
+		if err := m.Restore(snap); err != nil {
+			b.Fatal(err)
+		}
+		cpu += processCPU() - c0
+	}
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
 }
 
 // BenchmarkMachine_RestoreKnownFields measures the part of Restore that
