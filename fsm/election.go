@@ -740,8 +740,8 @@ func (t *electionTable) check() error {
 			return broken("election %q: %v", name, err)
 		}
 	}
-	for id, s := range m.sessions {
-		b := s.bound(kindElection)
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindElection)
 		for name := range b.held.all() {
 			if e := t.byName[name]; e == nil || e.leader != id {
 				return broken("session %d is bound as leader of %q, which it does not lead", id, name)

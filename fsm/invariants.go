@@ -83,9 +83,34 @@ func (m *Machine) invariants(live bool) error {
 	if !live {
 		checkLive = func() error { return nil }
 	}
+	m.checked = m.passSessions()
+	defer func() { m.checked = sessionPass{} }()
 	return firstBroken(m.size() >= parallelCheckSize,
 		m.checkSessions, m.locks.check, m.semaphores.check, m.elections.check,
 		m.rwlocks.check, m.queues.check, checkLive, m.kv.check, m.nodes.check)
+}
+
+// sessionPass is what one walk of the sessions gathers for the checks,
+// which then need no walk of their own (each a random read of a million
+// sessions, at scale): the sessions bound in a primitive other than the
+// lock (session.others: any other session's bindings there are empty),
+// and the number of lock bindings.
+type sessionPass struct {
+	others                []*session
+	lockHeld, lockWaiting int
+}
+
+// passSessions walks the sessions once for the checks.
+func (m *Machine) passSessions() sessionPass {
+	var p sessionPass
+	for _, s := range m.sessions {
+		if s.others != nil {
+			p.others = append(p.others, s)
+		}
+		p.lockHeld += s.lock.held.len()
+		p.lockWaiting += s.lock.waiting.len()
+	}
+	return p
 }
 
 // parallelCheckSize is the state size (sessions, locks and kv entries) from
@@ -262,12 +287,7 @@ func (t *lockTable) check() error {
 	// locks and waiters means there is no other binding, without a look-up
 	// of every binding's lock (random reads of a million locks, at
 	// scale). Only when the counts differ is the binding found.
-	heldAll, waitingAll := 0, 0
-	for _, s := range m.sessions {
-		b := s.bound(kindLock)
-		heldAll += b.held.len()
-		waitingAll += b.waiting.len()
-	}
+	heldAll, waitingAll := m.checked.lockHeld, m.checked.lockWaiting
 	if heldAll == len(tokens) && waitingAll == queuedAll {
 		return nil
 	}

@@ -1114,8 +1114,8 @@ func (t *queueTable) check() error {
 	if claimed != len(t.claims) {
 		return broken("%d items are claimed but %d claims are indexed", claimed, len(t.claims))
 	}
-	for id, s := range m.sessions {
-		b := s.bound(kindQueue)
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindQueue)
 		for scope := range b.held.all() {
 			name, item, ok := parseClaimScope(scope)
 			q := t.byName[name]

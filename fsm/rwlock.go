@@ -515,8 +515,8 @@ func (t *rwTable) check() error {
 			return broken("read/write lock %q: the first waiter, session %d, could be admitted but waits", name, l.queue.list[0].session)
 		}
 	}
-	for id, s := range m.sessions {
-		b := s.bound(kindRWLock)
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindRWLock)
 		for name := range b.held.all() {
 			if _, ok := t.byName[name].holderOf(id); !ok {
 				return broken("session %d is bound as holder of read/write lock %q, which it does not hold", id, name)

@@ -85,8 +85,8 @@ func (t *semaphoreTable) check() error {
 			}
 		}
 	}
-	for id, s := range m.sessions {
-		b := s.bound(kindSemaphore)
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindSemaphore)
 		for name := range b.held.all() {
 			if sem := t.byName[name]; sem == nil || len(sem.held[id]) == 0 {
 				return broken("session %d is bound as holder of semaphore %q, of which it holds no permit", id, name)
