@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
@@ -185,12 +187,15 @@ func (t *lockTable) endDelay(e *statev1.EndLockDelay, now int64) Result {
 // PendingDelays returns every lock in its delay, by name: a new leader
 // arms their ends from them.
 func (m *Machine) PendingDelays() []PendingDelay {
+	// The few pending ones are sorted, not every lock's name: a new
+	// leader of a million locks asks for them.
 	var out []PendingDelay
-	for _, name := range sortedKeys(m.locks.byName) {
-		if d := &m.locks.byName[name].delay; d.pending() {
+	for name, l := range m.locks.byName {
+		if d := &l.delay; d.pending() {
 			out = append(out, PendingDelay{Name: name, After: d.more.after, Length: msDuration(d.more.ms)})
 		}
 	}
+	slices.SortFunc(out, func(a, b PendingDelay) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
