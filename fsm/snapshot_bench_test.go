@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/internal/heapcost"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
@@ -110,14 +111,7 @@ func BenchmarkMachine_HeapPerHolder(b *testing.B) {
 	const n = 100000
 	var per float64
 	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		m := holdersMachine(b, n)
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		per = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(m)
+		per = heapcost.PerItem(n, func() any { return holdersMachine(b, n) })
 	}
 	b.ReportMetric(per, "heap-B/holder")
 }

@@ -3,9 +3,10 @@ package server
 import (
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"testing"
 	"time"
+
+	"github.com/fenced-dev/fenced/internal/heapcost"
 )
 
 // BenchmarkSessionExpiry_HeapPerSession reports the Go heap the leader's
@@ -16,17 +17,7 @@ func BenchmarkSessionExpiry_HeapPerSession(b *testing.B) {
 	const n = 100000
 	var per float64
 	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		l := newSessionExpiry(&fakeClock{now: time.Unix(1000, 0)})
-		for i := range n {
-			l.start(uint64(i+1), time.Minute)
-		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		per = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(l)
+		per = heapcost.PerItem(n, func() any { l, _ := expiryOf(n, time.Minute); return l })
 	}
 	b.ReportMetric(per, "heap-B/session")
 }
@@ -38,11 +29,7 @@ func BenchmarkSessionExpiry_HeapPerSession(b *testing.B) {
 func BenchmarkSessionExpiry_Renew(b *testing.B) {
 	for _, n := range []int{1000, 1000000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			clock := &fakeClock{now: time.Unix(1000, 0)}
-			l := newSessionExpiry(clock)
-			for i := range n {
-				l.start(uint64(i+1), time.Minute)
-			}
+			l, clock := expiryOf(n, time.Minute)
 			order := rand.New(rand.NewPCG(1, 2)).Perm(n)
 			b.ReportAllocs()
 			i := 0
