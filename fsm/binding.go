@@ -22,54 +22,74 @@ const (
 
 // binding is what one session holds and waits for in one primitive, by
 // object name. It is how grants hang off sessions: ending a session ends
-// every binding it has (Machine.endSession), in every primitive.
+// every binding it has (Machine.endSession), in every primitive. A
+// session changes its bindings through its own methods (hold, unhold,
+// wait, unwait), which also count them for its owner's quota (quota.go),
+// and reads them with bound.
 //
-// A set stays allocated once emptied (as a Go map does), so a session that
+// A set stays allocated once it has grown (nameSet), so a session that
 // takes and gives up the same kind of grant again and again allocates
 // nothing for it.
 type binding struct {
-	held    *nameSet
-	waiting *nameSet
-	// use counts the bindings of every session of the same owner (quota.go);
-	// nil for a session without an owner.
-	use *usage
+	held    nameSet
+	waiting nameSet
 }
 
-func (b *binding) hold(name string) {
-	if b.held == nil {
-		b.held = &nameSet{}
+// noBinding is the binding of a primitive a session never used: bound
+// returns it for reading, and nothing changes it.
+var noBinding binding
+
+// bound returns the session's binding in primitive k, for reading only:
+// a primitive the session never used has the empty noBinding.
+func (s *session) bound(k kind) *binding {
+	if k == kindLock {
+		return &s.lock
 	}
-	if b.held.add(name) && b.use != nil {
-		b.use.held++
+	if s.others == nil {
+		return &noBinding
+	}
+	return &s.others[k-1]
+}
+
+// bind returns the session's binding in primitive k for a change, making
+// the bindings of the other primitives on first use: nearly every session
+// only ever holds locks, and keeps no room for the others.
+func (s *session) bind(k kind) *binding {
+	if k == kindLock {
+		return &s.lock
+	}
+	if s.others == nil {
+		s.others = new([numKinds - 1]binding)
+	}
+	return &s.others[k-1]
+}
+
+// hold binds object name of primitive k to the session as held.
+func (s *session) hold(k kind, name string) {
+	if s.bind(k).held.add(name) && s.use != nil {
+		s.use.held++
 	}
 }
 
-func (b *binding) unhold(name string) {
-	if !b.held.has(name) {
-		return
-	}
-	b.held.remove(name)
-	if b.use != nil {
-		b.use.held--
+// unhold takes object name of primitive k out of what the session holds.
+func (s *session) unhold(k kind, name string) {
+	if s.bound(k).held.has(name) && s.bind(k).held.remove(name) && s.use != nil {
+		s.use.held--
 	}
 }
 
-func (b *binding) wait(name string) {
-	if b.waiting == nil {
-		b.waiting = &nameSet{}
-	}
-	if b.waiting.add(name) && b.use != nil {
-		b.use.waiting++
+// wait binds object name of primitive k to the session as waited for.
+func (s *session) wait(k kind, name string) {
+	if s.bind(k).waiting.add(name) && s.use != nil {
+		s.use.waiting++
 	}
 }
 
-func (b *binding) unwait(name string) {
-	if !b.waiting.has(name) {
-		return
-	}
-	b.waiting.remove(name)
-	if b.use != nil {
-		b.use.waiting--
+// unwait takes object name of primitive k out of what the session waits
+// for.
+func (s *session) unwait(k kind, name string) {
+	if s.bound(k).waiting.has(name) && s.bind(k).waiting.remove(name) && s.use != nil {
+		s.use.waiting--
 	}
 }
 
@@ -101,7 +121,7 @@ func sortedKeys[V any](byName map[string]V) []string {
 // queued keeps its place.
 func (m *Machine) enqueue(k kind, gk fence.Kind, name string, q *waitQueue, s *session, seq uint64) {
 	if q.push(waiter{session: s.id, seq: seq, kind: gk}) {
-		s.bound[k].wait(name)
+		s.wait(k, name)
 	}
 }
 
@@ -117,7 +137,7 @@ func (m *Machine) leaveQueue(k kind, name string, q *waitQueue, s *session) bool
 	if !ok {
 		return false
 	}
-	s.bound[k].unwait(name)
+	s.unwait(k, name)
 	m.obs.WaitEnded(w.kind, name, s.id)
 	return true
 }
@@ -136,8 +156,8 @@ func (m *Machine) promote(k kind, name, scope string, q *waitQueue, now int64) (
 	}
 	g := m.issueGrant(w.kind, name, scope, w.session, now)
 	s := m.sessions[w.session]
-	s.bound[k].unwait(name)
-	s.bound[k].hold(name)
+	s.unwait(k, name)
+	s.hold(k, name)
 	s.replies.promote(w.seq, g.Token, now)
 	return w, g, true
 }

@@ -23,7 +23,7 @@
 //
 //   - session binding (binding.go, session.go): a grant hangs off a
 //     session. A primitive binds the objects a session holds and waits for
-//     (session.bound[kind].hold, .wait); closing or expiring the session
+//     (session.hold(kind, name), .wait); closing or expiring the session
 //     calls every primitive's endSession, which releases them in name order
 //     (binding.end). Machine.requestSession resolves a request's session,
 //     creating a per-grant one for session 0, and checks the hash of the

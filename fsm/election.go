@@ -305,7 +305,7 @@ func (t *electionTable) campaign(c *statev1.Campaign, now int64) Result {
 	if (e.leader == 0 || m.faults.twoLeaders()) && e.queue.len() == 0 {
 		g := m.issueGrant(fence.KindLeader, name, name, sid, now) // exhaustion was checked above
 		e.leader, e.token, e.issuedAt, e.value = sid, g.Token, now, cloneBytes(c.GetValue())
-		s.bound[kindElection].hold(name)
+		s.hold(kindElection, name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: electionReplyName(name), token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		t.record(e)
@@ -338,7 +338,7 @@ func (t *electionTable) lead(e *election, reason EndReason, now int64) {
 	m := t.m
 	if e.leader != 0 {
 		if s := m.sessions[e.leader]; s != nil {
-			s.bound[kindElection].unhold(e.name)
+			s.unhold(kindElection, e.name)
 		}
 		m.endGrant(e.token, reason)
 		e.leader, e.token, e.issuedAt, e.value = 0, 0, 0, nil
@@ -510,7 +510,7 @@ func (t *electionTable) proclaim(p *statev1.Proclaim, now int64) Result {
 
 // endSession implements primitive.
 func (t *electionTable) endSession(s *session, reason EndReason, now int64) {
-	s.bound[kindElection].end(func(name string) {
+	s.bound(kindElection).end(func(name string) {
 		t.leave(t.byName[name], s)
 	}, func(name string) {
 		t.lead(t.byName[name], reason, now)
@@ -521,7 +521,7 @@ func (t *electionTable) endSession(s *session, reason EndReason, now int64) {
 func (t *electionTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, e := range t.byName {
 		if e.leader != 0 {
-			fn(e.token, liveGrant{kind: fence.KindLeader, name: e.name, scope: e.name, session: e.leader, issuedAt: e.issuedAt})
+			fn(e.token, liveGrant{kind: kindCode(fence.KindLeader), name: e.name, scope: e.name, session: e.leader, issuedAt: e.issuedAt})
 		}
 	}
 }
@@ -556,14 +556,14 @@ func (t *electionTable) restore(st *statev1.State) error {
 			if s == nil {
 				return fmt.Errorf("election %q is led by unknown session %d", e.name, e.leader)
 			}
-			s.bound[kindElection].hold(e.name)
+			s.hold(kindElection, e.name)
 		}
 		for _, c := range pe.GetCandidates() {
 			s := t.m.sessions[c.GetSession()]
 			if s == nil {
 				return fmt.Errorf("election %q has unknown candidate session %d", e.name, c.GetSession())
 			}
-			s.bound[kindElection].wait(e.name)
+			s.wait(kindElection, e.name)
 			e.queue.list = append(e.queue.list, waiter{session: c.GetSession(), seq: c.GetSeq(), kind: fence.KindLeader})
 			e.values[c.GetSession()] = cloneBytes(c.GetValue())
 		}
@@ -709,7 +709,7 @@ func (t *electionTable) check() error {
 			case tokens[e.token] != "":
 				return broken("elections %q and %q hold the same token %d", tokens[e.token], name, e.token)
 			}
-			if !s.bound[kindElection].held.has(name) {
+			if !s.bound(kindElection).held.has(name) {
 				return broken("election %q is led by session %d, which is not bound to it", name, e.leader)
 			}
 			tokens[e.token] = name
@@ -731,7 +731,7 @@ func (t *electionTable) check() error {
 			case !hasValue || len(e.values[w.session]) > MaxElectionValueBytes:
 				return broken("candidate %d of %q has no value or one too large", w.session, name)
 			}
-			if !s.bound[kindElection].waiting.has(name) {
+			if !s.bound(kindElection).waiting.has(name) {
 				return broken("session %d is a candidate of %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -740,8 +740,8 @@ func (t *electionTable) check() error {
 			return broken("election %q: %v", name, err)
 		}
 	}
-	for id, s := range m.sessions {
-		b := &s.bound[kindElection]
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindElection)
 		for name := range b.held.all() {
 			if e := t.byName[name]; e == nil || e.leader != id {
 				return broken("session %d is bound as leader of %q, which it does not lead", id, name)

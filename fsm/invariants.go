@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode"
@@ -58,11 +59,17 @@ func (m *Machine) checkRestored(st *statev1.State) error {
 		}
 		seen[r.GetRequestId()] = true
 	}
-	return m.checkInvariants()
+	return m.invariants(false)
 }
 
 // checkInvariants returns the first invariant the state breaks, or nil.
-func (m *Machine) checkInvariants() error {
+func (m *Machine) checkInvariants() error { return m.invariants(true) }
+
+// invariants is checkInvariants, with the check of the live-grant index
+// only when live is set: a restore rebuilt the index from the primitives
+// themselves, refusing two grants of one token (rebuildLive), so it holds
+// exactly their grants.
+func (m *Machine) invariants(live bool) error {
 	last := m.tokens.last
 	if last > fence.MaxToken {
 		return broken("last token %d is above the maximum %d", last, fence.MaxToken)
@@ -72,9 +79,38 @@ func (m *Machine) checkInvariants() error {
 	if m.issuer == "" && (last != 0 || m.lastSession != 0 || len(m.sessions) > 0 || len(m.locks.byName) > 0 || len(m.kv.entries) > 0) {
 		return broken("the state has tokens, sessions, locks or kv entries but no issuer")
 	}
+	checkLive := m.checkLive
+	if !live {
+		checkLive = func() error { return nil }
+	}
+	m.checked = m.passSessions()
+	defer func() { m.checked = sessionPass{} }()
 	return firstBroken(m.size() >= parallelCheckSize,
 		m.checkSessions, m.locks.check, m.semaphores.check, m.elections.check,
-		m.rwlocks.check, m.queues.check, m.checkLive, m.kv.check, m.nodes.check)
+		m.rwlocks.check, m.queues.check, checkLive, m.kv.check, m.nodes.check)
+}
+
+// sessionPass is what one walk of the sessions gathers for the checks,
+// which then need no walk of their own (each a random read of a million
+// sessions, at scale): the sessions bound in a primitive other than the
+// lock (session.others: any other session's bindings there are empty),
+// and the number of lock bindings.
+type sessionPass struct {
+	others                []*session
+	lockHeld, lockWaiting int
+}
+
+// passSessions walks the sessions once for the checks.
+func (m *Machine) passSessions() sessionPass {
+	var p sessionPass
+	for _, s := range m.sessions {
+		if s.others != nil {
+			p.others = append(p.others, s)
+		}
+		p.lockHeld += s.lock.held.len()
+		p.lockWaiting += s.lock.waiting.len()
+	}
+	return p
 }
 
 // parallelCheckSize is the state size (sessions, locks and kv entries) from
@@ -116,7 +152,11 @@ func (m *Machine) checkSessions() error {
 	if len(m.byRequest) > len(m.sessions) {
 		return broken("%d request ids for %d sessions", len(m.byRequest), len(m.sessions))
 	}
+	withRequest := 0
 	for id, s := range m.sessions {
+		if s.requestID != "" {
+			withRequest++
+		}
 		switch {
 		case id == 0 || s.id != id:
 			return broken("session %d is filed under id %d", s.id, id)
@@ -127,17 +167,24 @@ func (m *Machine) checkSessions() error {
 		case s.requestID != "" && m.byRequest[s.requestID] != id:
 			return broken("session %d's request id %q maps to session %d", id, s.requestID, m.byRequest[s.requestID])
 		}
-		if err := fence.ValidateTTLMillis(s.ttlMs); err != nil {
+		if err := fence.ValidateTTLMillis(s.ttl()); err != nil {
 			return broken("session %d: %v", id, err)
 		}
 		if err := s.replies.check(m.tokens.last); err != nil {
 			return broken("session %d: %v", id, err)
 		}
 	}
-	for rid, id := range m.byRequest {
-		if s := m.sessions[id]; s == nil || s.requestID != rid {
-			return broken("request id %q maps to session %d, which does not have it", rid, id)
+	// Every session's request id maps to it, so those are as many
+	// distinct entries of byRequest: as many in all means byRequest holds
+	// nothing else, without a look-up of its every entry (random reads of
+	// a million sessions, at scale).
+	if len(m.byRequest) != withRequest {
+		for rid, id := range m.byRequest {
+			if s := m.sessions[id]; s == nil || s.requestID != rid {
+				return broken("request id %q maps to session %d, which does not have it", rid, id)
+			}
 		}
+		return broken("%d request ids for the %d sessions that have one", len(m.byRequest), withRequest)
 	}
 	return nil
 }
@@ -174,7 +221,8 @@ func (r *replies) check(last fence.Token) error {
 // an idle lock kept, or a session bound to a lock that does not list it.
 func (t *lockTable) check() error {
 	m := t.m
-	tokens := make(map[fence.Token]string, len(t.byName))
+	var tokens []fence.Token // of the held locks, to find one held twice
+	queuedAll := 0
 	for name, l := range t.byName {
 		if l.name != name {
 			return broken("lock %q is filed under %q", l.name, name)
@@ -198,14 +246,13 @@ func (t *lockTable) check() error {
 				return broken("lock %q is held by session %d, which is not live", name, l.holder)
 			case !l.token.Valid() || l.token > m.tokens.last:
 				return broken("lock %q has token %d; want 1 to the last token %d", name, l.token, m.tokens.last)
-			case tokens[l.token] != "":
-				return broken("locks %q and %q hold the same token %d", tokens[l.token], name, l.token)
 			}
-			if !s.bound[kindLock].held.has(name) {
+			if !s.bound(kindLock).held.has(name) {
 				return broken("lock %q is held by session %d, which is not bound to it", name, l.holder)
 			}
-			tokens[l.token] = name
+			tokens = append(tokens, l.token)
 		}
+		queuedAll += l.queue.len()
 		var queued map[uint64]bool // made for a lock with waiters only
 		if l.queue.len() > 0 {
 			queued = make(map[uint64]bool, l.queue.len())
@@ -220,14 +267,32 @@ func (t *lockTable) check() error {
 			case w.session == l.holder:
 				return broken("session %d waits for %q, which it holds", w.session, name)
 			}
-			if !s.bound[kindLock].waiting.has(name) {
+			if !s.bound(kindLock).waiting.has(name) {
 				return broken("session %d waits for %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
 		}
 	}
-	for id, s := range m.sessions {
-		b := &s.bound[kindLock]
+	if tok, dup := duplicateToken(tokens); dup {
+		var names []string
+		for _, name := range sortedKeys(t.byName) {
+			if l := t.byName[name]; l.holder != 0 && l.token == tok {
+				names = append(names, name)
+			}
+		}
+		return broken("locks %q hold the same token %d", names, tok)
+	}
+	// Every held lock and every waiter is bound to its session (above),
+	// each a distinct (session, name) pair: as many bindings in all as held
+	// locks and waiters means there is no other binding, without a look-up
+	// of every binding's lock (random reads of a million locks, at
+	// scale). Only when the counts differ is the binding found.
+	heldAll, waitingAll := m.checked.lockHeld, m.checked.lockWaiting
+	if heldAll == len(tokens) && waitingAll == queuedAll {
+		return nil
+	}
+	for _, id := range sortedSessionIDs(m.sessions) {
+		b := m.sessions[id].bound(kindLock)
 		for name := range b.held.all() {
 			if l := t.byName[name]; l == nil || l.holder != id {
 				return broken("session %d is bound as holder of %q, which it does not hold", id, name)
@@ -239,7 +304,29 @@ func (t *lockTable) check() error {
 			}
 		}
 	}
-	return nil
+	return broken("%d lock bindings as holder and %d as waiter for %d held locks and %d waiters", heldAll, waitingAll, len(tokens), queuedAll)
+}
+
+// duplicateToken sorts toks and returns the smallest token in it twice,
+// if any: a sort of a million tokens is far cheaper than a map of them.
+func duplicateToken(toks []fence.Token) (fence.Token, bool) {
+	slices.Sort(toks)
+	for i := 1; i < len(toks); i++ {
+		if toks[i] == toks[i-1] {
+			return toks[i], true
+		}
+	}
+	return 0, false
+}
+
+// sortedSessionIDs returns the ids of sessions in order.
+func sortedSessionIDs(sessions map[uint64]*session) []uint64 {
+	ids := make([]uint64, 0, len(sessions))
+	for id := range sessions {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
 }
 
 // check reports a kv entry with an invalid key, a value too large, a

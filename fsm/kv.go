@@ -154,10 +154,10 @@ func (kv *kvStore) checkScope(key, mapped string, tok fence.Token) error {
 		need = mapped
 	}
 	g, ok := kv.m.live.get(tok)
-	if ok && g.kind != fence.KindRead && fence.ScopeCovers(g.scope, need) {
+	if ok && g.kind.of() != fence.KindRead && fence.ScopeCovers(g.scope, need) {
 		return nil
 	}
-	return &fence.ScopeMismatchError{Object: key, Required: need, Presented: tok, Kind: g.kind, Scope: g.scope}
+	return &fence.ScopeMismatchError{Object: key, Required: need, Presented: tok, Kind: g.kind.of(), Scope: g.scope}
 }
 
 // KV returns a key of the fenced kv.

@@ -15,14 +15,44 @@ import (
 // from the primitives' own sections (primitive.eachGrant), and
 // checkInvariants compares it with them.
 
-// liveGrant is one grant in force.
+// liveGrant is one grant in force. There is one a holder, so its kind is
+// a byte (kindCode), not the 16 bytes of a fence.Kind.
 type liveGrant struct {
-	kind     fence.Kind
 	name     string // the primitive's object
 	scope    string
 	session  uint64
 	issuedAt int64
+	kind     grantKind
 }
+
+// grantKind is a fence.Kind as a byte: its index in grantKinds.
+type grantKind uint8
+
+// grantKinds are the kinds a grant has, by grantKind; 0 is none.
+var grantKinds = [...]fence.Kind{"", fence.KindLock, fence.KindRead, fence.KindWrite, fence.KindPermit, fence.KindLeader, fence.KindClaim}
+
+// kindCode returns k's grantKind; a kind not in grantKinds is a bug in
+// this package.
+func kindCode(k fence.Kind) grantKind {
+	switch k {
+	case fence.KindLock:
+		return 1
+	case fence.KindRead:
+		return 2
+	case fence.KindWrite:
+		return 3
+	case fence.KindPermit:
+		return 4
+	case fence.KindLeader:
+		return 5
+	case fence.KindClaim:
+		return 6
+	}
+	panic(fmt.Sprintf("fsm: grant kind %q is not in grantKinds", k))
+}
+
+// of returns the fence.Kind of c.
+func (c grantKind) of() fence.Kind { return grantKinds[c] }
 
 // liveGrants indexes the grants in force by token. Tokens are unique over
 // all grants (one counter), so a token names at most one grant.
@@ -50,7 +80,7 @@ func (l *liveGrants) get(tok fence.Token) (liveGrant, bool) {
 // object to the session and pushes the grant (Observer.Granted).
 func (m *Machine) issueGrant(k fence.Kind, name, scope string, sid uint64, now int64) fence.Grant {
 	tok, _ := m.tokens.next() // exhaustion was checked by the caller
-	m.live.add(tok, liveGrant{kind: k, name: name, scope: scope, session: sid, issuedAt: now})
+	m.live.add(tok, liveGrant{kind: kindCode(k), name: name, scope: scope, session: sid, issuedAt: now})
 	return m.grant(k, name, scope, tok, sid, now)
 }
 
@@ -63,7 +93,7 @@ func (m *Machine) endGrant(tok fence.Token, reason EndReason) {
 		return
 	}
 	delete(m.live.byToken, tok)
-	m.obs.Released(g.kind, g.name, g.session, tok, reason)
+	m.obs.Released(g.kind.of(), g.name, g.session, tok, reason)
 }
 
 // grant describes a grant of kind k on object name with scope, token tok,
@@ -79,23 +109,42 @@ func (m *Machine) grant(k fence.Kind, name, scope string, tok fence.Token, sid u
 		IssuedAt: time.UnixMilli(issuedAt).UTC(),
 	}
 	if s := m.sessions[sid]; s != nil {
-		g.TTL = msDuration(s.ttlMs)
+		g.TTL = msDuration(s.ttl())
 	}
 	return g
 }
 
 // rebuildLive fills the live index from every primitive's grants, after
-// restore.
-func (m *Machine) rebuildLive() {
-	n := 0
-	for _, p := range m.primitives {
-		p.eachGrant(func(fence.Token, liveGrant) { n++ })
+// restore, and reports two grants of one token (which the index, a map,
+// would keep only one of). The index is then exactly the primitives'
+// grants, which is what checkLive checks; checkRestored does not repeat
+// it (a second walk of a million grants, at scale).
+func (m *Machine) rebuildLive() error {
+	// Sized once (growing a map of a million grants rehashes it many
+	// times), for every lock held at most, without a walk to count them.
+	n := len(m.locks.byName)
+	for k, p := range m.primitives {
+		if kind(k) != kindLock {
+			p.eachGrant(func(fence.Token, liveGrant) { n++ })
+		}
 	}
-	// Sized once: growing a map of a million grants rehashes it many times.
 	m.live = liveGrants{byToken: make(map[fence.Token]liveGrant, n)}
+	added := 0
 	for _, p := range m.primitives {
-		p.eachGrant(m.live.add)
+		p.eachGrant(func(tok fence.Token, g liveGrant) {
+			added++
+			m.live.add(tok, g)
+		})
 	}
+	if added == len(m.live.byToken) {
+		return nil
+	}
+	toks := make([]fence.Token, 0, added)
+	for _, p := range m.primitives {
+		p.eachGrant(func(tok fence.Token, _ liveGrant) { toks = append(toks, tok) })
+	}
+	tok, _ := duplicateToken(toks)
+	return broken("two grants hold token %d", tok)
 }
 
 // GrantOf returns the grant in force with token tok, if any.
@@ -104,39 +153,37 @@ func (m *Machine) GrantOf(tok fence.Token) (fence.Grant, bool) {
 	if !ok {
 		return fence.Grant{}, false
 	}
-	return m.grant(g.kind, g.name, g.scope, tok, g.session, g.issuedAt), true
+	return m.grant(g.kind.of(), g.name, g.scope, tok, g.session, g.issuedAt), true
 }
 
 // checkLive reports a live index that differs from the grants the
-// primitives hold.
+// primitives hold. Each grant is looked up in the index, and the grants'
+// tokens, sorted, must be distinct and as many as the index's: then the
+// index holds exactly them, without a second index of a million grants
+// built to compare.
 func (m *Machine) checkLive() error {
-	want := liveGrants{byToken: make(map[fence.Token]liveGrant, len(m.live.byToken))}
+	toks := make([]fence.Token, 0, len(m.live.byToken))
+	var diff error
 	for _, p := range m.primitives {
 		p.eachGrant(func(tok fence.Token, g liveGrant) {
-			if _, dup := want.byToken[tok]; dup {
-				want.add(tok, liveGrant{kind: "duplicate"})
-				return
+			toks = append(toks, tok)
+			if got, ok := m.live.byToken[tok]; diff == nil && (!ok || got != g) {
+				diff = broken("the live-grant index has %s for token %d, the primitives hold %s", got, tok, g)
 			}
-			want.add(tok, g)
 		})
 	}
-	if len(want.byToken) != len(m.live.byToken) {
-		return broken("the live-grant index has %d grants, the primitives hold %d", len(m.live.byToken), len(want.byToken))
+	if tok, dup := duplicateToken(toks); dup {
+		return broken("two grants hold token %d", tok)
 	}
-	for tok, g := range want.byToken {
-		if g.kind == "duplicate" {
-			return broken("two grants hold token %d", tok)
-		}
-		if got, ok := m.live.byToken[tok]; !ok || got != g {
-			return broken("the live-grant index has %s for token %d, the primitives hold %s", got, tok, g)
-		}
+	if len(toks) != len(m.live.byToken) {
+		return broken("the live-grant index has %d grants, the primitives hold %d", len(m.live.byToken), len(toks))
 	}
-	return nil
+	return diff
 }
 
 func (g liveGrant) String() string {
-	if g.kind == "" {
+	if g.kind == 0 {
 		return "nothing"
 	}
-	return fmt.Sprintf("%s %q (scope %q, session %d)", g.kind, g.name, g.scope, g.session)
+	return fmt.Sprintf("%s %q (scope %q, session %d)", g.kind.of(), g.name, g.scope, g.session)
 }

@@ -26,7 +26,7 @@ func TestLiveGrants_InvariantCatchesDrift(t *testing.T) {
 	for name, breakIt := range map[string]func(m *Machine, tok fence.Token){
 		"missing": func(m *Machine, tok fence.Token) { delete(m.live.byToken, tok) },
 		"extra": func(m *Machine, tok fence.Token) {
-			m.live.add(tok+1, liveGrant{kind: fence.KindLock, name: "b", scope: "b", session: 1})
+			m.live.add(tok+1, liveGrant{kind: kindCode(fence.KindLock), name: "b", scope: "b", session: 1})
 		},
 		"other scope": func(m *Machine, tok fence.Token) {
 			g := m.live.byToken[tok]
@@ -35,7 +35,7 @@ func TestLiveGrants_InvariantCatchesDrift(t *testing.T) {
 		},
 		"other kind": func(m *Machine, tok fence.Token) {
 			g := m.live.byToken[tok]
-			g.kind = fence.KindPermit
+			g.kind = kindCode(fence.KindPermit)
 			m.live.byToken[tok] = g
 		},
 	} {
@@ -44,6 +44,19 @@ func TestLiveGrants_InvariantCatchesDrift(t *testing.T) {
 		err := m.checkInvariants()
 		if err == nil || !strings.Contains(err.Error(), "live-grant index") {
 			t.Errorf("%s: checkInvariants = %v, want a live-grant index error", name, err)
+		}
+	}
+}
+
+// Every grant kind survives its byte code, and the codes are grantKinds'
+// indexes.
+func TestLiveGrant_KindCodes(t *testing.T) {
+	for i, k := range grantKinds {
+		if i == 0 {
+			continue
+		}
+		if c := kindCode(k); int(c) != i || c.of() != k {
+			t.Fatalf("kindCode(%q) = %d (%q), want %d", k, c, c.of(), i)
 		}
 	}
 }

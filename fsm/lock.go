@@ -124,7 +124,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 		g := m.issueGrant(fence.KindLock, name, name, sid, now) // exhaustion was checked above
 		l.holder, l.token, l.issuedAt = sid, g.Token, now
 		l.delay.holderMs = a.GetLockDelayMs()
-		s.bound[kindLock].hold(name)
+		s.hold(kindLock, name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
 		m.obs.Granted(g)
 		return Result{Session: sid, Granted: true, Grant: g}
@@ -202,7 +202,7 @@ func (t *lockTable) heldByOther(name string, sid uint64) bool {
 func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 	m := t.m
 	if s := m.sessions[l.holder]; s != nil {
-		s.bound[kindLock].unhold(l.name)
+		s.unhold(kindLock, l.name)
 	}
 	ended := l.token
 	m.endGrant(ended, reason)
@@ -242,7 +242,7 @@ func (t *lockTable) cancelWait(sid uint64, name string) Result {
 
 // endSession implements primitive.
 func (t *lockTable) endSession(s *session, reason EndReason, now int64) {
-	s.bound[kindLock].end(func(name string) {
+	s.bound(kindLock).end(func(name string) {
 		t.m.leaveQueue(kindLock, name, &t.byName[name].queue, s)
 		t.dropIfIdle(name)
 	}, func(name string) {
@@ -273,14 +273,14 @@ func (t *lockTable) restore(st *statev1.State) error {
 			if s == nil {
 				return fmt.Errorf("lock %q is held by unknown session %d", l.name, l.holder)
 			}
-			s.bound[kindLock].hold(l.name)
+			s.hold(kindLock, l.name)
 		}
 		for _, w := range pl.GetWaiters() {
 			s := t.m.sessions[w.GetSession()]
 			if s == nil {
 				return fmt.Errorf("lock %q has unknown waiter session %d", l.name, w.GetSession())
 			}
-			s.bound[kindLock].wait(l.name)
+			s.wait(kindLock, l.name)
 			l.queue.list = append(l.queue.list, waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindLock})
 		}
 		if err := l.delay.restore(l, pl); err != nil {
@@ -295,7 +295,7 @@ func (t *lockTable) restore(st *statev1.State) error {
 func (t *lockTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, l := range t.byName {
 		if l.holder != 0 {
-			fn(l.token, liveGrant{kind: fence.KindLock, name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt})
+			fn(l.token, liveGrant{kind: kindCode(fence.KindLock), name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt})
 		}
 	}
 }

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	fence "github.com/fenced-dev/fenced"
@@ -26,16 +28,47 @@ import (
 
 // lockDelay is a lock's delay: the one its current grant asked for, the
 // ones its waiters asked for, and the pending delay, if any.
+//
+// Nearly every lock has neither a waiter that asked for a delay nor a
+// pending delay, so those are kept apart (more), made on first use: a
+// lock costs the 16 bytes of its grant's delay rather than 48.
 type lockDelay struct {
-	holderMs int64            // the current grant's delay; 0: none
-	waiters  map[uint64]int64 // queued session -> the delay its acquire asked for, when not 0
-	after    fence.Token      // the grant whose end started the pending delay; 0: none
-	ms       int64            // the pending delay's length
-	sinceMs  int64            // when the pending delay started (proposer's wall clock, display only)
+	holderMs int64 // the current grant's delay; 0: none
+	more     *delayMore
+}
+
+// delayMore is the part of a lockDelay a lock rarely uses; a nil one is
+// all zero.
+type delayMore struct {
+	waiters map[uint64]int64 // queued session -> the delay its acquire asked for, when not 0
+	after   fence.Token      // the grant whose end started the pending delay; 0: none
+	ms      int64            // the pending delay's length
+	sinceMs int64            // when the pending delay started (proposer's wall clock, display only)
+}
+
+// rest returns the delay's rarely used part for reading: a zero one if it
+// was never made.
+func (d *lockDelay) rest() *delayMore {
+	if d.more == nil {
+		return &noDelayMore
+	}
+	return d.more
+}
+
+// noDelayMore is the rest of a delay that never had one; nothing changes it.
+var noDelayMore delayMore
+
+// change returns the delay's rarely used part for a change, made first if
+// need be.
+func (d *lockDelay) change() *delayMore {
+	if d.more == nil {
+		d.more = &delayMore{}
+	}
+	return d.more
 }
 
 // pending reports a lock in its delay: it has no holder and grants nothing.
-func (d *lockDelay) pending() bool { return d.after != 0 }
+func (d *lockDelay) pending() bool { return d.rest().after != 0 }
 
 // DelayInfo describes a lock's delay.
 type DelayInfo struct {
@@ -56,8 +89,8 @@ type DelayInfo struct {
 
 func (d *lockDelay) info() DelayInfo {
 	i := DelayInfo{Holder: msDuration(d.holderMs)}
-	if d.pending() {
-		i.Pending, i.After, i.Length, i.Since = true, d.after, msDuration(d.ms), time.UnixMilli(d.sinceMs).UTC()
+	if r := d.rest(); d.pending() {
+		i.Pending, i.After, i.Length, i.Since = true, r.after, msDuration(r.ms), time.UnixMilli(r.sinceMs).UTC()
 	}
 	return i
 }
@@ -91,20 +124,23 @@ func validateLockDelay(ms int64) error { return fence.ValidateLockDelayMillis(ms
 func (d *lockDelay) setWaiter(sid uint64, ms int64) {
 	switch {
 	case ms != 0:
-		if d.waiters == nil {
-			d.waiters = make(map[uint64]int64)
+		c := d.change()
+		if c.waiters == nil {
+			c.waiters = make(map[uint64]int64)
 		}
-		d.waiters[sid] = ms
-	case d.waiters != nil:
-		delete(d.waiters, sid)
+		c.waiters[sid] = ms
+	case d.rest().waiters != nil:
+		delete(d.more.waiters, sid)
 	}
 }
 
 // grantedTo makes the delay of session sid's queued acquire the delay of
 // the grant it was just promoted to.
 func (d *lockDelay) grantedTo(sid uint64) {
-	d.holderMs = d.waiters[sid]
-	delete(d.waiters, sid)
+	d.holderMs = d.rest().waiters[sid]
+	if d.holderMs != 0 {
+		delete(d.more.waiters, sid)
+	}
 }
 
 // startDelay is called when the grant of l with token after ended for
@@ -117,7 +153,8 @@ func (t *lockTable) startDelay(l *lock, after fence.Token, reason EndReason, now
 	if ms == 0 || (reason != Expired && reason != Revoked) {
 		return false
 	}
-	l.delay.after, l.delay.ms, l.delay.sinceMs = after, ms, now
+	c := l.delay.change()
+	c.after, c.ms, c.sinceMs = after, ms, now
 	if o, ok := t.m.obs.(DelayObserver); ok {
 		o.LockDelayStarted(l.name, after, msDuration(ms))
 	}
@@ -134,11 +171,12 @@ func (t *lockTable) endDelay(e *statev1.EndLockDelay, now int64) Result {
 		return Result{Ignored: true}
 	}
 	l := t.byName[e.GetName()]
-	if l == nil || !l.delay.pending() || uint64(l.delay.after) != e.GetAfterToken() {
+	if l == nil || !l.delay.pending() || uint64(l.delay.more.after) != e.GetAfterToken() {
 		return Result{Ignored: true}
 	}
-	after := l.delay.after
-	l.delay.after, l.delay.ms, l.delay.sinceMs = 0, 0, 0
+	c := l.delay.more
+	after := c.after
+	c.after, c.ms, c.sinceMs = 0, 0, 0
 	if o, ok := t.m.obs.(DelayObserver); ok {
 		o.LockDelayEnded(l.name, after)
 	}
@@ -149,21 +187,25 @@ func (t *lockTable) endDelay(e *statev1.EndLockDelay, now int64) Result {
 // PendingDelays returns every lock in its delay, by name: a new leader
 // arms their ends from them.
 func (m *Machine) PendingDelays() []PendingDelay {
+	// The few pending ones are sorted, not every lock's name: a new
+	// leader of a million locks asks for them.
 	var out []PendingDelay
-	for _, name := range sortedKeys(m.locks.byName) {
-		if d := &m.locks.byName[name].delay; d.pending() {
-			out = append(out, PendingDelay{Name: name, After: d.after, Length: msDuration(d.ms)})
+	for name, l := range m.locks.byName {
+		if d := &l.delay; d.pending() {
+			out = append(out, PendingDelay{Name: name, After: d.more.after, Length: msDuration(d.more.ms)})
 		}
 	}
+	slices.SortFunc(out, func(a, b PendingDelay) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // snapshotDelay writes l's delay into pl.
 func (d *lockDelay) snapshot(l *lock, pl *statev1.Lock) {
 	pl.LockDelayMs = d.holderMs
-	pl.DelayAfterToken, pl.DelayMs, pl.DelaySinceUnixMs = uint64(d.after), d.ms, d.sinceMs
+	r := d.rest()
+	pl.DelayAfterToken, pl.DelayMs, pl.DelaySinceUnixMs = uint64(r.after), r.ms, r.sinceMs
 	for _, w := range l.queue.list {
-		if ms := d.waiters[w.session]; ms != 0 {
+		if ms := r.waiters[w.session]; ms != 0 {
 			pl.WaiterDelays = append(pl.WaiterDelays, &statev1.WaiterDelay{Session: w.session, LockDelayMs: ms})
 		}
 	}
@@ -175,12 +217,15 @@ func (d *lockDelay) snapshot(l *lock, pl *statev1.Lock) {
 // delay for a session that does not wait, or listed twice.
 func (d *lockDelay) restore(l *lock, pl *statev1.Lock) error {
 	d.holderMs = pl.GetLockDelayMs()
-	d.after, d.ms, d.sinceMs = fence.Token(pl.GetDelayAfterToken()), pl.GetDelayMs(), pl.GetDelaySinceUnixMs()
+	if pl.GetDelayAfterToken() != 0 || pl.GetDelayMs() != 0 || pl.GetDelaySinceUnixMs() != 0 {
+		c := d.change()
+		c.after, c.ms, c.sinceMs = fence.Token(pl.GetDelayAfterToken()), pl.GetDelayMs(), pl.GetDelaySinceUnixMs()
+	}
 	for _, wd := range pl.GetWaiterDelays() {
 		if !l.queue.has(wd.GetSession()) {
 			return fmt.Errorf("lock %q has a lock delay for session %d, which does not wait for it", l.name, wd.GetSession())
 		}
-		if _, dup := d.waiters[wd.GetSession()]; dup {
+		if _, dup := d.rest().waiters[wd.GetSession()]; dup {
 			return fmt.Errorf("lock %q lists the lock delay of session %d twice", l.name, wd.GetSession())
 		}
 		if err := validateLockDelay(wd.GetLockDelayMs()); err != nil || wd.GetLockDelayMs() == 0 {
@@ -196,21 +241,22 @@ func (d *lockDelay) restore(l *lock, pl *statev1.Lock) error {
 // after a token not issued yet, or of a length out of range.
 func (d *lockDelay) check(l *lock, last fence.Token) error {
 	max := fence.MaxLockDelay.Milliseconds()
+	r := d.rest()
 	switch {
 	case d.holderMs < 0 || d.holderMs > max:
 		return broken("lock %q has a lock delay of %dms, outside 0..%dms", l.name, d.holderMs, max)
 	case d.holderMs != 0 && l.holder == 0:
 		return broken("lock %q has a lock delay but no holder", l.name)
-	case !d.pending() && (d.ms != 0 || d.sinceMs != 0):
+	case !d.pending() && (r.ms != 0 || r.sinceMs != 0):
 		return broken("lock %q has a delay length but no pending delay", l.name)
 	case !d.pending():
 		return nil
 	case l.holder != 0:
 		return broken("lock %q is held and in its delay", l.name)
-	case d.after > last:
-		return broken("lock %q is in the delay after token %d, above the last token %d", l.name, d.after, last)
-	case d.ms <= 0 || d.ms > max:
-		return broken("lock %q is in a delay of %dms, outside 1..%dms", l.name, d.ms, max)
+	case r.after > last:
+		return broken("lock %q is in the delay after token %d, above the last token %d", l.name, r.after, last)
+	case r.ms <= 0 || r.ms > max:
+		return broken("lock %q is in a delay of %dms, outside 1..%dms", l.name, r.ms, max)
 	}
 	return nil
 }

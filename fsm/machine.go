@@ -44,6 +44,9 @@ type Machine struct {
 	// persist is the node-local reservation hook (reservation.go); reset
 	// keeps it.
 	persist func(end fence.Token)
+	// checked is what the invariant checks gather in one walk of the
+	// sessions, while they run (invariants.go).
+	checked sessionPass
 }
 
 // New returns an empty Machine reporting to obs (nil for none).

@@ -15,8 +15,15 @@ func TestNameSet_AsMap(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		var s *nameSet
 		want := map[string]struct{}{}
-		// Few enough distinct names that removes hit, enough to go big.
-		name := rapid.Custom(func(t *rapid.T) string { return fmt.Sprintf("n%02d", rapid.IntRange(0, 3*smallSet).Draw(t, "i")) })
+		// Few enough distinct names that removes hit, enough to go big;
+		// and the empty name, which a set of one never keeps inline.
+		name := rapid.Custom(func(t *rapid.T) string {
+			i := rapid.IntRange(-1, 3*smallSet).Draw(t, "i")
+			if i < 0 {
+				return ""
+			}
+			return fmt.Sprintf("n%02d", i)
+		})
 		for range rapid.IntRange(0, 400).Draw(t, "ops") {
 			n := name.Draw(t, "name")
 			_, had := want[n]
@@ -40,11 +47,14 @@ func TestNameSet_AsMap(t *testing.T) {
 			if s.has(n) != (func() bool { _, ok := want[n]; return ok })() {
 				t.Fatalf("has(%s) disagrees with the map", n)
 			}
-			if s != nil && s.big != nil && len(s.big) <= smallSet/2 {
-				t.Fatalf("a set of %d names stayed a map", len(s.big))
+			if s != nil && s.more != nil && s.more.big != nil && len(s.more.big) <= smallSet/2 {
+				t.Fatalf("a set of %d names stayed a map", len(s.more.big))
 			}
-			if s != nil && s.big == nil && len(s.list) > smallSet {
-				t.Fatalf("a set of %d names is a slice", len(s.list))
+			if s != nil && s.more != nil && s.more.big == nil && len(s.more.list) > smallSet {
+				t.Fatalf("a set of %d names is a slice", len(s.more.list))
+			}
+			if s != nil && s.more != nil && s.one != "" {
+				t.Fatalf("a set keeps %q inline beside its slice or map", s.one)
 			}
 		}
 		keys := sortedKeys(want)

@@ -642,7 +642,7 @@ func (t *queueTable) waiterTake(w waiter) int {
 		if rep, ok := s.replies.at(w.seq); ok {
 			n := replyItems(rep)
 			if limit := int(rep.token); limit > 0 && s.owner != "" {
-				n = min(n, max(limit-s.bound[kindLock].use.held, 1))
+				n = min(n, max(limit-s.use.held, 1))
 			}
 			return n
 		}
@@ -670,7 +670,7 @@ func (t *queueTable) grantItem(q *workQueue, it *queueItem, s *session, visMs in
 	g.TTL = msDuration(visMs)
 	it.claimToken, it.claimSession, it.claimedAt, it.visibilityMs = g.Token, s.id, t.clock, visMs
 	it.deliveries++
-	s.bound[kindQueue].hold(scope)
+	s.hold(kindQueue, scope)
 	t.claims[g.Token] = claimRef{q.name, it.id}
 	t.started(g.Token, visMs)
 	return g
@@ -700,7 +700,7 @@ func (t *queueTable) wake(q *workQueue) {
 		pos = i
 		w, _ := q.waiters.pop()
 		s := m.sessions[w.session]
-		s.bound[kindQueue].unwait(q.name)
+		s.unwait(kindQueue, q.name)
 		vis := q.waitVis[w.session]
 		delete(q.waitVis, w.session)
 		most, n := t.waiterTake(w), 0
@@ -821,7 +821,7 @@ func (t *queueTable) expire(e *statev1.ExpireClaim, now int64) Result {
 func (t *queueTable) unclaim(q *workQueue, it *queueItem, reason EndReason) {
 	m := t.m
 	if s := m.sessions[it.claimSession]; s != nil {
-		s.bound[kindQueue].unhold(ClaimScope(q.name, it.id))
+		s.unhold(kindQueue, ClaimScope(q.name, it.id))
 	}
 	delete(t.claims, it.claimToken)
 	m.endGrant(it.claimToken, reason)
@@ -880,7 +880,7 @@ func (t *queueTable) tick(now int64) Result {
 // claims go back to their queues (dead-lettered after their last
 // delivery).
 func (t *queueTable) endSession(s *session, reason EndReason, now int64) {
-	b := &s.bound[kindQueue]
+	b := s.bound(kindQueue)
 	if b.held.len() == 0 && b.waiting.len() == 0 {
 		return
 	}
@@ -924,7 +924,7 @@ func (t *queueTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, q := range t.byName {
 		for _, it := range q.items {
 			if it.claimToken != 0 {
-				fn(it.claimToken, liveGrant{kind: fence.KindClaim, name: q.name, scope: ClaimScope(q.name, it.id), session: it.claimSession, issuedAt: it.claimedAt})
+				fn(it.claimToken, liveGrant{kind: kindCode(fence.KindClaim), name: q.name, scope: ClaimScope(q.name, it.id), session: it.claimSession, issuedAt: it.claimedAt})
 			}
 		}
 	}
@@ -981,7 +981,7 @@ func (t *queueTable) restore(st *statev1.State) error {
 				if _, dup := t.claims[it.claimToken]; dup {
 					return fmt.Errorf("two items are claimed with token %d", it.claimToken)
 				}
-				s.bound[kindQueue].hold(ClaimScope(q.name, it.id))
+				s.hold(kindQueue, ClaimScope(q.name, it.id))
 				t.claims[it.claimToken] = claimRef{q.name, it.id}
 			}
 		}
@@ -1000,7 +1000,7 @@ func (t *queueTable) restore(st *statev1.State) error {
 			if !q.waiters.push(waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindClaim}) {
 				return fmt.Errorf("queue %q lists waiter session %d twice", q.name, w.GetSession())
 			}
-			s.bound[kindQueue].wait(q.name)
+			s.wait(kindQueue, q.name)
 			q.waitVis[w.GetSession()] = w.GetVisibilityMs()
 		}
 	}
@@ -1073,7 +1073,7 @@ func (t *queueTable) check() error {
 			case it.deliveries == 0:
 				return broken("item %s is claimed but counts no delivery", ClaimScope(name, id))
 			}
-			if !s.bound[kindQueue].held.has(ClaimScope(name, id)) {
+			if !s.bound(kindQueue).held.has(ClaimScope(name, id)) {
 				return broken("item %s is claimed by session %d, which is not bound to it", ClaimScope(name, id), it.claimSession)
 			}
 		}
@@ -1093,7 +1093,7 @@ func (t *queueTable) check() error {
 			if s == nil {
 				return broken("session %d waits to claim from %q but is not live", w.session, name)
 			}
-			if !s.bound[kindQueue].waiting.has(name) {
+			if !s.bound(kindQueue).waiting.has(name) {
 				return broken("session %d waits to claim from %q but is not bound to it", w.session, name)
 			}
 			if ValidateVisibilityMillis(q.waitVis[w.session]) != nil {
@@ -1114,8 +1114,8 @@ func (t *queueTable) check() error {
 	if claimed != len(t.claims) {
 		return broken("%d items are claimed but %d claims are indexed", claimed, len(t.claims))
 	}
-	for id, s := range m.sessions {
-		b := &s.bound[kindQueue]
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindQueue)
 		for scope := range b.held.all() {
 			name, item, ok := parseClaimScope(scope)
 			q := t.byName[name]

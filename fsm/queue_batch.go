@@ -114,7 +114,7 @@ func holdRoom(s *session, quota *statev1.Quota, freed int) int {
 	if s.owner == "" || quota.GetMaxHeld() == 0 {
 		return MaxQueueBatch
 	}
-	return max(int(quota.GetMaxHeld())-(s.bound[kindLock].use.held-freed), 1)
+	return max(int(quota.GetMaxHeld())-(s.use.held-freed), 1)
 }
 
 // packAcks packs ack outcomes, two bits each, first in the low bits: one

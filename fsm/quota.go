@@ -99,7 +99,7 @@ func checkHoldQuotaFreeing(s *session, q *statev1.Quota, waiting bool, freed int
 	if s.owner == "" {
 		return nil
 	}
-	u := s.bound[kindLock].use
+	u := s.use
 	switch {
 	case !waiting && q.GetMaxHeld() > 0 && u.held-freed >= int(q.GetMaxHeld()):
 		return &QuotaError{Owner: s.owner, Resource: QuotaHeld, Limit: q.GetMaxHeld()}

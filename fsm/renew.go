@@ -55,10 +55,10 @@ func (t *lockTable) renew(r *statev1.RenewGrant) Result {
 		return res
 	}
 	if r.GetTtlMs() != 0 {
-		s.ttlMs = r.GetTtlMs()
+		s.ttlMs = int32(r.GetTtlMs()) // checked above: at most fence.MaxTTL
 	}
 	if o, ok := m.obs.(RenewObserver); ok {
-		o.SessionRenewed(sid, s.ttlMs)
+		o.SessionRenewed(sid, s.ttl())
 	}
 	return Result{Session: sid, Granted: true, Grant: t.grantOf(l)}
 }

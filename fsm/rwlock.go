@@ -155,7 +155,7 @@ func (t *rwTable) grantOf(l *rwlock, h rwHolder) fence.Grant {
 func (t *rwTable) admit(l *rwlock, s *session, write bool, now int64) fence.Grant {
 	g := t.m.issueGrant(rwKind(write), l.name, l.name, s.id, now)
 	l.holders = append(l.holders, rwHolder{session: s.id, write: write, token: g.Token, issuedAt: now})
-	s.bound[kindRWLock].hold(l.name)
+	s.hold(kindRWLock, l.name)
 	t.m.obs.Granted(g)
 	return g
 }
@@ -315,7 +315,7 @@ func (t *rwTable) releaseHeld(l *rwlock, session uint64, reason EndReason, now i
 	h := l.holders[i]
 	l.holders = append(l.holders[:i], l.holders[i+1:]...)
 	if s := m.sessions[session]; s != nil {
-		s.bound[kindRWLock].unhold(l.name)
+		s.unhold(kindRWLock, l.name)
 	}
 	m.endGrant(h.token, reason)
 	t.promote(l, now)
@@ -359,7 +359,7 @@ func (t *rwTable) cancelWait(c *statev1.RWCancelWait, now int64) Result {
 
 // endSession implements primitive.
 func (t *rwTable) endSession(s *session, reason EndReason, now int64) {
-	s.bound[kindRWLock].end(func(name string) {
+	s.bound(kindRWLock).end(func(name string) {
 		t.leave(t.byName[name], s, now)
 	}, func(name string) {
 		t.releaseHeld(t.byName[name], s.id, reason, now)
@@ -394,7 +394,7 @@ func (t *rwTable) restore(st *statev1.State) error {
 			if s == nil {
 				return fmt.Errorf("read/write lock %q is held by unknown session %d", l.name, ph.GetSession())
 			}
-			s.bound[kindRWLock].hold(l.name)
+			s.hold(kindRWLock, l.name)
 			l.holders = append(l.holders, rwHolder{session: ph.GetSession(), write: write, token: fence.Token(ph.GetToken()), issuedAt: ph.GetIssuedAtUnixMs()})
 		}
 		for _, pw := range pl.GetWaiters() {
@@ -406,7 +406,7 @@ func (t *rwTable) restore(st *statev1.State) error {
 			if s == nil {
 				return fmt.Errorf("read/write lock %q has unknown waiter session %d", l.name, pw.GetSession())
 			}
-			s.bound[kindRWLock].wait(l.name)
+			s.wait(kindRWLock, l.name)
 			l.queue.list = append(l.queue.list, waiter{session: pw.GetSession(), seq: pw.GetSeq(), kind: rwKind(write)})
 		}
 		t.byName[l.name] = l
@@ -418,7 +418,7 @@ func (t *rwTable) restore(st *statev1.State) error {
 func (t *rwTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, l := range t.byName {
 		for _, h := range l.holders {
-			fn(h.token, liveGrant{kind: rwKind(h.write), name: l.name, scope: l.name, session: h.session, issuedAt: h.issuedAt})
+			fn(h.token, liveGrant{kind: kindCode(rwKind(h.write)), name: l.name, scope: l.name, session: h.session, issuedAt: h.issuedAt})
 		}
 	}
 }
@@ -490,7 +490,7 @@ func (t *rwTable) check() error {
 			case h.token <= prev || h.token > m.tokens.last:
 				return broken("read/write lock %q: holder %d has token %d; want above %d (the holder before) and up to the last token %d", name, h.session, h.token, prev, m.tokens.last)
 			}
-			if !s.bound[kindRWLock].held.has(name) {
+			if !s.bound(kindRWLock).held.has(name) {
 				return broken("read/write lock %q is held by session %d, which is not bound to it", name, h.session)
 			}
 			held[h.session], prev = true, h.token
@@ -506,7 +506,7 @@ func (t *rwTable) check() error {
 			case w.kind != fence.KindRead && w.kind != fence.KindWrite:
 				return broken("session %d waits for read/write lock %q for a grant of kind %q", w.session, name, w.kind)
 			}
-			if !s.bound[kindRWLock].waiting.has(name) {
+			if !s.bound(kindRWLock).waiting.has(name) {
 				return broken("session %d waits for read/write lock %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -515,8 +515,8 @@ func (t *rwTable) check() error {
 			return broken("read/write lock %q: the first waiter, session %d, could be admitted but waits", name, l.queue.list[0].session)
 		}
 	}
-	for id, s := range m.sessions {
-		b := &s.bound[kindRWLock]
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindRWLock)
 		for name := range b.held.all() {
 			if _, ok := t.byName[name].holderOf(id); !ok {
 				return broken("session %d is bound as holder of read/write lock %q, which it does not hold", id, name)

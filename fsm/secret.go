@@ -43,13 +43,13 @@ func validateSecretHash(hash []byte) error {
 // checkOwner refuses hash unless it is the hash of s's secret. Both empty
 // is a session and a command from before secrets (see above).
 func (s *session) checkOwner(hash []byte) error {
-	if len(s.secretHash) == 0 && len(hash) == 0 {
+	if !s.hasSecret && len(hash) == 0 {
 		return nil
 	}
-	if len(s.secretHash) == 0 {
+	if !s.hasSecret {
 		return fmt.Errorf("%w: session %d was created before sessions had secrets, so no request can prove it is its owner; it expires after its TTL", fence.ErrNotOwner, s.id)
 	}
-	if subtle.ConstantTimeCompare(s.secretHash, hash) != 1 {
+	if subtle.ConstantTimeCompare(s.secretHash[:], hash) != 1 {
 		return fmt.Errorf("%w: the request did not carry session %d's secret; only the session's creator may renew, close or release it, or acquire for it", fence.ErrNotOwner, s.id)
 	}
 	return nil

@@ -226,7 +226,7 @@ func (t *semaphoreTable) acquire(a *statev1.SemAcquire, now int64) Result {
 	switch {
 	case grant:
 		t.take(sem, sid, t.freeSlots(sem, a.GetPermits()), fence.Grant{}, now)
-		s.bound[kindSemaphore].hold(name)
+		s.hold(kindSemaphore, name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: rname, token: sem.bySlot[sem.held[sid][0]].token, issuedAt: now})
 		return t.granted(sem, sid)
 	case a.GetWait():
@@ -313,7 +313,7 @@ func (t *semaphoreTable) dropIfIdle(name string) {
 func (t *semaphoreTable) releaseHolding(sem *semaphore, sid uint64, reason EndReason, now int64) {
 	m := t.m
 	if s := m.sessions[sid]; s != nil {
-		s.bound[kindSemaphore].unhold(sem.name)
+		s.unhold(kindSemaphore, sem.name)
 	}
 	for _, slot := range sem.held[sid] {
 		p := sem.bySlot[slot]
@@ -407,7 +407,7 @@ func (t *semaphoreTable) cancelWait(sid uint64, name string, now int64) Result {
 
 // endSession implements primitive.
 func (t *semaphoreTable) endSession(s *session, reason EndReason, now int64) {
-	s.bound[kindSemaphore].end(func(name string) {
+	s.bound(kindSemaphore).end(func(name string) {
 		t.leave(t.byName[name], s, now)
 	}, func(name string) {
 		t.releaseHolding(t.byName[name], s.id, reason, now)
@@ -446,7 +446,7 @@ func (t *semaphoreTable) restore(st *statev1.State) error {
 			if sem.bySlot[p.slot] != nil {
 				return fmt.Errorf("semaphore %q lists slot %d twice", sem.name, p.slot)
 			}
-			s.bound[kindSemaphore].hold(sem.name)
+			s.hold(kindSemaphore, sem.name)
 			sem.bySlot[p.slot] = p
 			sem.held[p.session] = append(sem.held[p.session], p.slot)
 		}
@@ -458,7 +458,7 @@ func (t *semaphoreTable) restore(st *statev1.State) error {
 			if !sem.queue.push(waiter{session: w.GetSession(), seq: w.GetSeq(), kind: fence.KindPermit}) {
 				return fmt.Errorf("semaphore %q lists waiter session %d twice", sem.name, w.GetSession())
 			}
-			s.bound[kindSemaphore].wait(sem.name)
+			s.wait(kindSemaphore, sem.name)
 			sem.want[w.GetSession()] = w.GetPermits()
 		}
 		for sid := range sem.held {
@@ -473,7 +473,7 @@ func (t *semaphoreTable) restore(st *statev1.State) error {
 func (t *semaphoreTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, sem := range t.byName {
 		for _, p := range sem.bySlot {
-			fn(p.token, liveGrant{kind: fence.KindPermit, name: sem.name, scope: SlotScope(sem.name, p.slot), session: p.session, issuedAt: p.issuedAt})
+			fn(p.token, liveGrant{kind: kindCode(fence.KindPermit), name: sem.name, scope: SlotScope(sem.name, p.slot), session: p.session, issuedAt: p.issuedAt})
 		}
 	}
 }

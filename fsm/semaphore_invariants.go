@@ -41,7 +41,7 @@ func (t *semaphoreTable) check() error {
 			if other, dup := tokens[p.token]; dup {
 				return broken("semaphore %q slots %d and %d hold the same token %d", name, other, slot, p.token)
 			}
-			if !s.bound[kindSemaphore].held.has(name) {
+			if !s.bound(kindSemaphore).held.has(name) {
 				return broken("semaphore %q slot %d is held by session %d, which is not bound to it", name, slot, p.session)
 			}
 			tokens[p.token] = slot
@@ -74,7 +74,7 @@ func (t *semaphoreTable) check() error {
 			case n == 0 || n > sem.capacity:
 				return broken("session %d waits for %d permits of semaphore %q of capacity %d", w.session, n, name, sem.capacity)
 			}
-			if !s.bound[kindSemaphore].waiting.has(name) {
+			if !s.bound(kindSemaphore).waiting.has(name) {
 				return broken("session %d waits for semaphore %q but is not bound to it", w.session, name)
 			}
 			queued[w.session] = true
@@ -85,8 +85,8 @@ func (t *semaphoreTable) check() error {
 			}
 		}
 	}
-	for id, s := range m.sessions {
-		b := &s.bound[kindSemaphore]
+	for _, s := range m.checked.others {
+		id, b := s.id, s.bound(kindSemaphore)
 		for name := range b.held.all() {
 			if sem := t.byName[name]; sem == nil || len(sem.held[id]) == 0 {
 				return broken("session %d is bound as holder of semaphore %q, of which it holds no permit", id, name)

@@ -15,17 +15,45 @@ import (
 const maxRequestIDLen = 64
 
 // session is a live session: its TTL, what it holds and waits for in each
-// primitive, and the results of its recent requests.
+// primitive, and the results of its recent requests. A million of them
+// live in a large deployment's state, so it is laid out to need no
+// allocation of its own beyond itself for the common case of a session
+// holding one lock (docs/benchmarks.md, "The cost of scale"): the secret's
+// hash inline, the lock binding inline with a set of one name inline, the
+// other primitives' bindings made on first use.
 type session struct {
-	id        uint64
-	ttlMs     int64
-	requestID string
-	owner     string // the identity charged for the session (quota.go)
-	// secretHash is the SHA-256 of the session's secret (secret.go); nil
-	// for a session from before secrets.
-	secretHash []byte
-	bound      [numKinds]binding
+	id uint64
+	// ttlMs is the TTL in milliseconds, at most fence.MaxTTL (24 h) so it
+	// fits an int32: creation, renewal and restore all check it first.
+	ttlMs int32
+	// hasSecret reports secretHash holds the SHA-256 of the session's
+	// secret (secret.go); false for a session from before secrets.
+	hasSecret  bool
+	requestID  string
+	owner      string // the identity charged for the session (quota.go)
+	use        *usage // what the owner's sessions use (quota.go); nil without an owner
+	secretHash [SecretHashLen]byte
+	lock       binding                // kindLock's binding (bound, bind)
+	others     *[numKinds - 1]binding // the other kinds' bindings; nil until one is used
 	replies    replies
+}
+
+// ttl returns the session's TTL in milliseconds.
+func (s *session) ttl() int64 { return int64(s.ttlMs) }
+
+// secret returns the hash of the session's secret, nil for a session
+// without one. The slice is the session's own.
+func (s *session) secret() []byte {
+	if !s.hasSecret {
+		return nil
+	}
+	return s.secretHash[:]
+}
+
+// setSecret keeps hash (SecretHashLen bytes or none) as the session's.
+func (s *session) setSecret(hash []byte) {
+	s.hasSecret = len(hash) > 0
+	copy(s.secretHash[:], hash)
 }
 
 // SessionInfo describes a live session.
@@ -82,10 +110,8 @@ func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota,
 		return Result{Err: err}
 	}
 	m.lastSession++
-	s := &session{id: m.lastSession, ttlMs: ttlMs, requestID: requestID, owner: q.GetOwner()}
-	if len(secretHash) > 0 {
-		s.secretHash = append([]byte(nil), secretHash...)
-	}
+	s := &session{id: m.lastSession, ttlMs: int32(ttlMs), requestID: requestID, owner: q.GetOwner()}
+	s.setSecret(secretHash)
 	m.addSession(s)
 	m.obs.SessionStarted(s.id, ttlMs)
 	return Result{Session: s.id}
@@ -94,9 +120,7 @@ func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota,
 func (m *Machine) addSession(s *session) {
 	if u := m.usageOf(s.owner); u != nil {
 		u.sessions++
-		for k := range s.bound {
-			s.bound[k].use = u
-		}
+		s.use = u
 	}
 	m.sessions[s.id] = s
 	if s.requestID != "" {
@@ -203,7 +227,7 @@ type SessionTTL struct {
 func (m *Machine) SessionTTLs() []SessionTTL {
 	out := make([]SessionTTL, 0, len(m.sessions))
 	for _, s := range m.sessions {
-		out = append(out, SessionTTL{ID: s.id, TTLMs: s.ttlMs})
+		out = append(out, SessionTTL{ID: s.id, TTLMs: s.ttl()})
 	}
 	slices.SortFunc(out, func(a, b SessionTTL) int { return cmp.Compare(a.ID, b.ID) })
 	return out
@@ -243,10 +267,10 @@ func (si SessionInfo) Shown() (held, waiting []string) {
 var primitiveNames = [numKinds]string{kindLock: "lock", kindSemaphore: "semaphore", kindElection: "election", kindRWLock: "rwlock", kindQueue: "queue"}
 
 func (s *session) info() SessionInfo {
-	b := &s.bound[kindLock]
-	si := SessionInfo{ID: s.id, TTLMs: s.ttlMs, Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner}
+	b := s.bound(kindLock)
+	si := SessionInfo{ID: s.id, TTLMs: s.ttl(), Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner}
 	for k := kindLock + 1; k < numKinds; k++ {
-		b := &s.bound[k]
+		b := s.bound(k)
 		for _, name := range b.held.sorted() {
 			si.Others = append(si.Others, Binding{Primitive: primitiveNames[k], Name: name})
 		}

@@ -32,7 +32,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
 		s := m.sessions[id]
-		ps := &statev1.Session{Id: s.id, TtlMs: s.ttlMs, RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner, SecretHash: s.secretHash}
+		ps := &statev1.Session{Id: s.id, TtlMs: s.ttl(), RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner, SecretHash: s.secret()}
 		for _, r := range s.replies.list {
 			ps.Replies = append(ps.Replies, &statev1.Reply{
 				Seq: r.seq, Kind: int32(r.kind), Name: r.name, Token: uint64(r.token), Holder: r.holder, IssuedAtUnixMs: r.issuedAt,
@@ -66,8 +66,15 @@ func (m *Machine) Restore(data []byte) error {
 		return fmt.Errorf("restore: %w", err)
 	}
 	err := m.restore(&st)
+	var liveErr error
 	if err == nil {
+		liveErr = m.rebuildLive()
 		err = m.checkRestored(&st)
+	}
+	if err == nil {
+		// After the checks, whose errors say more (which locks share a
+		// token), as checkLive's came after them.
+		err = liveErr
 	}
 	if err != nil {
 		m.reset()
@@ -94,12 +101,17 @@ func (m *Machine) restore(st *statev1.State) error {
 	m.sessions = make(map[uint64]*session, len(st.GetSessions()))
 	m.byRequest = make(map[string]uint64, len(st.GetSessions()))
 	for _, ps := range st.GetSessions() {
-		s := &session{id: ps.GetId(), ttlMs: ps.GetTtlMs(), requestID: ps.GetRequestId(), owner: ps.GetOwner()}
+		// The TTL is checked here, not only with the invariants, as the
+		// session keeps it in 32 bits.
+		if err := fence.ValidateTTLMillis(ps.GetTtlMs()); err != nil {
+			return broken("session %d: %v", ps.GetId(), err)
+		}
+		s := &session{id: ps.GetId(), ttlMs: int32(ps.GetTtlMs()), requestID: ps.GetRequestId(), owner: ps.GetOwner()}
 		if h := ps.GetSecretHash(); len(h) > 0 {
 			if err := validateSecretHash(h); err != nil {
 				return fmt.Errorf("session %d: %w", s.id, err)
 			}
-			s.secretHash = h
+			s.setSecret(h)
 		}
 		s.replies.floor = ps.GetSeqFloor()
 		for _, r := range ps.GetReplies() {
@@ -115,6 +127,5 @@ func (m *Machine) restore(st *statev1.State) error {
 			return err
 		}
 	}
-	m.rebuildLive()
 	return nil
 }

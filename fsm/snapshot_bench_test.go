@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"runtime"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fenced-dev/fenced/fsm"
+	"github.com/fenced-dev/fenced/internal/heapcost"
 	statev1 "github.com/fenced-dev/fenced/proto/fenced/state/v1"
 )
 
@@ -57,6 +59,29 @@ func BenchmarkMachine_Restore(b *testing.B) {
 	}
 }
 
+// BenchmarkMachine_RestoreMillion restores the state of a million
+// holders (the million-session row of docs/benchmarks.md, "The cost of
+// scale"; building it takes a minute) and reports the process's CPU time
+// per restore beside the wall time, which a shared machine stretches.
+func BenchmarkMachine_RestoreMillion(b *testing.B) {
+	snap, err := holdersMachine(b, 1000000).Snapshot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	b.SetBytes(int64(len(snap)))
+	var cpu time.Duration
+	for b.Loop() {
+		m := fsm.New(nil)
+		c0 := processCPU()
+		if err := m.Restore(snap); err != nil {
+			b.Fatal(err)
+		}
+		cpu += processCPU() - c0
+	}
+	b.ReportMetric(cpu.Seconds()/float64(b.N), "cpu-s/op")
+}
+
 // BenchmarkMachine_RestoreKnownFields measures the part of Restore that
 // looks for a field or enum value this build does not know in the state
 // of 100k holders (format.go), to set beside BenchmarkMachine_Restore.
@@ -86,14 +111,7 @@ func BenchmarkMachine_HeapPerHolder(b *testing.B) {
 	const n = 100000
 	var per float64
 	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
-		m := holdersMachine(b, n)
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		per = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(m)
+		per = heapcost.PerItem(n, func() any { return holdersMachine(b, n) })
 	}
 	b.ReportMetric(per, "heap-B/holder")
 }

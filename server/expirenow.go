@@ -42,16 +42,19 @@ func (s *Server) ExpireSession(ctx context.Context, id uint64) error {
 func (l *sessionExpiry) expireNow(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.table[id]
-	if ls == nil {
+	ls, ok := l.table[id]
+	if !ok {
 		return false
 	}
-	now := l.clock.Now()
+	now := l.now()
 	ls.deadline = now
 	// Marked as expiring (so renew refuses it) long enough ago that due
-	// proposes its expiry at once rather than waiting for a retry.
-	ls.expiring = now.Add(-retryExpiryAfter)
-	heap.Push(&l.queue, deadlineEntry{id: id, at: now})
+	// proposes its expiry at once rather than waiting for a retry. (Not
+	// 0, which is no expiry: the table's scale starts at 1 and a retry
+	// after 1 ns is as soon.)
+	ls.expiring = max(now.add(-retryExpiryAfter), 1)
+	l.table[id] = ls
+	heap.Push(&l.queue, deadlineEntry{id: id, at: now, gen: ls.gen})
 	return true
 }
 
@@ -59,5 +62,6 @@ func (l *sessionExpiry) expireNow(id uint64) bool {
 func (l *sessionExpiry) tracks(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.table[id] != nil
+	_, ok := l.table[id]
+	return ok
 }

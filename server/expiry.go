@@ -14,14 +14,21 @@ import (
 const retryExpiryAfter = time.Second
 
 // sessionDeadline is one session's deadline on this node's monotonic
-// clock.
+// clock. It holds no pointer, and the table holds it by value, so a
+// million sessions are one allocation the collector never scans
+// (docs/benchmarks.md, "The cost of scale"): times are nanoseconds on the
+// table's own scale (sessionExpiry.at).
 type sessionDeadline struct {
 	ttl      time.Duration
-	deadline time.Time
-	expiring time.Time // when an expiry was proposed; zero if none
-	pins     int       // renewals in flight (renew.go): no expiry is proposed while > 0
-	gen      uint64    // the heap entry of this generation is the live one (renew.go)
+	deadline monoTime
+	expiring monoTime // when an expiry was proposed; 0 if none
+	pins     int32    // renewals in flight (renew.go): no expiry is proposed while > 0
+	gen      uint32   // the heap entry of this generation is the live one (renew.go)
 }
+
+// monoTime is an instant as the nanoseconds since the table's base, plus
+// one, so that 0 is no instant (sessionDeadline.expiring).
+type monoTime int64
 
 // sessionExpiry is the in-memory table of session deadlines, from which
 // the leader proposes session expiries. Every node tracks every session
@@ -39,25 +46,38 @@ type sessionDeadline struct {
 // moved when it comes up (once per TTL at most), so renewals stay O(1).
 type sessionExpiry struct {
 	clock fence.Clock
+	base  time.Time // the instant monoTime counts from
 	mu    sync.Mutex
-	table map[uint64]*sessionDeadline
+	table map[uint64]sessionDeadline
 	queue deadlineHeap // one entry per session in table, at or before its deadline
 }
 
 func newSessionExpiry(clock fence.Clock) *sessionExpiry {
-	return &sessionExpiry{clock: clock, table: make(map[uint64]*sessionDeadline)}
+	// The scale starts before now by more than retryExpiryAfter, so that
+	// now minus it is an instant too (expireNow).
+	return &sessionExpiry{clock: clock, base: clock.Now().Add(-2 * retryExpiryAfter), table: make(map[uint64]sessionDeadline)}
 }
+
+// now returns the clock's now on the table's scale.
+func (l *sessionExpiry) now() monoTime { return monoTime(l.clock.Now().Sub(l.base)) + 1 }
+
+// add returns t+d.
+func (t monoTime) add(d time.Duration) monoTime { return t + monoTime(d) }
+
+// sub returns t-u.
+func (t monoTime) sub(u monoTime) time.Duration { return time.Duration(t - u) }
 
 // start tracks a new session from now.
 func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	deadline := l.clock.Now().Add(ttl)
+	deadline := l.now().add(ttl)
 	old, queued := l.table[id]
-	l.table[id] = &sessionDeadline{ttl: ttl, deadline: deadline}
+	ls := sessionDeadline{ttl: ttl, deadline: deadline}
 	if queued {
-		l.table[id].gen = old.gen // its entry stays the live one
+		ls.gen = old.gen // its entry stays the live one
 	}
+	l.table[id] = ls
 	if !queued {
 		// A session started again keeps its entry, which is before the new
 		// deadline (deadlines are always some now+ttl, and now only grows).
@@ -91,7 +111,7 @@ const compactExpiryAbove = 1024
 func (l *sessionExpiry) compactLocked() {
 	live := l.queue[:0]
 	for _, e := range l.queue {
-		if ls := l.table[e.id]; ls != nil && e.gen == ls.gen {
+		if ls, ok := l.table[e.id]; ok && e.gen == ls.gen {
 			live = append(live, e)
 		}
 	}
@@ -106,12 +126,13 @@ func (l *sessionExpiry) compactLocked() {
 func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.table[id]
-	if ls == nil || !ls.expiring.IsZero() {
+	ls, ok := l.table[id]
+	if !ok || ls.expiring != 0 {
 		return 0, false
 	}
-	if d := l.clock.Now().Add(ls.ttl); d.After(ls.deadline) {
+	if d := l.now().add(ls.ttl); d > ls.deadline {
 		ls.deadline = d
+		l.table[id] = ls
 	}
 	return ls.ttl, true
 }
@@ -123,13 +144,13 @@ func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
 func (l *sessionExpiry) reset(sessions []fsm.SessionTTL) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock.Now()
-	l.table = make(map[uint64]*sessionDeadline, len(sessions))
+	now := l.now()
+	l.table = make(map[uint64]sessionDeadline, len(sessions))
 	l.queue = make(deadlineHeap, 0, len(sessions))
 	for _, si := range sessions {
 		ttl := time.Duration(si.TTLMs) * time.Millisecond
-		l.table[si.ID] = &sessionDeadline{ttl: ttl, deadline: now.Add(ttl)}
-		l.queue = append(l.queue, deadlineEntry{id: si.ID, at: now.Add(ttl)})
+		l.table[si.ID] = sessionDeadline{ttl: ttl, deadline: now.add(ttl)}
+		l.queue = append(l.queue, deadlineEntry{id: si.ID, at: now.add(ttl)})
 	}
 	heap.Init(&l.queue)
 }
@@ -139,12 +160,13 @@ func (l *sessionExpiry) reset(sessions []fsm.SessionTTL) {
 func (l *sessionExpiry) restartAll() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock.Now()
-	for _, ls := range l.table {
-		ls.expiring = time.Time{}
-		if d := now.Add(ls.ttl); d.After(ls.deadline) {
+	now := l.now()
+	for id, ls := range l.table {
+		ls.expiring = 0
+		if d := now.add(ls.ttl); d > ls.deadline {
 			ls.deadline = d
 		}
+		l.table[id] = ls
 	}
 }
 
@@ -153,27 +175,33 @@ func (l *sessionExpiry) restartAll() {
 func (l *sessionExpiry) due() []uint64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.clock.Now()
+	now := l.now()
 	var ids []uint64
-	for len(l.queue) > 0 && !now.Before(l.queue[0].at) {
-		e := heap.Pop(&l.queue).(deadlineEntry)
-		ls := l.table[e.id]
+	for len(l.queue) > 0 && now >= l.queue[0].at {
+		e := &l.queue[0]
+		ls, ok := l.table[e.id]
+		// An entry that stays is moved to its new time where it is
+		// (heap.Fix), not popped and pushed again.
 		switch {
-		case ls == nil || e.gen != ls.gen:
+		case !ok || e.gen != ls.gen:
 			// Ended, or a retime queued a newer entry; drop this one.
-		case now.Before(ls.deadline):
+			heap.Pop(&l.queue)
+			continue
+		case now < ls.deadline:
 			// Renewed since the entry was queued.
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.deadline, gen: ls.gen})
+			e.at = ls.deadline
 		case ls.pins > 0:
 			// A renewal is being applied; look again shortly.
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(pinnedRecheck), gen: ls.gen})
-		case !ls.expiring.IsZero() && now.Sub(ls.expiring) < retryExpiryAfter:
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: ls.expiring.Add(retryExpiryAfter), gen: ls.gen})
+			e.at = now.add(pinnedRecheck)
+		case ls.expiring != 0 && now.sub(ls.expiring) < retryExpiryAfter:
+			e.at = ls.expiring.add(retryExpiryAfter)
 		default:
 			ls.expiring = now
+			l.table[e.id] = ls
 			ids = append(ids, e.id)
-			heap.Push(&l.queue, deadlineEntry{id: e.id, at: now.Add(retryExpiryAfter), gen: ls.gen})
+			e.at = now.add(retryExpiryAfter)
 		}
+		heap.Fix(&l.queue, 0)
 	}
 	return ids
 }
@@ -188,15 +216,15 @@ func (l *sessionExpiry) count() int {
 // deadlineEntry is a session's place in the deadline heap.
 type deadlineEntry struct {
 	id  uint64
-	at  time.Time
-	gen uint64 // sessionDeadline.gen when queued
+	at  monoTime
+	gen uint32 // sessionDeadline.gen when queued
 }
 
 // deadlineHeap is a container/heap of entries, earliest first.
 type deadlineHeap []deadlineEntry
 
 func (h deadlineHeap) Len() int           { return len(h) }
-func (h deadlineHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlineHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h deadlineHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *deadlineHeap) Push(x any)        { *h = append(*h, x.(deadlineEntry)) }
 func (h *deadlineHeap) Pop() any {
@@ -212,9 +240,9 @@ func (h *deadlineHeap) Pop() any {
 func (l *sessionExpiry) sinceRenewal(id uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.table[id]
-	if ls == nil {
+	ls, ok := l.table[id]
+	if !ok {
 		return 0, false
 	}
-	return l.clock.Now().Sub(ls.deadline.Add(-ls.ttl)), true
+	return l.now().sub(ls.deadline.add(-ls.ttl)), true
 }

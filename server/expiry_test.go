@@ -81,11 +81,7 @@ func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
 func BenchmarkLeasesDue(b *testing.B) {
 	for _, n := range []int{1000, 100000} {
 		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
-			clock := &fakeClock{now: time.Unix(1000, 0)}
-			l := newSessionExpiry(clock)
-			for i := range n {
-				l.start(uint64(i+1), time.Minute)
-			}
+			l, _ := expiryOf(n, time.Minute)
 			b.ReportAllocs()
 			for b.Loop() {
 				l.due()
@@ -123,4 +119,15 @@ func TestSessionExpiry_EndedEntriesDoNotPileUp(t *testing.T) {
 	if !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("due at 5.5s = %v, want [1 2]", got)
 	}
+}
+
+// expiryOf returns an expiry table on a fake clock tracking sessions 1 to
+// n, each with ttl.
+func expiryOf(n int, ttl time.Duration) (*sessionExpiry, *fakeClock) {
+	clock := &fakeClock{now: time.Unix(1000, 0)}
+	l := newSessionExpiry(clock)
+	for i := range n {
+		l.start(uint64(i+1), ttl)
+	}
+	return l, clock
 }

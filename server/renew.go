@@ -40,19 +40,21 @@ func (e *events) SessionRenewed(session uint64, ttlMs int64) {
 func (l *sessionExpiry) pin(id uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.table[id]
-	if ls == nil || !ls.expiring.IsZero() {
+	ls, ok := l.table[id]
+	if !ok || ls.expiring != 0 {
 		return false
 	}
 	ls.pins++
+	l.table[id] = ls
 	return true
 }
 
 func (l *sessionExpiry) unpin(id uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls := l.table[id]; ls != nil && ls.pins > 0 {
+	if ls, ok := l.table[id]; ok && ls.pins > 0 {
 		ls.pins--
+		l.table[id] = ls
 	}
 }
 
@@ -61,12 +63,12 @@ func (l *sessionExpiry) unpin(id uint64) {
 func (l *sessionExpiry) retime(id uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.table[id]
-	if ls == nil {
+	ls, ok := l.table[id]
+	if !ok {
 		return
 	}
-	d := l.clock.Now().Add(ttl)
-	earlier := d.Before(ls.deadline)
+	d := l.now().add(ttl)
+	earlier := d < ls.deadline
 	ls.ttl, ls.deadline = ttl, d
 	if earlier {
 		// The queued entry is after the new deadline: queue a new one and
@@ -74,6 +76,7 @@ func (l *sessionExpiry) retime(id uint64, ttl time.Duration) {
 		ls.gen++
 		heap.Push(&l.queue, deadlineEntry{id: id, at: d, gen: ls.gen})
 	}
+	l.table[id] = ls
 }
 
 func validateRenew(m *fencedv1.RenewRequest) error {

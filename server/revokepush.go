@@ -88,7 +88,9 @@ func (p *revokePush) stream() *pushStream {
 func (ps *pushStream) renewed(session uint64) {
 	ps.mu.Lock()
 	_, known := ps.renews[session]
-	ps.renews[session] = struct{}{}
+	if !known {
+		ps.renews[session] = struct{}{}
+	}
 	ps.mu.Unlock()
 	if known {
 		return
