@@ -214,16 +214,21 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 
 // Close ends the Client. Every session it created is lost at once: its
 // Done channel closes, every grant's Context is cancelled, and the SDK asks
-// the server, for at most the request timeout, to close the session so its
-// locks go to the next waiters now rather than when their TTL runs out.
+// the server to close the sessions, so their locks go to the next waiters
+// now rather than when their TTL runs out: at most 32 at a time and all
+// within one request timeout, after which the server expires the rest.
 // Leases from Acquire are left to expire by their TTL. Calls in progress
 // return ErrClosed. Close waits for the goroutines of the Client to end.
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		c.cancel(ErrClosed)
+		var closing []*Session
 		for _, s := range c.keeper.all() {
-			s.lose(fmt.Errorf("session %d: %w", s.id, ErrClosed), true)
+			if s.lose(fmt.Errorf("session %d: %w", s.id, ErrClosed), false) {
+				closing = append(closing, s)
+			}
 		}
+		c.closeRemoteAll(closing)
 		c.mu.Lock()
 		c.stopping = true
 		c.mu.Unlock()

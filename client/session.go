@@ -495,11 +495,13 @@ func (s *Session) setStateLocked(st State) {
 // most the request timeout, to close the session, so that its locks go to
 // the next holders without waiting for the server-side TTL and a session
 // the client gave up cannot be kept alive by a renewal still in flight.
-func (s *Session) lose(err error, closeRemote bool) {
+// It reports whether this call lost the session (false: it was lost
+// already).
+func (s *Session) lose(err error, closeRemote bool) (lost bool) {
 	s.mu.Lock()
 	if s.state == StateLost {
 		s.mu.Unlock()
-		return
+		return false
 	}
 	s.err = err
 	s.setStateLocked(StateLost)
@@ -522,4 +524,5 @@ func (s *Session) lose(err error, closeRemote bool) {
 			}
 		})
 	}
+	return true
 }
