@@ -1,10 +1,7 @@
 package client_test
 
 import (
-	"bufio"
-	"net/http"
 	"runtime"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,18 +14,7 @@ import (
 // liveSessions reads fenced_sessions from the server's /metrics.
 func liveSessions(t *testing.T, addr string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "fenced_sessions "); ok {
-			return v
-		}
-	}
-	return ""
+	return testserver.Metric(t, addr, "fenced_sessions")
 }
 
 // Close asks the server to close every session of the Client, but with a

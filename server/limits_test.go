@@ -226,18 +226,7 @@ func TestLimits_DribbledBodyCut(t *testing.T) {
 // name (labels included).
 func metric(t *testing.T, addr, name string) string {
 	t.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
-			return v
-		}
-	}
-	return ""
+	return testserver.Metric(t, addr, name)
 }
 
 // dropReadyzConns closes the idle connections testserver.Start polled
