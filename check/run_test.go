@@ -411,9 +411,12 @@ func TestRun_MisdeliveredSignedGrantsFailTheirCheck(t *testing.T) {
 // The queue and latch workloads on 3 nodes under every fault kind: items
 // were pushed, claimed and acked, latches completed, the workers' probes
 // with wrong tokens were all refused, and neither checker (nor any other)
-// found a violation.
+// found a violation. One queue and one latch: a latch wait completes only
+// when other workers count its generation down within the wait, which on
+// three latches happened once or twice a run (CI once saw none); on one,
+// eight to ten times.
 func TestRun_QueueAndLatchNoViolations(t *testing.T) {
-	res := run(t, check.Config{Nodes: 3, Duration: 20 * time.Second, Seed: 22, Faults: history.AllFaults, Workloads: []string{check.WorkloadQueue, check.WorkloadLatch}})
+	res := run(t, check.Config{Nodes: 3, Locks: 1, Duration: 20 * time.Second, Seed: 22, Faults: history.AllFaults, Workloads: []string{check.WorkloadQueue, check.WorkloadLatch}})
 	for _, v := range res.Violations {
 		t.Errorf("violation: %s: %s", v.Check, v.Message)
 	}
