@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"sync"
 
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -99,28 +100,26 @@ func checkKnown(m protoreflect.Message, what string, i int, batch bool) error {
 }
 
 // unknownIn describes the first field or enum value this build does not
-// know anywhere in m, or returns "". It walks the fields that are set
-// without a closure (Range's would be allocated at every level of every
-// command); only a map, which no replicated message has today, is ranged.
+// know anywhere in m, or returns "". It visits only the fields that can
+// hold one (messages and enums, listed once per message type by
+// walkPlanOf) and that are set, without a closure (Range's would be
+// allocated at every level of every command); only a map, which no
+// replicated message has today, is ranged.
 func unknownIn(m protoreflect.Message) string {
 	if u := m.GetUnknown(); len(u) > 0 {
 		num, _, _ := protowire.ConsumeTag(u)
 		return fmt.Sprintf("field %d of %s", num, m.Descriptor().FullName())
 	}
-	md := m.Descriptor()
-	oneofs := md.Oneofs()
-	for i := range oneofs.Len() {
-		if fd := m.WhichOneof(oneofs.Get(i)); fd != nil {
+	plan := walkPlanOf(m.Descriptor())
+	for _, od := range plan.oneofs {
+		if fd := m.WhichOneof(od); fd != nil {
 			if where := unknownValue(fd, m.Get(fd)); where != "" {
 				return where
 			}
 		}
 	}
-	fields := md.Fields()
-	for i := range fields.Len() {
-		fd := fields.Get(i)
-		kind := fd.Kind()
-		if fd.ContainingOneof() != nil || (kind != protoreflect.MessageKind && kind != protoreflect.GroupKind && kind != protoreflect.EnumKind) || !m.Has(fd) {
+	for _, fd := range plan.fields {
+		if !m.Has(fd) {
 			continue
 		}
 		v := m.Get(fd)
@@ -148,6 +147,45 @@ func unknownIn(m protoreflect.Message) string {
 		}
 	}
 	return ""
+}
+
+// walkPlan lists the fields of a message type that can hold a field or
+// enum value this build does not know: those of message, group or enum
+// kind (a map's when its values are). A oneof is listed once, and its set
+// member looked up; the other fields are each checked for presence.
+type walkPlan struct {
+	oneofs []protoreflect.OneofDescriptor
+	fields []protoreflect.FieldDescriptor
+}
+
+// walkPlans holds the walkPlan of each message type walked so far.
+var walkPlans sync.Map // protoreflect.MessageDescriptor -> *walkPlan
+
+// walkPlanOf returns the walkPlan of md, made once per message type; a
+// type with no such fields has an empty one, and its walk ends at its
+// unknown bytes.
+func walkPlanOf(md protoreflect.MessageDescriptor) *walkPlan {
+	if p, ok := walkPlans.Load(md); ok {
+		return p.(*walkPlan)
+	}
+	plan := &walkPlan{}
+	oneofs := md.Oneofs()
+	for i := range oneofs.Len() {
+		plan.oneofs = append(plan.oneofs, oneofs.Get(i))
+	}
+	fields := md.Fields()
+	for i := range fields.Len() {
+		fd := fields.Get(i)
+		kind := fd.Kind()
+		if fd.IsMap() {
+			kind = fd.MapValue().Kind()
+		}
+		if fd.ContainingOneof() == nil && (kind == protoreflect.MessageKind || kind == protoreflect.GroupKind || kind == protoreflect.EnumKind) {
+			plan.fields = append(plan.fields, fd)
+		}
+	}
+	walkPlans.Store(md, plan)
+	return plan
 }
 
 // unknownValue is unknownIn for one value of field fd: a message is
