@@ -193,8 +193,9 @@ type nativeConn struct {
 	// lastRecv is when the last frame arrived (Unix nanoseconds).
 	lastRecv atomic.Int64
 
-	wmu  sync.Mutex
-	wbuf []byte
+	wmu       sync.Mutex
+	wbuf      []byte
+	wdeadline nativewire.WriteDeadline // bounds the writes, with wmu
 
 	mu      sync.Mutex
 	streams map[uint32]*nativeStream
@@ -278,7 +279,7 @@ func (nc *nativeConn) write(kind nativewire.Kind, st *nativeStream, m proto.Mess
 	// stopped reading. Bounded, so that a caller writing its own call
 	// (pipeStream.flush) is not held past its context for long; a
 	// connection that took no frame for that long is closed.
-	if err = nc.conn.SetWriteDeadline(time.Now().Add(nc.c.requestTimeout)); err == nil {
+	if err = nc.wdeadline.Extend(nc.conn, nc.c.requestTimeout); err == nil {
 		_, err = nc.conn.Write(buf)
 	}
 	if cap(buf) <= 64<<10 {

@@ -168,7 +168,9 @@ type nativeConn struct {
 	wbuf    []byte    // frames to write
 	wspare  []byte    // the buffer of the last write, reused for wbuf
 	writing bool      // a goroutine is writing wbuf's frames
-	werr    error
+	// wdeadline bounds the writes; used by the writing goroutine alone.
+	wdeadline nativewire.WriteDeadline
+	werr      error
 
 	// rbuf is the reader's buffer: each frame is read into it, and a
 	// Pipeline message decoded from it before the next is read.
@@ -436,9 +438,7 @@ func (nc *nativeConn) write(kind nativewire.Kind, stream uint32, m proto.Message
 		out := nc.wbuf
 		nc.wbuf = nc.wspare[:0]
 		nc.wmu.Unlock()
-		if nc.writeTimeout > 0 {
-			_ = nc.c.SetWriteDeadline(time.Now().Add(nc.writeTimeout))
-		}
+		_ = nc.wdeadline.Extend(nc.c, nc.writeTimeout)
 		_, err := nc.c.Write(out)
 		nc.wmu.Lock()
 		nc.wspare = nil
