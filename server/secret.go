@@ -22,11 +22,14 @@ func secretHash(secret string) ([]byte, error) {
 	if secret == "" {
 		return nil, fmt.Errorf("%w: the request carries no session secret; send the secret the session's creation returned", fence.ErrNotOwner)
 	}
-	b, err := hex.DecodeString(secret)
-	if err != nil || len(b) != secretLen {
+	var b [secretLen]byte // decoded on the stack: this runs on every call
+	if len(secret) != 2*secretLen {
 		return nil, fmt.Errorf("%w: secret is not %d hexadecimal digits", fence.ErrInvalidArgument, 2*secretLen)
 	}
-	return fsm.HashSecret(b), nil
+	if _, err := hex.Decode(b[:], []byte(secret)); err != nil {
+		return nil, fmt.Errorf("%w: secret is not %d hexadecimal digits", fence.ErrInvalidArgument, 2*secretLen)
+	}
+	return fsm.HashSecret(b[:]), nil
 }
 
 // newSessionSecret returns the secret of a session created by a request
