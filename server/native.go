@@ -110,7 +110,7 @@ func (s *Server) serveNative(c net.Conn, r *bufio.Reader, state *tls.ConnectionS
 	// Authenticated as an HTTP call with the hello's Authorization and the
 	// connection's TLS state: no member may forward a client identity here
 	// (no X-Fenced-Client-Identity), and the source is the peer's address.
-	ctx := context.WithValue(s.ctx, identityKey{}, sourceOf(c.RemoteAddr().String()))
+	ctx := s.withIdentity(s.ctx, sourceOf(c.RemoteAddr().String()))
 	if s.auth != nil {
 		req := (&http.Request{Method: http.MethodPost, URL: &url.URL{Path: nativeProcedure}, Header: http.Header{}, RemoteAddr: c.RemoteAddr().String(), TLS: state}).WithContext(ctx)
 		if hello.Authorization != "" {

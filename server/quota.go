@@ -34,11 +34,29 @@ const headerSource = "X-Fenced-Source"
 
 type identityKey struct{}
 
+// sourceIdentity is what withIdentity attaches to a request's context: the
+// caller's identity and the quota every command of its calls carries,
+// made once per request or native connection rather than once per call.
+// The quota is shared by those calls' commands and never modified.
+type sourceIdentity struct {
+	id    string
+	quota *statev1.Quota
+}
+
+// withIdentity returns ctx carrying identity id and its quota.
+func (s *Server) withIdentity(ctx context.Context, id string) context.Context {
+	l := s.cfg.Limits
+	q := &statev1.Quota{Owner: id, MaxSessions: l.MaxSessionsPerSource, MaxHeld: l.MaxGrantsPerSource, MaxWaiting: l.MaxWaitersPerSource}
+	return context.WithValue(ctx, identityKey{}, &sourceIdentity{id: id, quota: q})
+}
+
 // identityOf returns the identity identify attached to ctx; "" when none
 // (a call made inside the server), which no quota limits.
 func identityOf(ctx context.Context) string {
-	id, _ := ctx.Value(identityKey{}).(string)
-	return id
+	if id, ok := ctx.Value(identityKey{}).(*sourceIdentity); ok {
+		return id.id
+	}
+	return ""
 }
 
 // identify attaches the caller's identity to the request: its source
@@ -53,7 +71,7 @@ func (s *Server) identify(next http.Handler) http.Handler {
 			id = fwd
 		}
 		r.Header.Del(headerSource)
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, id)))
+		next.ServeHTTP(w, r.WithContext(s.withIdentity(r.Context(), id)))
 	})
 }
 
@@ -72,8 +90,11 @@ func (s *Server) isMemberHost(host string) bool {
 // quota returns the quota of the caller of ctx, for a command that may
 // create a session, take a grant or queue.
 func (s *Server) quota(ctx context.Context) *statev1.Quota {
+	if id, ok := ctx.Value(identityKey{}).(*sourceIdentity); ok {
+		return id.quota
+	}
 	l := s.cfg.Limits
-	return &statev1.Quota{Owner: identityOf(ctx), MaxSessions: l.MaxSessionsPerSource, MaxHeld: l.MaxGrantsPerSource, MaxWaiting: l.MaxWaitersPerSource}
+	return &statev1.Quota{MaxSessions: l.MaxSessionsPerSource, MaxHeld: l.MaxGrantsPerSource, MaxWaiting: l.MaxWaitersPerSource}
 }
 
 // quotaFlags name the flag that sets each quota.
