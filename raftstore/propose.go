@@ -257,6 +257,9 @@ func (n *Node) commitEntry(part []*proposal) {
 		defer cancel()
 	}
 	results, err := n.proposeEntry(ctx, part)
+	if rp, ok := n.sm.(ResultPreparer); ok && err == nil {
+		rp.PrepareResults(results)
+	}
 	for i, pr := range part {
 		if err != nil {
 			pr.done <- proposalResult{err: err}

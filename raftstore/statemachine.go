@@ -70,6 +70,18 @@ type RoundTripCodec interface {
 	RoundTrips(cmds []any) bool
 }
 
+// ResultPreparer is a StateMachine that works on the results of each
+// entry its node proposed before they are handed out: PrepareResults gets
+// the results of the entry's commands, in order, on the goroutine that
+// committed the entry, before any of their proposers gets its own. It
+// may change them (a server signs the grants among them with one
+// signature); it runs on the proposing node only and is not part of the
+// replicated state.
+type ResultPreparer interface {
+	StateMachine
+	PrepareResults(results []any)
+}
+
 // Command is one committed command handed to StateMachine.Apply.
 type Command struct {
 	// Index is the Raft index of the entry holding the command; the

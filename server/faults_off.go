@@ -26,6 +26,7 @@ func (*faultState) machine(*fsm.Machine)                          {}
 func (*faultState) tookOver(uint64)                               {}
 func (*faultState) batcher(*grantBatcher)                         {}
 func (*faultState) reported(g fence.Grant) fence.Grant            { return g }
+func (*faultState) rewritesGrants() bool                          { return false }
 func (*faultState) latchDone(count uint64) bool                   { return count == 0 }
 func (*faultState) oldPipeline(uint64, *fencedv1.QueueCall) error { return nil }
 

@@ -170,6 +170,11 @@ func (f *faultState) tookOver(last uint64) {
 	}
 }
 
+// rewritesGrants reports whether reported may hand out a grant other
+// than the one applied (ResetTokens), which a grant signed before its
+// handler runs (presignGrants) would not match.
+func (f *faultState) rewritesGrants() bool { return f.cfg.Test.ResetTokens }
+
 // reported is the grant as this node reports it to a client.
 func (f *faultState) reported(g fence.Grant) fence.Grant {
 	if shift := fence.Token(f.shift.Load()); g.Token > shift {

@@ -48,7 +48,10 @@ func (s *Server) handOut(g fence.Grant) *fencedv1.Grant {
 	if out == nil || !s.cfg.SignGrants {
 		return out
 	}
-	out.Signed = s.signGrant(g)
+	out.Signed = g.Signed // signed with the other grants of its entry (presignGrants)
+	if out.Signed == "" {
+		out.Signed = s.signGrant(g)
+	}
 	return out
 }
 
@@ -69,12 +72,18 @@ func (s *Server) signGrant(g fence.Grant) string {
 		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""
 	}
-	wire, err := s.grantBatch.signGrant(fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}, id, signer)
+	wire, err := s.grantBatch.signGrant(signedOf(g), id, signer)
 	if err != nil {
 		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""
 	}
 	return wire
+}
+
+// signedOf is what a signature of grant g covers: issuer, kind, scope,
+// token and issued_at.
+func signedOf(g fence.Grant) fence.SignedGrant {
+	return fence.SignedGrant{Issuer: g.Issuer, Kind: g.Kind, Scope: g.Scope, Token: g.Token, IssuedAt: g.IssuedAt}
 }
 
 // bootstrapKey creates the cluster's first signing key when the state has

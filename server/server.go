@@ -123,6 +123,9 @@ func Start(cfg Config) (*Server, error) {
 	s.metrics = newMetrics(s.sm)
 	s.metrics.registry.MustRegister(s.grantBatch.collectors()...)
 	s.sm.observeApply = s.metrics.applyDuration.Observe
+	if cfg.SignGrants && s.grantBatch.max > 1 && !s.faults.rewritesGrants() {
+		s.sm.prepareResults = s.presignGrants
+	}
 	s.queueMetrics = newQueueMetrics(s.metrics.registry, s.sm)
 	s.ui = newUIFeed()
 	prefix := newPrefixMetrics(cfg.Metrics, s.metrics.registry)

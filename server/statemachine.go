@@ -29,6 +29,9 @@ type stateMachine struct {
 	// the lock) after a snapshot replaced the whole state, so what the
 	// server keeps beside the state (session deadlines) can follow it.
 	afterRestore func(m *fsm.Machine)
+	// prepareResults, when set, gets the results of each entry this node
+	// proposed before its proposers do (raftstore.ResultPreparer).
+	prepareResults func(results []any)
 	// reservation, when set, records each new end of the token reservation
 	// on this node's disk before a token in it is handed out
 	// (recordReservations).
@@ -38,7 +41,14 @@ type stateMachine struct {
 	reserveErr error
 }
 
-var _ raftstore.StateMachine = (*stateMachine)(nil)
+var _ raftstore.ResultPreparer = (*stateMachine)(nil)
+
+// PrepareResults implements raftstore.ResultPreparer.
+func (s *stateMachine) PrepareResults(results []any) {
+	if s.prepareResults != nil {
+		s.prepareResults(results)
+	}
+}
 
 func newStateMachine(obs fsm.Observer) *stateMachine {
 	return &stateMachine{m: fsm.New(obs)}
