@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/fenced-dev/fenced/internal/proctest"
@@ -81,7 +82,10 @@ func (c *child) output() string {
 	return c.out.String()
 }
 
-func (c *child) wait(t *testing.T, d time.Duration) {
+// wait waits up to d for the child to exit successfully; when it does
+// not, the test fails with its output and what diagnose (when set)
+// reports.
+func (c *child) wait(t *testing.T, d time.Duration, diagnose ...func() string) {
 	t.Helper()
 	select {
 	case err := <-c.done:
@@ -89,7 +93,42 @@ func (c *child) wait(t *testing.T, d time.Duration) {
 			t.Fatalf("%v: %v\n%s", c.cmd.Args[1:], err, c.output())
 		}
 	case <-time.After(d):
-		t.Fatalf("%v did not exit within %v:\n%s", c.cmd.Args[1:], d, c.output())
+		more := ""
+		for _, f := range diagnose {
+			more += f()
+		}
+		t.Fatalf("%v did not exit within %v:\n%s%s", c.cmd.Args[1:], d, c.output(), more)
+	}
+}
+
+// pgActivity describes what PostgreSQL's sessions at url are doing and
+// waiting for, and which hold the locks others wait for: for a worker
+// that hangs in a database call.
+func pgActivity(url string) func() string {
+	return func() string {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			return fmt.Sprintf("\npg_stat_activity: %v\n", err)
+		}
+		defer conn.Close(ctx)
+		rows, err := conn.Query(ctx, `SELECT pid, coalesce(state, ''), coalesce(wait_event_type || '/' || wait_event, ''), pg_blocking_pids(pid)::text, left(query, 200)
+			FROM pg_stat_activity WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()`)
+		if err != nil {
+			return fmt.Sprintf("\npg_stat_activity: %v\n", err)
+		}
+		defer rows.Close()
+		out := "\nPostgreSQL sessions (pid, state, waiting for, blocked by, query):\n"
+		for rows.Next() {
+			var pid int32
+			var state, wait, blockers, query string
+			if err := rows.Scan(&pid, &state, &wait, &blockers, &query); err != nil {
+				return out + err.Error() + "\n"
+			}
+			out += fmt.Sprintf("  %d %s %s %s %q\n", pid, state, wait, blockers, query)
+		}
+		return out
 	}
 }
 
@@ -136,7 +175,7 @@ func TestOrderQueue(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	b := start(t, "work", ep, "--pg="+pg.URL, "--name=B", "--visibility=10s", fmt.Sprint("--max-items=", orders))
-	b.wait(t, 2*time.Minute)
+	b.wait(t, 2*time.Minute, pgActivity(pg.URL))
 	if err := a.cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
