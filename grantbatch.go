@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 	"time"
 )
 
@@ -111,10 +112,10 @@ func (p *GrantBatchProof) rootOf(leaf [sha256.Size]byte) ([sha256.Size]byte, err
 	return r, nil
 }
 
-// encode returns p's canonical bytes: the salt, index and size as 2-byte
+// appendTo appends p's canonical bytes to dst: the salt, index and size as 2-byte
 // big-endian numbers, then the path's hashes.
-func (p *GrantBatchProof) encode() []byte {
-	b := make([]byte, 0, grantSaltSize+4+len(p.Path)*sha256.Size)
+func (p *GrantBatchProof) appendTo(dst []byte) []byte {
+	b := slices.Grow(dst, grantSaltSize+4+len(p.Path)*sha256.Size)
 	b = append(b, p.Salt[:]...)
 	b = binary.BigEndian.AppendUint16(b, uint16(p.Index))
 	b = binary.BigEndian.AppendUint16(b, uint16(p.Size))

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -74,6 +75,11 @@ const signedGrantPrefix = "fg1."
 // tuple. It fails when a string field is empty, longer than
 // MaxGrantFieldLen or not UTF-8, or Token is invalid.
 func (g SignedGrant) SigningInput() ([]byte, error) {
+	return g.appendSigningInput(nil)
+}
+
+// appendSigningInput appends SigningInput's encoding of g to dst.
+func (g SignedGrant) appendSigningInput(dst []byte) ([]byte, error) {
 	for _, f := range [...]struct{ name, v string }{{"key id", g.KeyID}, {"issuer", g.Issuer}, {"kind", string(g.Kind)}, {"scope", g.Scope}} {
 		switch {
 		case f.v == "":
@@ -87,7 +93,7 @@ func (g SignedGrant) SigningInput() ([]byte, error) {
 	if !g.Token.Valid() {
 		return nil, fmt.Errorf("%w: token %d is outside 1..%d", ErrInvalidGrant, uint64(g.Token), uint64(MaxToken))
 	}
-	b := make([]byte, 0, len(signedGrantMagic)+8+len(g.KeyID)+len(g.Issuer)+len(g.Kind)+len(g.Scope)+16)
+	b := slices.Grow(dst, len(signedGrantMagic)+8+len(g.KeyID)+len(g.Issuer)+len(g.Kind)+len(g.Scope)+16)
 	b = append(b, signedGrantMagic...)
 	for _, s := range [...]string{g.KeyID, g.Issuer, string(g.Kind), g.Scope} {
 		b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
@@ -136,27 +142,28 @@ func (g SignedGrant) SignWith(keyID string, signer crypto.Signer) (SignedGrant, 
 // and the signature, each in unpadded base64url. It returns "" when g
 // cannot be encoded or is not signed.
 func (g SignedGrant) String() string {
-	msg, err := g.SigningInput()
+	// The parts are built in buffers on the stack (a leader encodes every
+	// grant it hands out): one allocation, the string.
+	var in, proof [512]byte
+	var out [1536]byte
+	msg, err := g.appendSigningInput(in[:0])
 	if err != nil || len(g.Signature) != ed25519.SignatureSize {
 		return ""
 	}
-	parts, prefix := [][]byte{msg, g.Signature}, signedGrantPrefix
-	if g.Batch != nil {
-		parts, prefix = [][]byte{msg, g.Batch.encode(), g.Signature}, signedGrantBatchPrefix
-	}
 	enc := base64.RawURLEncoding
-	n := len(prefix) + len(parts) - 1
-	for _, p := range parts {
-		n += enc.EncodedLen(len(p))
+	b := out[:0]
+	if g.Batch == nil {
+		b = append(b, signedGrantPrefix...)
+	} else {
+		b = append(b, signedGrantBatchPrefix...)
 	}
-	b := make([]byte, 0, n)
-	b = append(b, prefix...)
-	for i, p := range parts {
-		if i > 0 {
-			b = append(b, '.')
-		}
-		b = enc.AppendEncode(b, p)
+	b = enc.AppendEncode(b, msg)
+	if g.Batch != nil {
+		b = append(b, '.')
+		b = enc.AppendEncode(b, g.Batch.appendTo(proof[:0]))
 	}
+	b = append(b, '.')
+	b = enc.AppendEncode(b, g.Signature)
 	return string(b)
 }
 
