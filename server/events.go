@@ -97,8 +97,7 @@ func (e *events) SessionStarted(session uint64, ttlMs int64) {
 }
 
 func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
-	e.expiry.end(session)
-	e.revokes.ended(session, reason == fsm.Revoked)
+	e.revokes.ended(session, e.expiry.end(session), reason == fsm.Revoked)
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.ui.record(timelineEvent{Event: "expiry", Session: session}, e.now)

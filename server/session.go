@@ -73,8 +73,9 @@ const renewVerifyTimeout = 2 * time.Second
 //
 // A renewal without the session's secret renews nothing and is answered
 // with not_owner. push, when not nil, is subscribed to the revocation of
-// every session renewed, before the leadership check, so a revocation
-// applied while the check runs is pushed after the answer.
+// every session renewed (the expiry table keeps its number), before the
+// leadership check, so a revocation applied while the check runs is
+// pushed after the answer.
 func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, push *pushStream) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, toConnect(fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
@@ -89,7 +90,7 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, p
 			resp.NotOwner, resp.Error = true, owner[i].Error()
 			continue
 		}
-		ttl, ok := s.expiry.renew(req.Session)
+		ttl, ok := s.expiry.renew(req.Session, push.number())
 		if !ok {
 			s.metrics.staleSession.Inc()
 			resp.Gone = true
@@ -98,9 +99,6 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, p
 		}
 		resp.TtlMs = ttl.Milliseconds()
 		renewed = true
-		if push != nil {
-			push.renewed(req.Session)
-		}
 	}
 	if renewed {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
