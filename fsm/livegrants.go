@@ -119,7 +119,7 @@ func (m *Machine) endGrant(tok fence.Token, reason EndReason) {
 		return
 	}
 	delete(m.live.byToken, tok)
-	m.obs.Released(g.kind.of(), g.name, g.session, tok, reason)
+	m.obs.Released(g.kind.of(), g.name, g.session, tok, g.issuedAt, reason)
 }
 
 // endLockGrant is endGrant for lock lk's grant, before the lock forgets
@@ -129,7 +129,7 @@ func (m *Machine) endLockGrant(lk *lock, reason EndReason) {
 		return
 	}
 	delete(m.live.locks, lk.token)
-	m.obs.Released(fence.KindLock, lk.name, lk.holder, lk.token, reason)
+	m.obs.Released(fence.KindLock, lk.name, lk.holder, lk.token, lk.issuedAt, reason)
 }
 
 // grant describes a grant of kind k on object name with scope, token tok,
