@@ -53,7 +53,7 @@ func (c *electionChecker) Granted(g fence.Grant) {
 	c.leader[g.Name] = g.Session
 }
 
-func (c *electionChecker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ EndReason) {
+func (c *electionChecker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ int64, _ EndReason) {
 	if c.leader[name] != session {
 		c.t.Fatalf("election %q: session %d lost a leadership it did not have (leader %d)", name, session, c.leader[name])
 	}

@@ -54,7 +54,7 @@ func (o *fuzzObserver) Granted(g fence.Grant) {
 	o.holder[key] = g.Session
 }
 
-func (o *fuzzObserver) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ EndReason) {
+func (o *fuzzObserver) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ int64, _ EndReason) {
 	if k == fence.KindPermit {
 		if h, ok := o.permits[tok]; !ok || h != session {
 			o.t.Fatalf("release of permit %d of %q by session %d, but its holder is %d (held: %v)", tok, name, session, h, ok)

@@ -24,19 +24,28 @@ func TestLiveGrants_InvariantCatchesDrift(t *testing.T) {
 		return m, res.Grant.Token
 	}
 	for name, breakIt := range map[string]func(m *Machine, tok fence.Token){
-		"missing": func(m *Machine, tok fence.Token) { delete(m.live.byToken, tok) },
+		"missing": func(m *Machine, tok fence.Token) { delete(m.live.locks, tok) },
 		"extra": func(m *Machine, tok fence.Token) {
-			m.live.add(tok+1, liveGrant{kind: kindCode(fence.KindLock), name: "b", scope: "b", session: 1})
+			m.live.add(tok+1, liveGrant{kind: kindCode(fence.KindPermit), name: "b", scope: "b", session: 1})
 		},
-		"other scope": func(m *Machine, tok fence.Token) {
-			g := m.live.byToken[tok]
+		"another lock": func(m *Machine, tok fence.Token) {
+			l := *m.live.locks[tok]
+			m.live.locks[tok] = &l
+		},
+		"in both maps": func(m *Machine, tok fence.Token) {
+			m.live.add(tok, m.live.locks[tok].liveGrant())
+		},
+		"other scope, in the other map": func(m *Machine, tok fence.Token) {
+			g := m.live.locks[tok].liveGrant()
 			g.scope = "ord"
-			m.live.byToken[tok] = g
+			delete(m.live.locks, tok)
+			m.live.add(tok, g)
 		},
-		"other kind": func(m *Machine, tok fence.Token) {
-			g := m.live.byToken[tok]
+		"other kind, in the other map": func(m *Machine, tok fence.Token) {
+			g := m.live.locks[tok].liveGrant()
 			g.kind = kindCode(fence.KindPermit)
-			m.live.byToken[tok] = g
+			delete(m.live.locks, tok)
+			m.live.add(tok, g)
 		},
 	} {
 		m, tok := fresh()

@@ -16,7 +16,7 @@ type kindLog struct {
 }
 
 func (k *kindLog) Granted(g fence.Grant) { k.granted = append(k.granted, g.Kind) }
-func (k *kindLog) Released(kd fence.Kind, _ string, _ uint64, _ fence.Token, _ fsm.EndReason) {
+func (k *kindLog) Released(kd fence.Kind, _ string, _ uint64, _ fence.Token, _ int64, _ fsm.EndReason) {
 	k.released = append(k.released, kd)
 }
 func (k *kindLog) WaitEnded(kd fence.Kind, _ string, _ uint64) { k.waitEnded = append(k.waitEnded, kd) }

@@ -86,6 +86,12 @@ func (t *lockTable) newLock(name string) *lock {
 	return l
 }
 
+// liveGrant describes the grant l holds: of kind lock, with the lock's
+// name as its scope.
+func (l *lock) liveGrant() liveGrant {
+	return liveGrant{kind: kindCode(fence.KindLock), name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt}
+}
+
 // A lock's grants are of kind lock with the lock's name as their scope.
 func (t *lockTable) grantOf(l *lock) fence.Grant {
 	return t.m.grant(fence.KindLock, l.name, l.name, l.token, l.holder, l.issuedAt)
@@ -123,6 +129,7 @@ func (t *lockTable) acquire(a *statev1.Acquire, now int64) Result {
 	case free:
 		g := m.issueGrant(fence.KindLock, name, name, sid, now) // exhaustion was checked above
 		l.holder, l.token, l.issuedAt = sid, g.Token, now
+		m.live.addLock(g.Token, l)
 		l.delay.holderMs = a.GetLockDelayMs()
 		s.hold(kindLock, name)
 		s.replies.put(reply{seq: seq, kind: replyGranted, name: name, token: g.Token, issuedAt: now})
@@ -205,7 +212,7 @@ func (t *lockTable) releaseHeld(l *lock, reason EndReason, now int64) {
 		s.unhold(kindLock, l.name)
 	}
 	ended := l.token
-	m.endGrant(ended, reason)
+	m.endLockGrant(l, reason)
 	l.holder, l.token, l.issuedAt = 0, 0, 0
 	if t.startDelay(l, ended, reason, now) {
 		return
@@ -219,6 +226,7 @@ func (t *lockTable) grantNext(l *lock, now int64) {
 	if l.queue.len() > 0 && !m.tokens.exhausted() {
 		w, g, _ := m.promote(kindLock, l.name, l.name, &l.queue, now)
 		l.holder, l.token, l.issuedAt = w.session, g.Token, now
+		m.live.addLock(g.Token, l)
 		l.delay.grantedTo(w.session)
 		m.obs.Granted(g)
 		return
@@ -295,7 +303,7 @@ func (t *lockTable) restore(st *statev1.State) error {
 func (t *lockTable) eachGrant(fn func(tok fence.Token, g liveGrant)) {
 	for _, l := range t.byName {
 		if l.holder != 0 {
-			fn(l.token, liveGrant{kind: kindCode(fence.KindLock), name: l.name, scope: l.name, session: l.holder, issuedAt: l.issuedAt})
+			fn(l.token, l.liveGrant())
 		}
 	}
 }

@@ -52,12 +52,12 @@ func (c *delayChecker) Granted(g fence.Grant) {
 	c.checker.Granted(g)
 }
 
-func (c *delayChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, reason fsm.EndReason) {
+func (c *delayChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, issuedAt int64, reason fsm.EndReason) {
 	c.lastEnd[name] = ended{tok, reason}
 	if (reason == fsm.Expired || reason == fsm.Revoked) && c.delayOf[tok] > 0 {
 		c.mustDelay[name] = tok
 	}
-	c.checker.Released(k, name, session, tok, reason)
+	c.checker.Released(k, name, session, tok, issuedAt, reason)
 }
 
 func (c *delayChecker) LockDelayStarted(name string, after fence.Token, length time.Duration) {

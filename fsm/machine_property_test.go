@@ -60,7 +60,7 @@ func (c *checker) record(end fence.Token) {
 	c.recorded = end
 }
 
-func (c *checker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ fsm.EndReason) {
+func (c *checker) Released(_ fence.Kind, name string, session uint64, _ fence.Token, _ int64, _ fsm.EndReason) {
 	if c.holder[name] != session {
 		c.t.Fatalf("release of %q by session %d, but the holder is %d", name, session, c.holder[name])
 	}

@@ -49,8 +49,9 @@ type Observer interface {
 	// g.Scope say what was granted.
 	Granted(g fence.Grant)
 	// Released is called when a grant of kind k on object name ends: its
-	// holder released it, its session ended or it was revoked.
-	Released(k fence.Kind, name string, session uint64, token fence.Token, reason EndReason)
+	// holder released it, its session ended or it was revoked. issuedAt
+	// is the grant's time (Unix ms, fence.Grant.IssuedAt).
+	Released(k fence.Kind, name string, session uint64, token fence.Token, issuedAt int64, reason EndReason)
 	// WaitEnded is called when a waiter for a grant of kind k on object
 	// name leaves a queue without a grant: its session ended or its wait
 	// was cancelled. The kind keeps waits on equal names of two primitives
@@ -69,7 +70,7 @@ type NopObserver struct{}
 func (NopObserver) Granted(fence.Grant) {}
 
 // Released implements Observer.
-func (NopObserver) Released(fence.Kind, string, uint64, fence.Token, EndReason) {}
+func (NopObserver) Released(fence.Kind, string, uint64, fence.Token, int64, EndReason) {}
 
 // WaitEnded implements Observer.
 func (NopObserver) WaitEnded(fence.Kind, string, uint64) {}

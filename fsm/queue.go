@@ -501,7 +501,7 @@ func (t *queueTable) claim(c *statev1.QueueClaim, now int64) Result {
 	}
 	// The acks first (ack-and-claim-next): decided now, applied below once
 	// nothing can refuse the claim, so a refused command changes nothing.
-	outcomes, acked, freed := t.decideAcks(name, acks, s.owner)
+	outcomes, acked, freed := t.decideAcks(name, acks, s.owner())
 	clock := t.timeAt(now)
 	q := t.byName[name]
 	var its []*queueItem
@@ -641,7 +641,7 @@ func (t *queueTable) waiterTake(w waiter) int {
 	if s := t.m.sessions[w.session]; s != nil {
 		if rep, ok := s.replies.at(w.seq); ok {
 			n := replyItems(rep)
-			if limit := int(rep.token); limit > 0 && s.owner != "" {
+			if limit := int(rep.token); limit > 0 && s.owner() != "" {
 				n = min(n, max(limit-s.use.held, 1))
 			}
 			return n
@@ -654,7 +654,7 @@ func (t *queueTable) waiterTake(w waiter) int {
 // s keeps in its queued reply: 0 when s has no owner or quota has no
 // max_held (no limit).
 func waitHeldLimit(s *session, quota *statev1.Quota) fence.Token {
-	if s.owner == "" {
+	if s.owner() == "" {
 		return 0
 	}
 	return fence.Token(quota.GetMaxHeld())

@@ -96,7 +96,7 @@ func (t *queueTable) decideAcks(name string, acks []*statev1.QueueItemToken, own
 		case err == nil && !dup:
 			outcomes[i] = AckAcked
 			acked = append(acked, ackedItem{q, it})
-			if h := t.m.sessions[it.claimSession]; h != nil && h.owner == owner {
+			if h := t.m.sessions[it.claimSession]; h != nil && h.owner() == owner {
 				freed++ // the ack ends one of the owner's holds
 			}
 		case dup || errors.Is(err, fence.ErrStaleToken):
@@ -111,7 +111,7 @@ func (t *queueTable) decideAcks(name string, acks []*statev1.QueueItemToken, own
 // holdRoom is how many more claims session s may hold under quota once
 // freed of its holds end (checkHoldQuotaFreeing allowed one).
 func holdRoom(s *session, quota *statev1.Quota, freed int) int {
-	if s.owner == "" || quota.GetMaxHeld() == 0 {
+	if s.owner() == "" || quota.GetMaxHeld() == 0 {
 		return MaxQueueBatch
 	}
 	return max(int(quota.GetMaxHeld())-(s.use.held-freed), 1)

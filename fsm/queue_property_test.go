@@ -63,7 +63,7 @@ func (c *queueChecker) Granted(g fence.Grant) {
 	}
 }
 
-func (c *queueChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+func (c *queueChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ int64, _ fsm.EndReason) {
 	if k != fence.KindClaim {
 		return
 	}

@@ -29,7 +29,7 @@ func (c *liveClaims) Granted(g fence.Grant) {
 	c.live[g.Token] = ci.Item
 }
 
-func (c *liveClaims) Released(k fence.Kind, _ string, _ uint64, tok fence.Token, _ fsm.EndReason) {
+func (c *liveClaims) Released(k fence.Kind, _ string, _ uint64, tok fence.Token, _ int64, _ fsm.EndReason) {
 	if k == fence.KindClaim {
 		delete(c.live, tok)
 	}

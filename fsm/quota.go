@@ -20,6 +20,7 @@ import (
 // usage counts what one owner's live sessions hold: sessions, grants held
 // and places in queues, over every primitive.
 type usage struct {
+	owner    string // the identity charged, the key in Machine.owners
 	sessions int
 	held     int
 	waiting  int
@@ -58,7 +59,7 @@ func (m *Machine) usageOf(owner string) *usage {
 	}
 	u := m.owners[owner]
 	if u == nil {
-		u = &usage{}
+		u = &usage{owner: owner}
 		m.owners[owner] = u
 	}
 	return u
@@ -96,15 +97,15 @@ func checkHoldQuota(s *session, q *statev1.Quota, waiting bool) error {
 // checkHoldQuotaFreeing is checkHoldQuota for a command that ends freed of
 // the owner's holds before it takes one (a claim carrying an ack).
 func checkHoldQuotaFreeing(s *session, q *statev1.Quota, waiting bool, freed int) error {
-	if s.owner == "" {
+	if s.owner() == "" {
 		return nil
 	}
 	u := s.use
 	switch {
 	case !waiting && q.GetMaxHeld() > 0 && u.held-freed >= int(q.GetMaxHeld()):
-		return &QuotaError{Owner: s.owner, Resource: QuotaHeld, Limit: q.GetMaxHeld()}
+		return &QuotaError{Owner: s.owner(), Resource: QuotaHeld, Limit: q.GetMaxHeld()}
 	case waiting && q.GetMaxWaiting() > 0 && u.waiting >= int(q.GetMaxWaiting()):
-		return &QuotaError{Owner: s.owner, Resource: QuotaWaiting, Limit: q.GetMaxWaiting()}
+		return &QuotaError{Owner: s.owner(), Resource: QuotaWaiting, Limit: q.GetMaxWaiting()}
 	}
 	return nil
 }

@@ -88,7 +88,7 @@ func (c *rwModel) Granted(g fence.Grant) {
 	hs[g.Session] = rwHeld{write: write, token: g.Token}
 }
 
-func (c *rwModel) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+func (c *rwModel) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ int64, _ fsm.EndReason) {
 	if k == fence.KindLock {
 		if c.lock[name] != session {
 			c.t.Fatalf("release of lock %q by session %d, but the holder is %d", name, session, c.lock[name])

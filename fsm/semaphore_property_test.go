@@ -113,7 +113,7 @@ func (c *semChecker) Granted(g fence.Grant) {
 	}
 }
 
-func (c *semChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ fsm.EndReason) {
+func (c *semChecker) Released(k fence.Kind, name string, session uint64, tok fence.Token, _ int64, _ fsm.EndReason) {
 	for slot, p := range c.live[name] {
 		if p.token == tok {
 			if p.session != session {

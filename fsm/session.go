@@ -28,14 +28,24 @@ type session struct {
 	ttlMs int32
 	// hasSecret reports secretHash holds the SHA-256 of the session's
 	// secret (secret.go); false for a session from before secrets.
-	hasSecret  bool
-	requestID  string
-	owner      string // the identity charged for the session (quota.go)
-	use        *usage // what the owner's sessions use (quota.go); nil without an owner
+	hasSecret bool
+	requestID string
+	// use is the session's owner (the identity charged for it) and what
+	// that owner's sessions use (quota.go); nil without an owner. The
+	// owner is kept there only, once for all of its sessions.
+	use        *usage
 	secretHash [SecretHashLen]byte
 	lock       binding                // kindLock's binding (bound, bind)
 	others     *[numKinds - 1]binding // the other kinds' bindings; nil until one is used
 	replies    replies
+}
+
+// owner returns the identity charged for the session, "" for none.
+func (s *session) owner() string {
+	if s.use == nil {
+		return ""
+	}
+	return s.use.owner
 }
 
 // ttl returns the session's TTL in milliseconds.
@@ -110,15 +120,16 @@ func (m *Machine) createSession(requestID string, ttlMs int64, q *statev1.Quota,
 		return Result{Err: err}
 	}
 	m.lastSession++
-	s := &session{id: m.lastSession, ttlMs: int32(ttlMs), requestID: requestID, owner: q.GetOwner()}
+	s := &session{id: m.lastSession, ttlMs: int32(ttlMs), requestID: requestID}
 	s.setSecret(secretHash)
-	m.addSession(s)
+	m.addSession(s, q.GetOwner())
 	m.obs.SessionStarted(s.id, ttlMs)
 	return Result{Session: s.id}
 }
 
-func (m *Machine) addSession(s *session) {
-	if u := m.usageOf(s.owner); u != nil {
+// addSession adds s, charged to owner ("" for none).
+func (m *Machine) addSession(s *session, owner string) {
+	if u := m.usageOf(owner); u != nil {
 		u.sessions++
 		s.use = u
 	}
@@ -184,9 +195,9 @@ func (m *Machine) endSession(id uint64, reason EndReason, now int64) Result {
 		p.endSession(s, reason, now)
 	}
 	delete(m.sessions, id)
-	if u := m.owners[s.owner]; u != nil {
+	if u := s.use; u != nil {
 		if u.sessions--; u.sessions == 0 {
-			delete(m.owners, s.owner)
+			delete(m.owners, u.owner)
 		}
 	}
 	if s.requestID != "" {
@@ -268,7 +279,7 @@ var primitiveNames = [numKinds]string{kindLock: "lock", kindSemaphore: "semaphor
 
 func (s *session) info() SessionInfo {
 	b := s.bound(kindLock)
-	si := SessionInfo{ID: s.id, TTLMs: s.ttl(), Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner}
+	si := SessionInfo{ID: s.id, TTLMs: s.ttl(), Held: b.held.sorted(), Waiting: b.waiting.sorted(), Owner: s.owner()}
 	for k := kindLock + 1; k < numKinds; k++ {
 		b := s.bound(k)
 		for _, name := range b.held.sorted() {

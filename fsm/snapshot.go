@@ -32,7 +32,7 @@ func (m *Machine) Snapshot() ([]byte, error) {
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
 		s := m.sessions[id]
-		ps := &statev1.Session{Id: s.id, TtlMs: s.ttl(), RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner, SecretHash: s.secret()}
+		ps := &statev1.Session{Id: s.id, TtlMs: s.ttl(), RequestId: s.requestID, SeqFloor: s.replies.floor, Owner: s.owner(), SecretHash: s.secret()}
 		for _, r := range s.replies.list {
 			ps.Replies = append(ps.Replies, &statev1.Reply{
 				Seq: r.seq, Kind: int32(r.kind), Name: r.name, Token: uint64(r.token), Holder: r.holder, IssuedAtUnixMs: r.issuedAt,
@@ -106,7 +106,7 @@ func (m *Machine) restore(st *statev1.State) error {
 		if err := fence.ValidateTTLMillis(ps.GetTtlMs()); err != nil {
 			return broken("session %d: %v", ps.GetId(), err)
 		}
-		s := &session{id: ps.GetId(), ttlMs: int32(ps.GetTtlMs()), requestID: ps.GetRequestId(), owner: ps.GetOwner()}
+		s := &session{id: ps.GetId(), ttlMs: int32(ps.GetTtlMs()), requestID: ps.GetRequestId()}
 		if h := ps.GetSecretHash(); len(h) > 0 {
 			if err := validateSecretHash(h); err != nil {
 				return fmt.Errorf("session %d: %w", s.id, err)
@@ -120,7 +120,7 @@ func (m *Machine) restore(st *statev1.State) error {
 				token: fence.Token(r.GetToken()), holder: r.GetHolder(), issuedAt: r.GetIssuedAtUnixMs(),
 			})
 		}
-		m.addSession(s)
+		m.addSession(s, ps.GetOwner())
 	}
 	for _, sec := range m.sections {
 		if err := sec.restore(st); err != nil {

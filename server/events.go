@@ -51,7 +51,7 @@ func (e *events) Granted(g fence.Grant) {
 		e.metrics.rwGrants.WithLabelValues(string(g.Kind)).Inc()
 	}
 	e.waits.notify(waitKey{g.Kind, g.Name, g.Session}, waitOutcome{granted: true, grant: g})
-	e.prefix.granted(g, e.now)
+	e.prefix.granted(g)
 	e.ui.record(timelineEvent{Event: "grant", Kind: string(g.Kind), Name: g.Name, Session: g.Session, Token: uint64(g.Token)}, e.now)
 	if e.grantsLogged() {
 		e.grantLog("grant", slog.String("kind", string(g.Kind)), slog.String("name", g.Name), slog.String("scope", g.Scope), slog.Uint64("session", g.Session), slog.Uint64("token", uint64(g.Token)), slog.Uint64("index", e.index))
@@ -61,7 +61,7 @@ func (e *events) Granted(g fence.Grant) {
 	}
 }
 
-func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, reason fsm.EndReason) {
+func (e *events) Released(k fence.Kind, name string, session uint64, token fence.Token, issuedAt int64, reason fsm.EndReason) {
 	e.metrics.released(reason).Inc()
 	if k == fence.KindClaim {
 		e.claims.end(uint64(token))
@@ -69,7 +69,7 @@ func (e *events) Released(k fence.Kind, name string, session uint64, token fence
 			e.queue.expiries.Inc()
 		}
 	}
-	e.prefix.released(k, name, token, reason, e.now)
+	e.prefix.released(k, name, issuedAt, reason, e.now)
 	e.ui.record(timelineEvent{Event: "release", Kind: string(k), Name: name, Session: session, Token: uint64(token), Reason: reason.String()}, e.now)
 	if e.grantsLogged() {
 		e.grantLog("release", slog.String("kind", string(k)), slog.String("name", name), slog.Uint64("session", session), slog.Uint64("token", uint64(token)), slog.String("reason", reason.String()), slog.Uint64("index", e.index))
@@ -97,8 +97,7 @@ func (e *events) SessionStarted(session uint64, ttlMs int64) {
 }
 
 func (e *events) SessionEnded(session uint64, reason fsm.EndReason) {
-	e.expiry.end(session)
-	e.revokes.ended(session, reason == fsm.Revoked)
+	e.revokes.ended(session, e.expiry.end(session), reason == fsm.Revoked)
 	if reason == fsm.Expired {
 		e.metrics.expiries.Inc()
 		e.ui.record(timelineEvent{Event: "expiry", Session: session}, e.now)

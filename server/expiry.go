@@ -2,6 +2,7 @@ package server
 
 import (
 	"container/heap"
+	"math"
 	"sync"
 	"time"
 
@@ -19,12 +20,32 @@ const retryExpiryAfter = time.Second
 // (docs/benchmarks.md, "The cost of scale"): times are nanoseconds on the
 // table's own scale (sessionExpiry.at).
 type sessionDeadline struct {
-	ttl      time.Duration
 	deadline monoTime
 	expiring monoTime // when an expiry was proposed; 0 if none
-	pins     int32    // renewals in flight (renew.go): no expiry is proposed while > 0
-	gen      uint32   // the heap entry of this generation is the live one (renew.go)
+	ttl      ttlMs
+	pins     int32  // renewals in flight (renew.go): no expiry is proposed while > 0
+	gen      uint32 // the heap entry of this generation is the live one (renew.go)
+	// stream is the KeepAlive stream that renewed the session last, told
+	// at once if it is revoked (revokePush); 0 if none. Kept here, where a
+	// renewal already looks the session up, rather than in a registry of
+	// its own (95 MB at a million sessions).
+	stream uint32
 }
+
+// ttlMs is a TTL in whole milliseconds, in 32 bits (the record stays 32
+// bytes with sessionDeadline.stream): every session TTL and claim
+// visibility is given in milliseconds and is at most fence.MaxTTL.
+type ttlMs int32
+
+// toTTLMs returns d in milliseconds, rounded up (a TTL is a lower bound on
+// the life of what it times) and at most the largest ttlMs.
+func toTTLMs(d time.Duration) ttlMs {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return ttlMs(min(max(ms, 0), math.MaxInt32))
+}
+
+// duration returns t as a Duration.
+func (t ttlMs) duration() time.Duration { return time.Duration(t) * time.Millisecond }
 
 // monoTime is an instant as the nanoseconds since the table's base, plus
 // one, so that 0 is no instant (sessionDeadline.expiring).
@@ -73,7 +94,7 @@ func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	defer l.mu.Unlock()
 	deadline := l.now().add(ttl)
 	old, queued := l.table[id]
-	ls := sessionDeadline{ttl: ttl, deadline: deadline}
+	ls := sessionDeadline{ttl: toTTLMs(ttl), deadline: deadline}
 	if queued {
 		ls.gen = old.gen // its entry stays the live one
 	}
@@ -85,7 +106,8 @@ func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 	}
 }
 
-// end stops tracking a session. Its heap entry is dropped when it comes
+// end stops tracking a session, and returns the KeepAlive stream that
+// renewed it last (0 if none). Its heap entry is dropped when it comes
 // up, or sooner: once the heap holds more than twice the entries of the
 // table (and a few), it is rebuilt from the live entries alone. Queue
 // claims are tracked here too, one per claim token, and most end (acked)
@@ -93,13 +115,15 @@ func (l *sessionExpiry) start(id uint64, ttl time.Duration) {
 // with a 30 s visibility kept 600,000 dead entries that every push had to
 // climb past (heap growth and sifting were 4 % of a leader's CPU in a
 // profile of the queue batch benchmark).
-func (l *sessionExpiry) end(id uint64) {
+func (l *sessionExpiry) end(id uint64) (stream uint32) {
 	l.mu.Lock()
+	stream = l.table[id].stream
 	delete(l.table, id)
 	if len(l.queue) > 2*len(l.table)+compactExpiryAbove {
 		l.compactLocked()
 	}
 	l.mu.Unlock()
+	return stream
 }
 
 // compactExpiryAbove is how many dead heap entries end lets pile up (past
@@ -120,21 +144,30 @@ func (l *sessionExpiry) compactLocked() {
 	heap.Init(&l.queue)
 }
 
-// renew extends a session's deadline to now+ttl. It fails for a session
-// that is unknown or whose expiry was already proposed: confirming that
-// renewal would let the client trust a session the cluster is ending.
-func (l *sessionExpiry) renew(id uint64) (time.Duration, bool) {
+// renew extends a session's deadline to now+ttl, renewed on the
+// KeepAlive stream numbered stream (revokePush; 0 for none, which leaves
+// the last one registered). It fails for a session that is unknown or
+// whose expiry was already proposed: confirming that renewal would let
+// the client trust a session the cluster is ending.
+func (l *sessionExpiry) renew(id uint64, stream uint32) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls, ok := l.table[id]
 	if !ok || ls.expiring != 0 {
 		return 0, false
 	}
-	if d := l.now().add(ls.ttl); d > ls.deadline {
-		ls.deadline = d
+	d := l.now().add(ls.ttl.duration())
+	later, moved := d > ls.deadline, stream != 0 && stream != ls.stream
+	if later || moved {
+		if later {
+			ls.deadline = d
+		}
+		if moved {
+			ls.stream = stream
+		}
 		l.table[id] = ls
 	}
-	return ls.ttl, true
+	return ls.ttl.duration(), true
 }
 
 // reset replaces the whole table with sessions, each tracked from now
@@ -149,7 +182,7 @@ func (l *sessionExpiry) reset(sessions []fsm.SessionTTL) {
 	l.queue = make(deadlineHeap, 0, len(sessions))
 	for _, si := range sessions {
 		ttl := time.Duration(si.TTLMs) * time.Millisecond
-		l.table[si.ID] = sessionDeadline{ttl: ttl, deadline: now.add(ttl)}
+		l.table[si.ID] = sessionDeadline{ttl: toTTLMs(ttl), deadline: now.add(ttl)}
 		l.queue = append(l.queue, deadlineEntry{id: si.ID, at: now.add(ttl)})
 	}
 	heap.Init(&l.queue)
@@ -163,7 +196,7 @@ func (l *sessionExpiry) restartAll() {
 	now := l.now()
 	for id, ls := range l.table {
 		ls.expiring = 0
-		if d := now.add(ls.ttl); d > ls.deadline {
+		if d := now.add(ls.ttl.duration()); d > ls.deadline {
 			ls.deadline = d
 		}
 		l.table[id] = ls
@@ -244,5 +277,5 @@ func (l *sessionExpiry) sinceRenewal(id uint64) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return l.now().sub(ls.deadline.add(-ls.ttl)), true
+	return l.now().sub(ls.deadline.add(-ls.ttl.duration())), true
 }

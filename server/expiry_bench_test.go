@@ -34,7 +34,7 @@ func BenchmarkSessionExpiry_Renew(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
 			for b.Loop() {
-				if _, ok := l.renew(uint64(order[i%n] + 1)); !ok {
+				if _, ok := l.renew(uint64(order[i%n]+1), 0); !ok {
 					b.Fatal("renew failed")
 				}
 				if i++; i%n == 0 {

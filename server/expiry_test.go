@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
@@ -37,7 +38,7 @@ func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
 	if got := l.due(); len(got) != 0 {
 		t.Fatalf("due before any deadline: %v", got)
 	}
-	if _, ok := l.renew(1); !ok {
+	if _, ok := l.renew(1, 0); !ok {
 		t.Fatal("renew of a live session failed")
 	}
 	l.end(3)
@@ -52,7 +53,7 @@ func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
 	if !slices.Equal(got, []uint64{1, 2}) {
 		t.Fatalf("due at 5.5s = %v, want [1 2]", got)
 	}
-	if _, ok := l.renew(1); ok {
+	if _, ok := l.renew(1, 0); ok {
 		t.Fatal("a session whose expiry was proposed was renewed")
 	}
 	if got := l.due(); len(got) != 0 {
@@ -67,7 +68,7 @@ func TestSessionExpiry_DueOnlyAfterDeadlineAndRenewalsMoveIt(t *testing.T) {
 
 	// A new leader restarts every TTL from now.
 	l.restartAll()
-	if _, ok := l.renew(2); !ok {
+	if _, ok := l.renew(2, 0); !ok {
 		t.Fatal("renew after restartAll failed")
 	}
 	clock.advance(4 * time.Second)
@@ -106,11 +107,11 @@ func TestSessionExpiry_EndedEntriesDoNotPileUp(t *testing.T) {
 			t.Fatalf("after ending %d: %d heap entries for %d live", id, n, len(l.table))
 		}
 	}
-	if _, ok := l.renew(1); !ok {
+	if _, ok := l.renew(1, 0); !ok {
 		t.Fatal("renew failed")
 	}
 	clock.advance(2 * time.Second)
-	if _, ok := l.renew(1); !ok { // 1 now due at 5 s
+	if _, ok := l.renew(1, 0); !ok { // 1 now due at 5 s
 		t.Fatal("renew failed")
 	}
 	clock.advance(3500 * time.Millisecond) // t=5.5s
@@ -130,4 +131,23 @@ func expiryOf(n int, ttl time.Duration) (*sessionExpiry, *fakeClock) {
 		l.start(uint64(i+1), ttl)
 	}
 	return l, clock
+}
+
+// A TTL is kept in whole milliseconds, rounded up (never shorter), and at
+// most the largest that fits.
+func TestToTTLMs(t *testing.T) {
+	for _, c := range []struct {
+		in   time.Duration
+		want time.Duration
+	}{
+		{time.Minute, time.Minute},
+		{1500 * time.Microsecond, 2 * time.Millisecond},
+		{24 * time.Hour, 24 * time.Hour},
+		{1 << 62, math.MaxInt32 * time.Millisecond},
+		{-time.Second, 0},
+	} {
+		if got := toTTLMs(c.in).duration(); got != c.want {
+			t.Errorf("toTTLMs(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
 }

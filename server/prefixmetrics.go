@@ -22,16 +22,7 @@ type prefixMetrics struct {
 	expiries    *prometheus.CounterVec
 	revocations *prometheus.CounterVec
 
-	// since is when each live grant this node saw was granted, by token,
-	// for its hold time (a grant restored from a snapshot has none and is
-	// not measured).
-	mu    sync.Mutex
-	since map[fence.Token]time.Duration
-	// base is the instant since counts from: a time.Time holds a pointer
-	// (its location) and takes 24 bytes, a Duration 8 and none, so a
-	// million grants' entries are half the size and the collector does not
-	// scan them.
-	base time.Time
+	mu sync.Mutex // guards last
 	// last is the group and series of the name last granted or released
 	// (under mu): a batch claim's grants and releases share one queue
 	// name, so its items skip the grouping and the series lookups.
@@ -57,13 +48,11 @@ func newPrefixMetrics(cfg MetricsConfig, reg prometheus.Registerer) *prefixMetri
 	buckets := prometheus.ExponentialBuckets(0.001, 4, 12) // 1ms .. ~70min
 	p := &prefixMetrics{
 		groups: groups,
-		since:  make(map[fence.Token]time.Duration),
-		base:   time.Now(),
 		wait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "fenced_prefix_wait_seconds", Help: "Time from an acquire's arrival on this node to its grant (queue wait and commit), by kind and name group.", Buckets: buckets,
 		}, labels),
 		hold: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name: "fenced_prefix_hold_seconds", Help: "Time from a grant to its end (release, close, expiry, revocation) as this node applied them, by kind and name group.", Buckets: buckets,
+			Name: "fenced_prefix_hold_seconds", Help: "Time from a grant's issue (its time in the state, on the leader's clock) to its end (release, close, expiry, revocation) as this node applied it, by kind and name group.", Buckets: buckets,
 		}, labels),
 		grants: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fenced_prefix_grants_total", Help: "Grants by kind and name group (on this node's state machine).",
@@ -84,14 +73,13 @@ func (p *prefixMetrics) waited(g fence.Grant, d time.Duration) {
 	p.wait.WithLabelValues(string(g.Kind), p.groups.Group(g.Name)).Observe(d.Seconds())
 }
 
-func (p *prefixMetrics) granted(g fence.Grant, now time.Time) {
+func (p *prefixMetrics) granted(g fence.Grant) {
 	p.mu.Lock()
 	ls := p.seriesLocked(g.Kind, g.Name)
 	if ls.grants == nil {
 		ls.grants = p.grants.WithLabelValues(string(g.Kind), ls.group)
 	}
 	grants := ls.grants
-	p.since[g.Token] = now.Sub(p.base)
 	p.mu.Unlock()
 	grants.Inc()
 }
@@ -105,19 +93,18 @@ func (p *prefixMetrics) seriesLocked(k fence.Kind, name string) *prefixSeries {
 	return &p.last
 }
 
-func (p *prefixMetrics) released(k fence.Kind, name string, token fence.Token, reason fsm.EndReason, now time.Time) {
+// released records the end of a grant of kind k on name, issued at
+// issuedAt (Unix ms), at now. Its hold time is measured from the grant's
+// own time, which the state keeps, so nothing is kept here per live grant
+// (a map of a million grants' times was 35 MB at a million holders).
+func (p *prefixMetrics) released(k fence.Kind, name string, issuedAt int64, reason fsm.EndReason, now time.Time) {
 	p.mu.Lock()
 	ls := p.seriesLocked(k, name)
 	group := ls.group
-	since, ok := p.since[token]
-	delete(p.since, token)
-	var hold prometheus.Observer
-	if ok {
-		if ls.hold == nil {
-			ls.hold = p.hold.WithLabelValues(string(k), group)
-		}
-		hold = ls.hold
+	if ls.hold == nil {
+		ls.hold = p.hold.WithLabelValues(string(k), group)
 	}
+	hold := ls.hold
 	p.mu.Unlock()
 	switch reason {
 	case fsm.Expired:
@@ -125,15 +112,5 @@ func (p *prefixMetrics) released(k fence.Kind, name string, token fence.Token, r
 	case fsm.Revoked:
 		p.revocations.WithLabelValues(string(k), group).Inc()
 	}
-	if hold != nil {
-		hold.Observe((now.Sub(p.base) - since).Seconds())
-	}
-}
-
-// restored forgets the grant times: the grants live after a restore were
-// granted before this node saw them.
-func (p *prefixMetrics) restored() {
-	p.mu.Lock()
-	clear(p.since)
-	p.mu.Unlock()
+	hold.Observe(max(now.Sub(time.UnixMilli(issuedAt)), 0).Seconds())
 }

@@ -69,7 +69,7 @@ func (l *sessionExpiry) retime(id uint64, ttl time.Duration) {
 	}
 	d := l.now().add(ttl)
 	earlier := d < ls.deadline
-	ls.ttl, ls.deadline = ttl, d
+	ls.ttl, ls.deadline = toTTLMs(ttl), d
 	if earlier {
 		// The queued entry is after the new deadline: queue a new one and
 		// let the old one drop when it comes up.

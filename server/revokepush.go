@@ -8,96 +8,61 @@ import (
 
 // revokePush tells KeepAlive streams at once that a session they renew was
 // revoked, so the holder's SDK cancels its grants without waiting for its
-// next renewal. A stream is registered for a session once it renewed it
-// with the session's secret. The push is only the fast path: a stream that
-// misses it (it was reconnecting) learns the session is gone from its next
-// renewal.
+// next renewal. Every stream has a number; the session's entry in the
+// expiry table keeps the number of the stream that renewed it last
+// (sessionDeadline.stream), and when the session ends the table hands it
+// here (ended). The push is only the fast path: a stream that misses it
+// (it was reconnecting, or the client renewed on another stream since)
+// learns the session is gone from its next renewal.
+//
+// A stream that is done is only taken out of streams: the sessions that
+// still name it are not walked (a million at scale), and a push to a
+// number that names no stream is dropped.
 type revokePush struct {
-	mu        sync.Mutex
-	bySession map[uint64]pushSet
+	mu      sync.Mutex
+	last    uint32 // the number given to the newest stream
+	streams map[uint32]*pushStream
 }
 
 func newRevokePush() *revokePush {
-	return &revokePush{bySession: make(map[uint64]pushSet)}
-}
-
-// pushSet is the streams registered for one session. Nearly every session
-// is renewed by one stream, kept in one without a map of its own (a map a
-// session cost about 200 bytes a live session); more holds the others
-// while a client moves between streams.
-type pushSet struct {
-	one  *pushStream
-	more map[*pushStream]struct{}
-}
-
-// add returns the set with ps in it.
-func (s pushSet) add(ps *pushStream) pushSet {
-	switch {
-	case s.one == nil || s.one == ps:
-		s.one = ps
-	default:
-		if s.more == nil {
-			s.more = make(map[*pushStream]struct{})
-		}
-		s.more[ps] = struct{}{}
-	}
-	return s
-}
-
-// remove returns the set without ps, and whether it is empty.
-func (s pushSet) remove(ps *pushStream) (pushSet, bool) {
-	if s.one == ps {
-		s.one = nil
-		for other := range s.more { // promote any one of the others
-			s.one = other
-			delete(s.more, other)
-			break
-		}
-	} else {
-		delete(s.more, ps)
-	}
-	return s, s.one == nil
-}
-
-// each calls fn for every stream of the set.
-func (s pushSet) each(fn func(*pushStream)) {
-	if s.one != nil {
-		fn(s.one)
-	}
-	for ps := range s.more {
-		fn(ps)
-	}
+	return &revokePush{streams: make(map[uint32]*pushStream)}
 }
 
 // pushStream is one KeepAlive stream's inbox of pushed answers.
 type pushStream struct {
 	p      *revokePush
+	id     uint32        // its number, never 0
 	signal chan struct{} // capacity 1: pending changed
 
 	mu      sync.Mutex
 	pending []*fencedv1.KeepAliveResponse
-	renews  map[uint64]struct{} // sessions registered for this stream
 }
 
 // stream returns a new stream's inbox; call done when the stream ends.
+// Numbers are not reused while their stream is open; after 2^32 streams
+// one may name a stream that a finished session once named too, which
+// would push the truth (that session was revoked) to a stream that does
+// not renew it.
 func (p *revokePush) stream() *pushStream {
-	return &pushStream{p: p, signal: make(chan struct{}, 1), renews: make(map[uint64]struct{})}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for {
+		p.last++
+		if _, open := p.streams[p.last]; p.last != 0 && !open {
+			break
+		}
+	}
+	ps := &pushStream{p: p, id: p.last, signal: make(chan struct{}, 1)}
+	p.streams[ps.id] = ps
+	return ps
 }
 
-// renewed registers ps for session: it renewed it with the secret.
-func (ps *pushStream) renewed(session uint64) {
-	ps.mu.Lock()
-	_, known := ps.renews[session]
-	if !known {
-		ps.renews[session] = struct{}{}
+// number returns the stream's number, 0 for no stream (nil).
+func (ps *pushStream) number() uint32 {
+	if ps == nil {
+		return 0
 	}
-	ps.mu.Unlock()
-	if known {
-		return
-	}
-	ps.p.mu.Lock()
-	defer ps.p.mu.Unlock()
-	ps.p.bySession[session] = ps.p.bySession[session].add(ps)
+	return ps.id
 }
 
 // take returns the pushed answers not yet sent.
@@ -111,49 +76,31 @@ func (ps *pushStream) take() []*fencedv1.KeepAliveResponse {
 
 // done unregisters the stream.
 func (ps *pushStream) done() {
-	ps.mu.Lock()
-	ids := ps.renews
-	ps.renews = nil
-	ps.mu.Unlock()
 	ps.p.mu.Lock()
 	defer ps.p.mu.Unlock()
-	for id := range ids {
-		set, ok := ps.p.bySession[id]
-		if !ok {
-			continue
-		}
-		if set, empty := set.remove(ps); empty {
-			delete(ps.p.bySession, id)
-		} else {
-			ps.p.bySession[id] = set
-		}
-	}
+	delete(ps.p.streams, ps.id)
 }
 
-// ended forgets session, and when it was revoked pushes a "gone, revoked"
-// answer (nonce 0) to every stream that renewed it. It runs inside Apply
-// and never blocks.
-func (p *revokePush) ended(session uint64, revoked bool) {
+// ended is told that session ended, renewed last on the stream numbered
+// stream (0 if none); when it was revoked it pushes a "gone, revoked"
+// answer (nonce 0) to that stream if it is still open. It runs inside
+// Apply and never blocks.
+func (p *revokePush) ended(session uint64, stream uint32, revoked bool) {
+	if !revoked || stream == 0 {
+		return
+	}
 	p.mu.Lock()
-	set := p.bySession[session]
-	delete(p.bySession, session)
+	ps := p.streams[stream]
 	p.mu.Unlock()
-	set.each(func(ps *pushStream) {
-		ps.mu.Lock()
-		live := ps.renews != nil
-		if live {
-			delete(ps.renews, session)
-			if revoked {
-				ps.pending = append(ps.pending, &fencedv1.KeepAliveResponse{Session: session, Gone: true, Revoked: true,
-					Error: "the session was revoked by an administrator"})
-			}
-		}
-		ps.mu.Unlock()
-		if live && revoked {
-			select {
-			case ps.signal <- struct{}{}:
-			default:
-			}
-		}
-	})
+	if ps == nil {
+		return
+	}
+	ps.mu.Lock()
+	ps.pending = append(ps.pending, &fencedv1.KeepAliveResponse{Session: session, Gone: true, Revoked: true,
+		Error: "the session was revoked by an administrator"})
+	ps.mu.Unlock()
+	select {
+	case ps.signal <- struct{}{}:
+	default:
+	}
 }

@@ -131,7 +131,6 @@ func Start(cfg Config) (*Server, error) {
 	prefix := newPrefixMetrics(cfg.Metrics, s.metrics.registry)
 	s.metrics.prefix = prefix
 	s.sm.afterRestore = func(m *fsm.Machine) {
-		prefix.restored()
 		s.ui.changed()
 		s.expiry.reset(m.SessionTTLs())
 		s.delays.reset(m.PendingDelays())

@@ -73,9 +73,10 @@ const renewVerifyTimeout = 2 * time.Second
 //
 // A renewal without the session's secret renews nothing and is answered
 // with not_owner. push, when not nil, is subscribed to the revocation of
-// every session renewed, before the leadership check, so a revocation
-// applied while the check runs is pushed after the answer.
-func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, push *pushStream) ([]*fencedv1.KeepAliveResponse, error) {
+// every session renewed (the expiry table keeps its number), before the
+// leadership check, so a revocation applied while the check runs is
+// pushed after the answer.
+func (s *Server) renew(ctx context.Context, reqs []renewal, push *pushStream) ([]*fencedv1.KeepAliveResponse, error) {
 	if s.serving.Load() == 0 {
 		return nil, toConnect(fmt.Errorf("%w: node %s is not a serving leader; send keep-alives to the leader", fence.ErrNotLeader, s.cfg.Raft.NodeID))
 	}
@@ -83,24 +84,21 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, p
 	resps := make([]*fencedv1.KeepAliveResponse, len(reqs))
 	renewed := false
 	for i, req := range reqs {
-		resp := &fencedv1.KeepAliveResponse{Session: req.Session, Nonce: req.Nonce}
+		resp := &fencedv1.KeepAliveResponse{Session: req.session, Nonce: req.nonce}
 		resps[i] = resp
 		if errors.Is(owner[i], fence.ErrNotOwner) || errors.Is(owner[i], fence.ErrInvalidArgument) {
 			resp.NotOwner, resp.Error = true, owner[i].Error()
 			continue
 		}
-		ttl, ok := s.expiry.renew(req.Session)
+		ttl, ok := s.expiry.renew(req.session, push.number())
 		if !ok {
 			s.metrics.staleSession.Inc()
 			resp.Gone = true
-			resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.Session)
+			resp.Error = fmt.Sprintf("session %d does not exist or is expiring; create a new session", req.session)
 			continue
 		}
 		resp.TtlMs = ttl.Milliseconds()
 		renewed = true
-		if push != nil {
-			push.renewed(req.Session)
-		}
 	}
 	if renewed {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
@@ -115,15 +113,15 @@ func (s *Server) renew(ctx context.Context, reqs []*fencedv1.KeepAliveRequest, p
 // checkRenewals checks the secret of every renewal, under one read of the
 // state: nil, or an error wrapping fence.ErrNotOwner,
 // fence.ErrInvalidArgument or fence.ErrSessionNotFound.
-func (s *Server) checkRenewals(reqs []*fencedv1.KeepAliveRequest) []error {
+func (s *Server) checkRenewals(reqs []renewal) []error {
 	secrets := make([]presented, len(reqs))
 	for i, req := range reqs {
-		secrets[i] = present(req.Secret)
+		secrets[i] = present(req.secret)
 	}
 	errs := make([]error, len(reqs))
 	s.sm.read(func(m *fsm.Machine) {
 		for i, req := range reqs {
-			errs[i] = secrets[i].check(m, req.Session)
+			errs[i] = secrets[i].check(m, req.session)
 		}
 	})
 	return errs
@@ -149,7 +147,7 @@ func (h *sessionService) keepAlive(ctx context.Context, stream bidiStream[fenced
 	defer push.done()
 	var (
 		mu      sync.Mutex
-		queued  []*fencedv1.KeepAliveRequest
+		queued  []renewal
 		recvErr error
 		ended   bool
 		ready   = make(chan struct{}, 1)
@@ -175,9 +173,7 @@ func (h *sessionService) keepAlive(ctx context.Context, stream bidiStream[fenced
 				mu.Unlock()
 				return
 			}
-			queued = append(queued, req)
-			queued = append(queued, req.More...)
-			req.More = nil
+			queued = queueRenewals(queued, req)
 			mu.Unlock()
 			select {
 			case ready <- struct{}{}:
@@ -243,7 +239,7 @@ func (h *sessionService) KeepAliveOnce(ctx context.Context, req *connect.Request
 	if _, err := h.s.checkOwner(req.Msg.Session, req.Msg.Secret, true); err != nil {
 		return nil, toConnect(err)
 	}
-	resps, err := h.s.renew(ctx, []*fencedv1.KeepAliveRequest{req.Msg}, nil)
+	resps, err := h.s.renew(ctx, []renewal{renewalOf(req.Msg)}, nil)
 	if err != nil {
 		return nil, err
 	}
