@@ -68,8 +68,13 @@ func TestNode_ConfirmLeaderDoesNotWaitForApplies(t *testing.T) {
 				}()
 			}
 			propose("block")
+			// Raft hands the state machine up to 128 batches of entries
+			// before its main loop waits, and a batch holds up to 64
+			// entries: without the race detector's slowness 5,000
+			// proposals were too few on one node (the first thousands
+			// went out in batches of 64).
 			stalled := false
-			for i := 0; i < 5000 && !stalled; i++ {
+			for i, deadline := 0, time.Now().Add(30*time.Second); i < 50000 && !stalled && time.Now().Before(deadline); i++ {
 				propose("inc")
 				vctx, vcancel := context.WithTimeout(ctx, 200*time.Millisecond)
 				err := n1.VerifyLeader(vctx)
