@@ -54,10 +54,15 @@ func (f *Fenced) NewLocker(ctx context.Context, id int, ttl time.Duration) (Lock
 
 // Close implements System.
 func (f *Fenced) Close() error {
-	var errs []error
-	for _, c := range f.clients {
-		errs = append(errs, c.Close())
+	// All at once: a client whose servers are gone waits up to its
+	// request timeout to close its sessions (bench/scale kills the
+	// servers first), and one after another that was minutes.
+	errs := make([]error, len(f.clients))
+	var wg sync.WaitGroup
+	for i, c := range f.clients {
+		wg.Go(func() { errs[i] = c.Close() })
 	}
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
