@@ -16,14 +16,14 @@ var _ raftstore.ResultPreparer = (*preparingCounter)(nil)
 
 type preparingCounter struct {
 	counter
-	mu      sync.Mutex
+	seenMu  sync.Mutex // guards entries (counter has a mutex of its own)
 	entries []int
 }
 
 func (p *preparingCounter) PrepareResults(results []any) {
-	p.mu.Lock()
+	p.seenMu.Lock()
 	p.entries = append(p.entries, len(results))
-	p.mu.Unlock()
+	p.seenMu.Unlock()
 	for i, r := range results {
 		if n, ok := r.(uint64); ok {
 			results[i] = n + 1000
@@ -62,8 +62,8 @@ func TestNode_PrepareResultsBeforeTheProposersGetThem(t *testing.T) {
 		}
 		seen[r] = true
 	}
-	sm.mu.Lock()
-	defer sm.mu.Unlock()
+	sm.seenMu.Lock()
+	defer sm.seenMu.Unlock()
 	total := 0
 	for _, e := range sm.entries {
 		total += e

@@ -156,17 +156,13 @@ func (l *sessionExpiry) renew(id uint64, stream uint32) (time.Duration, bool) {
 	if !ok || ls.expiring != 0 {
 		return 0, false
 	}
-	d := l.now().add(ls.ttl.duration())
-	later, moved := d > ls.deadline, stream != 0 && stream != ls.stream
-	if later || moved {
-		if later {
-			ls.deadline = d
-		}
-		if moved {
-			ls.stream = stream
-		}
-		l.table[id] = ls
+	if d := l.now().add(ls.ttl.duration()); d > ls.deadline {
+		ls.deadline = d
 	}
+	if stream != 0 {
+		ls.stream = stream
+	}
+	l.table[id] = ls
 	return ls.ttl.duration(), true
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"crypto/ed25519"
 	"sync"
 
 	"github.com/fenced-dev/fenced/fsm"
@@ -28,16 +27,8 @@ func (s *Server) presignGrants(results []any) {
 	if len(p.results) == 0 {
 		return
 	}
-	var id string
-	var key ed25519.PrivateKey
-	var ok bool
-	s.sm.read(func(m *fsm.Machine) { id, key, ok = m.SigningKey() })
+	id, signer, ok := s.currentSigner()
 	if !ok {
-		return
-	}
-	signer, err := s.signers.of(key)
-	if err != nil {
-		s.log.Error("sign grants", "err", err)
 		return
 	}
 	for _, res := range p.results {

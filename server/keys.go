@@ -60,16 +60,8 @@ func (s *Server) handOut(g fence.Grant) *fencedv1.Grant {
 // alone, or with the grants that wait for a signature at the same time
 // (grantBatcher).
 func (s *Server) signGrant(g fence.Grant) string {
-	var id string
-	var key ed25519.PrivateKey
-	var ok bool
-	s.sm.read(func(m *fsm.Machine) { id, key, ok = m.SigningKey() })
+	id, signer, ok := s.currentSigner()
 	if !ok {
-		return ""
-	}
-	signer, err := s.signers.of(key)
-	if err != nil {
-		s.log.Error("sign grant", "name", g.Name, "token", g.Token, "err", err)
 		return ""
 	}
 	wire, err := s.grantBatch.signGrant(signedOf(g), id, signer)
@@ -78,6 +70,25 @@ func (s *Server) signGrant(g fence.Grant) string {
 		return ""
 	}
 	return wire
+}
+
+// currentSigner returns the id of the cluster's current signing key and
+// its signer; false when the state has no key yet or the key cannot sign
+// (logged).
+func (s *Server) currentSigner() (string, *grantSigner, bool) {
+	var id string
+	var key ed25519.PrivateKey
+	var ok bool
+	s.sm.read(func(m *fsm.Machine) { id, key, ok = m.SigningKey() })
+	if !ok {
+		return "", nil, false
+	}
+	signer, err := s.signers.of(key)
+	if err != nil {
+		s.log.Error("sign grants", "key", id, "err", err)
+		return "", nil, false
+	}
+	return id, signer, true
 }
 
 // signedOf is what a signature of grant g covers: issuer, kind, scope,
