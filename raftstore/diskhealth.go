@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/segment"
 	"github.com/hashicorp/raft-wal/types"
 )
@@ -226,7 +225,7 @@ func (l monitoredLog) SetUint64(key []byte, val uint64) error {
 // of every segment creation recorded: the cause of a stuck log (see above)
 // that raft-wal itself only logs. A nil m records nothing.
 func (m *diskMonitor) segmentFiler(dir string) types.SegmentFiler {
-	f := segment.NewFiler(dir, fs.New())
+	f := segment.NewFiler(dir, newSegmentFS())
 	if m == nil {
 		return f
 	}

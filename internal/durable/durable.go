@@ -35,6 +35,12 @@ func WriteFile(path string, data []byte) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
+	return SyncDir(dir)
+}
+
+// SyncDir fsyncs the directory dir, so that the files created in it,
+// renamed into it or removed from it are so after a crash too.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
