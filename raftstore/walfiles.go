@@ -24,6 +24,9 @@ const (
 	pageSize  = 4096
 )
 
+// zeroPiece is what the zeroers write (read only).
+var zeroPiece [zeroChunk]byte
+
 // segmentFS is raft-wal's files (fs.FS) with two changes that make an
 // append's sync cheaper, and no change to what any file holds:
 //
@@ -121,15 +124,12 @@ type zeroedSegment struct {
 	written int64 // end of the furthest write of the log
 	zeroed  int64 // zeros written up to here, past written
 	closed  bool
-	running bool // the zeroer goroutine is on
-	wake    *sync.Cond
-	stopped chan struct{} // closed when the zeroer has returned
+	running bool          // a zeroer goroutine is on
+	stopped chan struct{} // closed when it has returned
 }
 
 func newZeroedSegment(f *os.File, dir string, size int64) *zeroedSegment {
-	s := &zeroedSegment{f: f, dir: dir, size: size}
-	s.wake = sync.NewCond(&s.mu)
-	return s
+	return &zeroedSegment{f: f, dir: dir, size: size}
 }
 
 // WriteAt implements io.WriterAt. The write's end is published before the
@@ -163,64 +163,59 @@ func (s *zeroedSegment) Sync() error {
 		s.dir = ""
 	}
 	s.mu.Lock()
-	if !s.closed && s.zeroed < s.size && s.zeroed-s.written < zeroAhead/2 {
-		if !s.running {
-			s.running = true
-			s.stopped = make(chan struct{})
-			go s.zeroer()
-		}
-		s.wake.Signal()
+	if !s.closed && !s.running && s.zeroed < s.size && s.zeroed-s.written < zeroAhead/2 {
+		s.running = true
+		s.stopped = make(chan struct{})
+		go s.zeroer()
 	}
 	s.mu.Unlock()
 	return nil
 }
 
 // zeroer writes zeros up to zeroAhead past the log's writes, a piece at a
-// time, syncs them, and waits to be woken again, until the file is zeroed
-// to its end or closed.
+// time, syncs them and returns; Sync starts it again when the log has
+// caught up by half of that.
 func (s *zeroedSegment) zeroer() {
-	defer close(s.stopped)
-	zeros := make([]byte, zeroChunk)
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	for !s.closed && s.zeroed < s.size {
-		target := min(s.written+zeroAhead, s.size)
-		if s.zeroed >= target {
-			s.wake.Wait()
-			continue
-		}
-		for !s.closed && s.zeroed < target {
-			from := (s.zeroed + pageSize - 1) / pageSize * pageSize
-			to := min(from+zeroChunk, s.size)
-			if from >= to {
-				s.zeroed = s.size
-				break
-			}
-			// Under the lock: a write of the log past from waits for
-			// this piece, then writes over its zeros.
-			if _, err := s.f.WriteAt(zeros[:to-from], from); err != nil {
-				s.zeroed = s.size // give up: the log works as it would without
-				break
-			}
-			s.zeroed = to
-			s.mu.Unlock()
-			s.mu.Lock()
-		}
+	defer func() {
+		s.running = false
+		close(s.stopped)
 		s.mu.Unlock()
-		_ = fdatasync(s.f) // a failure costs speed only: the log's own sync reports errors
+	}()
+	target := min(s.written+zeroAhead, s.size)
+	for !s.closed && s.zeroed < target {
+		from := (s.zeroed + pageSize - 1) / pageSize * pageSize
+		to := min(from+zeroChunk, s.size)
+		if from >= to {
+			s.zeroed = s.size
+			break
+		}
+		// Under the lock: a write of the log past from waits for this
+		// piece, then writes over its zeros.
+		if _, err := s.f.WriteAt(zeroPiece[:to-from], from); err != nil {
+			s.zeroed = s.size // give up: the log works as it would without
+			return
+		}
+		s.zeroed = to
+		s.mu.Unlock()
 		s.mu.Lock()
 	}
+	if s.closed {
+		return
+	}
+	s.mu.Unlock()
+	_ = fdatasync(s.f) // a failure costs speed only: the log's own sync reports errors
+	s.mu.Lock()
 }
 
 // Close implements io.Closer, after the zeroer has stopped.
 func (s *zeroedSegment) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	running := s.running
-	s.wake.Signal()
+	running, stopped := s.running, s.stopped
 	s.mu.Unlock()
 	if running {
-		<-s.stopped
+		<-stopped
 	}
 	return s.f.Close()
 }

@@ -195,3 +195,31 @@ func BenchmarkSegmentSync(b *testing.B) {
 		})
 	}
 }
+
+// Close waits for a zeroer at work and stops it: nothing writes to the
+// file once it is closed.
+func TestZeroedSegment_CloseStopsTheZeroer(t *testing.T) {
+	wf, err := newSegmentFS().Create(t.TempDir(), "seg.wal", 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := wf.(*zeroedSegment)
+	if _, err := wf.WriteAt([]byte{1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	running := s.running
+	s.mu.Unlock()
+	if running {
+		t.Fatal("a zeroer is still running after Close")
+	}
+	if err := wf.Sync(); err == nil {
+		t.Error("Sync of a closed file succeeded")
+	}
+}
