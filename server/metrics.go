@@ -21,6 +21,7 @@ type metrics struct {
 	// first use so that no series shows before its first release.
 	releasedBy      [fsm.Revoked + 1]prometheus.Counter
 	expiries        prometheus.Counter
+	sessionRenewals prometheus.Counter
 	staleSession    prometheus.Counter
 	kvWrites        *prometheus.CounterVec
 	forwarded       prometheus.Counter
@@ -64,6 +65,9 @@ func newMetrics(sm *stateMachine) *metrics {
 		expiries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_session_expiries_total", Help: "Sessions expired after their TTL ran out without renewal.",
 		}),
+		sessionRenewals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fenced_session_renewals_total", Help: "Sessions renewed by keep-alives (KeepAlive, KeepAliveOnce), on the leader that renewed them.",
+		}),
 		staleSession: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fenced_stale_session_rejections_total", Help: "Requests rejected because their session no longer exists.",
 		}),
@@ -100,7 +104,7 @@ func newMetrics(sm *stateMachine) *metrics {
 		})
 	}
 	m.registry.MustRegister(
-		m.grants, m.permits, m.rwGrants, m.releases, m.expiries, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
+		m.grants, m.permits, m.rwGrants, m.releases, m.expiries, m.sessionRenewals, m.staleSession, m.kvWrites, m.forwarded, m.diskErrors, m.proposeDuration, m.applyDuration,
 		gauge("fenced_sessions", "Live sessions.", (*fsm.Machine).SessionCount),
 		gauge("fenced_waiters", "Acquires waiting in lock queues.", (*fsm.Machine).WaiterCount),
 		gauge("fenced_locks_held", "Locks currently held.", (*fsm.Machine).HeldCount),

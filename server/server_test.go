@@ -385,3 +385,26 @@ func TestServer_MetricsAndHealth(t *testing.T) {
 		}
 	}
 }
+
+// fenced_session_renewals_total counts the keep-alives that renewed a
+// session: not those refused for a wrong secret, nor those of a session
+// that is gone.
+func TestServer_SessionRenewalsCounted(t *testing.T) {
+	a := newAPI(t)
+	s := a.session(t, 30000)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := a.sessions.KeepAliveOnce(ctx, connect.NewRequest(&fencedv1.KeepAliveRequest{Session: s, Secret: secretOf(s)})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := a.sessions.KeepAliveOnce(ctx, connect.NewRequest(&fencedv1.KeepAliveRequest{Session: s, Secret: wrongSecret}))
+	notOwner(t, "keep-alive with a wrong secret", err)
+	gone := s + 1000
+	if resp, err := a.sessions.KeepAliveOnce(ctx, connect.NewRequest(&fencedv1.KeepAliveRequest{Session: gone, Secret: secretOf(gone)})); err == nil && !resp.Msg.Gone {
+		t.Fatalf("keep-alive of a session that never existed: %v, want gone or an error", resp.Msg)
+	}
+	if got := metric(t, a.addr, "fenced_session_renewals_total"); got != "3" {
+		t.Errorf("fenced_session_renewals_total %s, want 3", got)
+	}
+}

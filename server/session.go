@@ -82,7 +82,7 @@ func (s *Server) renew(ctx context.Context, reqs []renewal, push *pushStream) ([
 	}
 	owner := s.checkRenewals(reqs)
 	resps := make([]*fencedv1.KeepAliveResponse, len(reqs))
-	renewed := false
+	renewed := 0
 	for i, req := range reqs {
 		resp := &fencedv1.KeepAliveResponse{Session: req.session, Nonce: req.nonce}
 		resps[i] = resp
@@ -98,14 +98,15 @@ func (s *Server) renew(ctx context.Context, reqs []renewal, push *pushStream) ([
 			continue
 		}
 		resp.TtlMs = ttl.Milliseconds()
-		renewed = true
+		renewed++
 	}
-	if renewed {
+	if renewed > 0 {
 		vctx, cancel := context.WithTimeout(ctx, renewVerifyTimeout)
 		defer cancel()
 		if err := s.node.ConfirmLeader(vctx); err != nil {
 			return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("renewal not confirmed: %w", err))
 		}
+		s.metrics.sessionRenewals.Add(float64(renewed))
 	}
 	return resps, nil
 }

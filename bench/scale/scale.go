@@ -33,17 +33,20 @@ type Row struct {
 
 	// At rest: every holder open and kept alive by its keep-alives, for
 	// RestS. RenewalsPerS is the renewals the keep-alives carry, from
-	// their schedule (each session renewed every TTL/3).
+	// their schedule (each session renewed every TTL/3);
+	// RenewalsCountedPerS those the server counted over the rest
+	// (fenced_session_renewals_total; 0 from a server without it).
 	RestS        float64 `json:"rest_s"`
 	RSSMiB       float64 `json:"rss_mib"`
 	RSSBeforeMiB float64 `json:"rss_before_mib"`
 	// HeapMiB is the Go heap in use (go_memstats_heap_inuse_bytes) at the
 	// end of the rest, part of RSSMiB.
-	HeapMiB          float64 `json:"heap_mib"`
-	BytesPerSession  float64 `json:"bytes_per_session"`
-	CPUPercent       float64 `json:"cpu_percent"`
-	RenewalsPerS     float64 `json:"renewals_per_s"`
-	ClientCPUPercent float64 `json:"client_cpu_percent"`
+	HeapMiB             float64 `json:"heap_mib"`
+	BytesPerSession     float64 `json:"bytes_per_session"`
+	CPUPercent          float64 `json:"cpu_percent"`
+	RenewalsPerS        float64 `json:"renewals_per_s"`
+	RenewalsCountedPerS float64 `json:"renewals_counted_per_s,omitempty"`
+	ClientCPUPercent    float64 `json:"client_cpu_percent"`
 
 	// The snapshot taken at rest (SIGUSR1): its size, the time the state
 	// took to encode (applies wait for it) and to write and fsync.
@@ -174,11 +177,20 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 
 	// At rest.
 	cfg.progress("%d: at rest for %v", n, cfg.rest)
+	renewals := func() float64 {
+		m, err := leader.metrics(ctx, "fenced_session_renewals_total")
+		if err != nil {
+			return 0
+		}
+		return m["fenced_session_renewals_total"]
+	}
+	renewed0 := renewals()
 	cpu0, self0, t0 := cpuOf(leader.pid()), clientCPU(), time.Now()
 	if err := pause(ctx, cfg.rest); err != nil {
 		return row, err
 	}
 	el := time.Since(t0)
+	row.RenewalsCountedPerS = (renewals() - renewed0) / el.Seconds()
 	row.RestS = el.Seconds()
 	row.CPUPercent = 100 * float64(cpuOf(leader.pid())-cpu0) / float64(el)
 	row.ClientCPUPercent = 100 * float64(clientCPU()-self0) / float64(el)
@@ -191,7 +203,7 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 		return row, err
 	}
 	row.HeapMiB = mib(int64(gm["go_memstats_heap_inuse_bytes"]))
-	cfg.progress("%d: at rest RSS %.0f MiB, heap %.0f MiB, CPU %.1f%%, client CPU %.1f%%", n, row.RSSMiB, row.HeapMiB, row.CPUPercent, row.ClientCPUPercent)
+	cfg.progress("%d: at rest RSS %.0f MiB, heap %.0f MiB, CPU %.1f%%, client CPU %.1f%%, %.0f renewals/s counted", n, row.RSSMiB, row.HeapMiB, row.CPUPercent, row.ClientCPUPercent, row.RenewalsCountedPerS)
 
 	// The snapshot.
 	cfg.progress("%d: snapshot", n)

@@ -131,3 +131,16 @@ func TestRun_FailureKeepsTheLogs(t *testing.T) {
 		t.Fatalf("no log kept in %s (error %v)", dir, err)
 	}
 }
+
+// The table shows the renewals the server counted beside the scheduled
+// ones when the row has them.
+func TestWriteTable_CountedRenewals(t *testing.T) {
+	var b strings.Builder
+	if err := writeTable(&b, []Row{{Sessions: 1000, RenewalsPerS: 25, RenewalsCountedPerS: 24.6}, {Sessions: 10, RenewalsPerS: 2}}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 4 || !strings.Contains(lines[2], "(25; counted 25)") || !strings.Contains(lines[3], "(2) |") {
+		t.Errorf("table:\n%s", b.String())
+	}
+}

@@ -30,8 +30,12 @@ func writeTable(w io.Writer, rows []Row) error {
 		if len(r.Env) > 0 {
 			sessions += " (" + strings.Join(r.Env, " ") + ")"
 		}
+		renewals := count(int(r.RenewalsPerS + 0.5))
+		if r.RenewalsCountedPerS > 0 {
+			renewals += "; counted " + count(int(r.RenewalsCountedPerS+0.5))
+		}
 		fmt.Fprintf(&b, "| %s | %s MiB (%s B) | %.1f %% (%s) | %s / %s / %s | %s / %s (%s) | %s | %s |\n",
-			sessions, count(int(r.RSSMiB+0.5)), count(int(r.BytesPerSession+0.5)), r.CPUPercent, count(int(r.RenewalsPerS+0.5)),
+			sessions, count(int(r.RSSMiB+0.5)), count(int(r.BytesPerSession+0.5)), r.CPUPercent, renewals,
 			size(r.SnapshotBytes), millis(r.SnapshotEncodeMs), millis(r.SnapshotPersistMs),
 			secs(r.RestartReadyS), secs(r.RestartAllS), millis(r.RestoreMs),
 			strings.Join(catch, " / "), r.Load)
