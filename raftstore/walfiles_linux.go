@@ -53,8 +53,9 @@ var zeroPiece [zeroChunk]byte
 // bytes written twice (zeros, then data), off the append path.
 type segmentFS struct{ *fs.FS }
 
-// newSegmentFS returns raft-wal's files with the changes above.
-func newSegmentFS() segmentFS { return segmentFS{fs.New()} }
+// newSegmentFS returns raft-wal's files with the changes above (on Linux;
+// elsewhere raft-wal's own, walfiles_other.go).
+func newSegmentFS() types.VFS { return segmentFS{fs.New()} }
 
 // Create implements types.VFS as fs.FS does: a new file, preallocated to
 // size.
