@@ -15,9 +15,11 @@ import (
 // several is them joined by commas. It remembers the term of the last
 // command applied and how often it was restored from a snapshot. The
 // command "block" waits until block is closed (when it is set), which
-// stalls the node's state machine.
+// stalls the node's state machine; blocked, when set, is sent to (without
+// waiting) as it starts to wait.
 type counter struct {
 	block    <-chan struct{}
+	blocked  chan<- struct{}
 	mu       sync.Mutex
 	n        uint64
 	lastTerm uint64
@@ -60,6 +62,12 @@ func (c *counter) Apply(cmds []raftstore.Command) error {
 		}
 		if cmd.Cmd == "block" {
 			if c.block != nil {
+				if c.blocked != nil {
+					select {
+					case c.blocked <- struct{}{}:
+					default:
+					}
+				}
 				c.mu.Unlock()
 				<-c.block
 				c.mu.Lock()

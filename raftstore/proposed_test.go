@@ -75,8 +75,8 @@ func TestNode_AppliesItsOwnProposalsUndecoded(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, dir)
 	cfg.MaxEntriesInFlight = 0 // the inc below goes to raft behind the stalled block
-	block := make(chan struct{})
-	r := &roundTrip{counter: counter{block: block}}
+	block, blocked := make(chan struct{}), make(chan struct{}, 1)
+	r := &roundTrip{counter: counter{block: block, blocked: blocked}}
 	n, err := raftstore.Open(cfg, r)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +94,13 @@ func TestNode_AppliesItsOwnProposalsUndecoded(t *testing.T) {
 	}
 	stalled := make(chan error, 1)
 	go func() { _, err := n.Propose(ctx, "block"); stalled <- err }()
+	// The inc goes to raft once the block is being applied: proposed any
+	// earlier, it could commit and apply before the block reached raft.
+	select {
+	case <-blocked:
+	case <-ctx.Done():
+		t.Fatal("the block was not applied within 10 s")
+	}
 	short, cancelShort := context.WithTimeout(ctx, 300*time.Millisecond)
 	_, err = n.Propose(short, "inc") // committed, not applied in time
 	cancelShort()
