@@ -1,11 +1,7 @@
 package raftstore
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 
@@ -57,61 +53,33 @@ type segmentFS struct{ *fs.FS }
 // elsewhere raft-wal's own, walfiles_other.go).
 func newSegmentFS() types.VFS { return segmentFS{fs.New()} }
 
-// Create implements types.VFS as fs.FS does: a new file, preallocated to
-// size.
-func (segmentFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
-	if size > math.MaxInt32 {
-		return nil, fmt.Errorf("maximum file size is %d bytes", math.MaxInt32)
-	}
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_CREATE|os.O_EXCL|os.O_RDWR, 0o644)
+// Create implements types.VFS: raft-wal's new file (preallocated to
+// size), written and synced as above.
+func (v segmentFS) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	wf, err := v.FS.Create(dir, name, size)
 	if err != nil {
 		return nil, err
 	}
-	if size > 0 {
-		if err := preallocate(f, int64(size)); err != nil {
-			_ = f.Close()
-			return nil, err
-		}
+	ff, ok := wf.(*fs.File)
+	if !ok {
+		return wf, nil // not raft-wal v0.4's file: left as it is
 	}
-	return newZeroedSegment(f, dir, int64(size)), nil
+	return newZeroedSegment(&ff.File, dir, int64(size)), nil
 }
 
-// OpenWriter implements types.VFS: the tail segment, reopened.
-func (segmentFS) OpenWriter(dir, name string) (types.WritableFile, error) {
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0o644)
+// OpenWriter implements types.VFS: the tail segment, reopened, synced with
+// fdatasync. It holds what the log wrote before, up to where this process
+// does not know yet: no zeros are written into it.
+func (v segmentFS) OpenWriter(dir, name string) (types.WritableFile, error) {
+	wf, err := v.FS.OpenWriter(dir, name)
 	if err != nil {
 		return nil, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		_ = f.Close()
-		return nil, err
+	f, ok := wf.(*os.File)
+	if !ok {
+		return wf, nil
 	}
-	// The reopened tail holds what the log wrote before, up to where it
-	// does not know yet: no zeros are written into it.
-	sf := newZeroedSegment(f, "", st.Size())
-	sf.zeroed = sf.size
-	return sf, nil
-}
-
-// preallocate reserves size bytes for f, or, where the filesystem cannot
-// (EOPNOTSUPP), extends it to size sparse, as raft-wal's fs.FS does.
-func preallocate(f *os.File, size int64) error {
-	raw, err := f.SyscallConn()
-	if err != nil {
-		return err
-	}
-	var ferr error
-	if err := raw.Control(func(fd uintptr) { ferr = syscall.Fallocate(int(fd), 0, 0, size) }); err != nil {
-		return err
-	}
-	if errors.Is(ferr, syscall.EOPNOTSUPP) || errors.Is(ferr, syscall.ENOSYS) {
-		return f.Truncate(size)
-	}
-	if ferr != nil {
-		return &os.PathError{Op: "fallocate", Path: f.Name(), Err: ferr}
-	}
-	return nil
+	return newZeroedSegment(f, "", 0), nil
 }
 
 // zeroedSegment is one segment file open for writing (see segmentFS).
@@ -121,6 +89,17 @@ type zeroedSegment struct {
 	// dir is synced on the first Sync of a new file ("": not new).
 	dir string
 
+	// syncData is fdatasync (a test's stand-in).
+	syncData func(*os.File) error
+
+	// syncMu orders the file's syncs, the log's and the zeroer's. Linux
+	// reports a failed writeback once, to the sync that sees it, and
+	// marks the pages clean: a failed sync of the zeros may have lost
+	// pages the log wrote meanwhile, so its error (syncErr) fails the
+	// log's next sync and every one after it.
+	syncMu  sync.Mutex
+	syncErr error
+
 	mu      sync.Mutex
 	written int64 // end of the furthest write of the log
 	zeroed  int64 // zeros written up to here, past written
@@ -129,8 +108,22 @@ type zeroedSegment struct {
 	stopped chan struct{} // closed when it has returned
 }
 
+// newZeroedSegment returns f, of size bytes, written and synced as
+// segmentFS says; zeros go into it past its first write (none when size
+// is 0).
 func newZeroedSegment(f *os.File, dir string, size int64) *zeroedSegment {
-	return &zeroedSegment{f: f, dir: dir, size: size}
+	return &zeroedSegment{f: f, dir: dir, size: size, syncData: fdatasync}
+}
+
+// sync syncs the file, for the log or for the zeroer, and returns the
+// first failure of any sync of the file.
+func (s *zeroedSegment) sync() error {
+	s.syncMu.Lock()
+	defer s.syncMu.Unlock()
+	if err := s.syncData(s.f); err != nil && s.syncErr == nil {
+		s.syncErr = err
+	}
+	return s.syncErr
 }
 
 // WriteAt implements io.WriterAt. The write's end is published before the
@@ -152,9 +145,10 @@ func (s *zeroedSegment) ReadAt(p []byte, off int64) (int, error) { return s.f.Re
 
 // Sync implements types.WritableFile: fdatasync, the directory too on a
 // new file's first sync; then it asks for more zeros ahead when less than
-// half of zeroAhead is left.
+// half of zeroAhead is left. Once any sync of the file failed, its own
+// or the zeroer's, every Sync fails.
 func (s *zeroedSegment) Sync() error {
-	if err := fdatasync(s.f); err != nil {
+	if err := s.sync(); err != nil {
 		return err
 	}
 	if s.dir != "" {
@@ -205,8 +199,11 @@ func (s *zeroedSegment) zeroer() {
 		return
 	}
 	s.mu.Unlock()
-	_ = fdatasync(s.f) // a failure costs speed only: the log's own sync reports errors
+	err := s.sync()
 	s.mu.Lock()
+	if err != nil {
+		s.zeroed = s.size // no more zeros; the log's next Sync fails too
+	}
 }
 
 // Close implements io.Closer, after the zeroer has stopped.

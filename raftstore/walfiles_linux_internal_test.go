@@ -4,6 +4,7 @@ package raftstore
 
 import (
 	"bytes"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -223,5 +224,53 @@ func TestZeroedSegment_CloseStopsTheZeroer(t *testing.T) {
 	}
 	if err := wf.Sync(); err == nil {
 		t.Error("Sync of a closed file succeeded")
+	}
+}
+
+// A failed sync of the zeros may have cost pages the log wrote meanwhile
+// (Linux reports a failed writeback once and marks the pages clean): the
+// log's next sync fails, and every one after it, even when the disk
+// answers again.
+func TestZeroedSegment_AFailedSyncOfTheZerosFailsTheLog(t *testing.T) {
+	wf, err := newSegmentFS().Create(t.TempDir(), "seg.wal", 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer wf.Close()
+	s := wf.(*zeroedSegment)
+	eio := errors.New("EIO, the test's")
+	calls := 0
+	s.syncData = func(f *os.File) error {
+		calls++         // under syncMu
+		if calls == 2 { // the zeroer's, started by the log's first sync
+			return eio
+		}
+		return fdatasync(f)
+	}
+	if _, err := wf.WriteAt([]byte{1}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := wf.Sync(); err != nil {
+		t.Fatalf("the log's first sync: %v", err)
+	}
+	for i := 0; ; i++ {
+		s.mu.Lock()
+		running := s.running
+		s.mu.Unlock()
+		if !running {
+			break
+		}
+		if i == 500 {
+			t.Fatal("the zeroer still runs after 5 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	for i := range 2 {
+		if err := wf.Sync(); !errors.Is(err, eio) {
+			t.Fatalf("the log's sync %d after the zeroer's failed: %v, want %v", i+2, err, eio)
+		}
+	}
+	if calls != 4 {
+		t.Errorf("%d syncs, want 4 (the log's three and the zeroer's)", calls)
 	}
 }

@@ -177,20 +177,19 @@ func measure(ctx context.Context, cfg config, n int) (row Row, err error) {
 
 	// At rest.
 	cfg.progress("%d: at rest for %v", n, cfg.rest)
-	renewals := func() float64 {
+	renewals := func() (float64, error) {
 		m, err := leader.metrics(ctx, "fenced_session_renewals_total")
-		if err != nil {
-			return 0
-		}
-		return m["fenced_session_renewals_total"]
+		return m["fenced_session_renewals_total"], err
 	}
-	renewed0 := renewals()
+	renewed0, err0 := renewals()
 	cpu0, self0, t0 := cpuOf(leader.pid()), clientCPU(), time.Now()
 	if err := pause(ctx, cfg.rest); err != nil {
 		return row, err
 	}
 	el := time.Since(t0)
-	row.RenewalsCountedPerS = (renewals() - renewed0) / el.Seconds()
+	if renewed, err := renewals(); err == nil && err0 == nil {
+		row.RenewalsCountedPerS = (renewed - renewed0) / el.Seconds()
+	}
 	row.RestS = el.Seconds()
 	row.CPUPercent = 100 * float64(cpuOf(leader.pid())-cpu0) / float64(el)
 	row.ClientCPUPercent = 100 * float64(clientCPU()-self0) / float64(el)
