@@ -62,7 +62,7 @@ func (v segmentFS) Create(dir, name string, size uint64) (types.WritableFile, er
 	}
 	ff, ok := wf.(*fs.File)
 	if !ok {
-		return wf, nil // not raft-wal v0.4's file: left as it is
+		return wf, nil // not raft-wal v0.4's file: left as it is (TestSegmentFS_CreateAsRaftWAL fails)
 	}
 	return newZeroedSegment(&ff.File, dir, int64(size)), nil
 }

@@ -134,14 +134,27 @@ func TestZeroedSegment_ReopenedTailIsLeftAlone(t *testing.T) {
 	}
 }
 
-// Create refuses an existing file and a size raft-wal's files refuse too.
+// Create refuses an existing file and a size raft-wal's files refuse too;
+// Create and OpenWriter wrap raft-wal's files (a raft-wal whose files are
+// of another type would be left unwrapped, without zeros or fdatasync).
 func TestSegmentFS_CreateAsRaftWAL(t *testing.T) {
 	dir := t.TempDir()
 	wf, err := newSegmentFS().Create(dir, "seg.wal", 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, ok := wf.(*zeroedSegment); !ok {
+		t.Errorf("Create returned %T, not a *zeroedSegment: raft-wal's file type changed", wf)
+	}
 	_ = wf.Close()
+	ow, err := newSegmentFS().OpenWriter(dir, "seg.wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := ow.(*zeroedSegment); !ok {
+		t.Errorf("OpenWriter returned %T, not a *zeroedSegment: raft-wal's file type changed", ow)
+	}
+	_ = ow.Close()
 	if st, err := os.Stat(filepath.Join(dir, "seg.wal")); err != nil || st.Size() != 1<<20 {
 		t.Fatalf("created file: %v, %v; want 1 MiB", st, err)
 	}
