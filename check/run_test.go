@@ -2,6 +2,7 @@ package check_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,7 +61,57 @@ func run(t *testing.T, cfg check.Config) *check.Result {
 		t.Fatalf("check.Run: %v", err)
 	}
 	t.Logf("seed %d: %s (report in %s)", cfg.Seed, res.Summary.Line(), cfg.OutDir)
+	t.Cleanup(func() {
+		if t.Failed() {
+			logFailedRun(t, cfg, res)
+		}
+	})
 	return res
+}
+
+// logFailedRun keeps what a failed run needs to be understood: for each
+// violation every op of the history on the objects it names (a queue's
+// item, a lock, a key; at most maxRelatedOps each), in the test's log,
+// which CI keeps; and the whole report, copied out of the test's
+// temporary directory to one that stays.
+func logFailedRun(t *testing.T, cfg check.Config, res *check.Result) {
+	const maxRelatedOps = 60
+	for _, v := range res.Violations {
+		var b strings.Builder
+		n := 0
+		for _, op := range res.History {
+			if !relatedOp(v.Ops, op) {
+				continue
+			}
+			if n++; n <= maxRelatedOps {
+				line, _ := json.Marshal(op)
+				fmt.Fprintf(&b, "  %s\n", line)
+			}
+		}
+		t.Logf("%s violation %q: %d ops of the history on its objects:\n%s", v.Check, v.Message, n, b.String())
+	}
+	keep := filepath.Join(os.TempDir(), fmt.Sprintf("fenced-check-failed-%s-seed%d-%d", strings.ReplaceAll(t.Name(), "/", "_"), cfg.Seed, time.Now().Unix()))
+	if err := os.CopyFS(keep, os.DirFS(cfg.OutDir)); err != nil {
+		t.Logf("keeping the report: %v", err)
+		return
+	}
+	t.Logf("the failed run's report is kept in %s", keep)
+}
+
+// relatedOp reports whether op is on an object one of ops is on: the same
+// queue item, or the same name (lock, semaphore...) or key.
+func relatedOp(ops []history.Op, op history.Op) bool {
+	for _, o := range ops {
+		switch {
+		case o.Item != 0:
+			if op.Name == o.Name && op.Item == o.Item {
+				return true
+			}
+		case o.Name != "" && op.Name == o.Name, o.Key != "" && op.Key == o.Key:
+			return true
+		}
+	}
+	return false
 }
 
 // A short mix of every fault kind on 3 nodes, three seeds: no violations,
