@@ -38,6 +38,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/signal"
 	"strings"
 	"syscall"
 	"time"
@@ -172,7 +173,7 @@ func work(ctx context.Context, out io.Writer, c *client.Client, pool *pgxpool.Po
 		fmt.Fprintf(out, "%s: claimed %s (%s) token %d, delivery %d\n", name, cl.Scope, o.ID, cl.Token, cl.Deliveries)
 		if stopAfterFirst && n == 0 {
 			fmt.Fprintf(out, "%s: pausing (SIGSTOP) with the claim of %s\n", name, cl.Scope)
-			syscall.Kill(syscall.Getpid(), syscall.SIGSTOP)
+			pause()
 			fmt.Fprintf(out, "%s: resumed; writing %s as if nothing happened\n", name, o.ID)
 		}
 		// The write goes ahead whatever the claim's Context says: a worker
@@ -200,4 +201,20 @@ func work(ctx context.Context, out io.Writer, c *client.Client, pool *pgxpool.Po
 		}
 	}
 	return nil
+}
+
+// pause stops this process (SIGSTOP) and returns once it is continued
+// (SIGCONT). kill(2) returns before the process has stopped: the signal
+// stops the main thread first and the other threads when it gets to them,
+// so the thread that sent it runs on meanwhile. On a busy machine that was
+// long enough for the worker to begin its database transaction and raise
+// the watermark before it stopped, holding the row's lock that the other
+// worker then waited for. Waiting for the SIGCONT keeps this goroutine
+// from going on until the process was really stopped and continued.
+func pause() {
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
+	syscall.Kill(syscall.Getpid(), syscall.SIGSTOP)
+	<-cont
 }
