@@ -144,10 +144,7 @@ func (q *Queue) claim(ctx context.Context, s *Session, visibility time.Duration,
 	fail := func(err error) ([]*Claim, []error, error) {
 		err = fmt.Errorf("client: claim %q: %w", q.name, err)
 		if ackErrs == nil && len(prev) > 0 {
-			ackErrs = make([]error, len(prev))
-			for i, p := range prev {
-				ackErrs[i] = fmt.Errorf("client: ack %s token %d: not known to be acked: %w", p.Scope, p.Token, err)
-			}
+			ackErrs = acksNotKnown(prev, err)
 		}
 		return nil, ackErrs, err
 	}
@@ -249,6 +246,24 @@ func ackOutcomeErr(prev *Claim, o fencedv1.AckOutcome) error {
 		return fmt.Errorf("client: ack %s token %d: %w: the queue never had the item", prev.Scope, prev.Token, fence.ErrInvalidArgument)
 	}
 	return fmt.Errorf("client: ack %s token %d: %w: the server did not report the ack (a server without ack-and-claim-next ignores it); the item is not acked: Ack it", prev.Scope, prev.Token, errAckNotSupported)
+}
+
+// ErrAckNotKnown is the ack error of AckAndClaimNext (and its batch form)
+// when the call failed before an answer told the acks' outcomes: each may
+// have been applied or not. It does not wrap the call's error, whose text
+// it keeps: a retried call whose claim had ended since its first attempt
+// is refused as stale, and that attempt may have applied the acks; an ack
+// error matching fence.ErrStaleToken would say they were refused.
+var ErrAckNotKnown = errors.New("client: ack outcome not known")
+
+// acksNotKnown is ErrAckNotKnown for each of prev, after the claim call
+// failed with err.
+func acksNotKnown(prev []*Claim, err error) []error {
+	errs := make([]error, len(prev))
+	for i, p := range prev {
+		errs[i] = fmt.Errorf("client: ack %s token %d: %w (the call failed: %v)", p.Scope, p.Token, ErrAckNotKnown, err)
+	}
+	return errs
 }
 
 // errAckNotSupported is the cause of AckAndClaimNext's ackErr from a
@@ -379,8 +394,9 @@ func (c *Claim) Ack(ctx context.Context) error {
 // was acked; an error wrapping fence.ErrStaleToken when c's claim had
 // ended (take the work as not done by this worker, as Ack's error says);
 // one wrapping fence.ErrInvalidArgument for an item the queue never had;
-// or, while no answer from the server told it (err is set), an error
-// saying it is not known. The claim goes on whether or not the ack was
+// or, while no answer from the server told it (err is set), one wrapping
+// ErrAckNotKnown: the ack may have been applied (an earlier attempt of a
+// retried call) or not. The claim goes on whether or not the ack was
 // accepted: next and err are the claim's, as Queue.Claim returns them. A
 // network retry resends the same request (session, seq), which the
 // server answers as the first time, without acking twice.

@@ -92,6 +92,24 @@ func TestCheckQueues(t *testing.T) {
 			wantCheck: QueueCheck, wantText: "was pushed, never acked",
 		},
 		{
+			// A stale refusal of an ack in a batch (or with a claim)
+			// does not say why: presenting the item's latest claim
+			// token, it may be the retry of an applied ack.
+			name: "batch ack of the latest claim refused as stale",
+			h: history.History{
+				push(1, 0), claim("p2", 1, 5, 10), claim("p3", 1, 9, 50), ack("p2", 1, 5, history.Stale, 55), ack("p3", 1, 9, history.Stale, 60), complete,
+			},
+		},
+		{
+			// ... but a stale refusal of a superseded claim's ack is a
+			// refusal: the later claim's ack must account for the item.
+			name: "lost item after a superseded claim's ack refused",
+			h: history.History{
+				push(1, 0), claim("p2", 1, 5, 10), claim("p3", 1, 9, 50), ack("p2", 1, 5, history.Stale, 55), complete,
+			},
+			wantCheck: QueueCheck, wantText: "was pushed, never acked",
+		},
+		{
 			// The queue was not read to the end: nothing can be lost.
 			name: "queue not read",
 			h:    history.History{push(1, 0), claim("p2", 1, 5, 10)},
