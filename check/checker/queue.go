@@ -31,10 +31,13 @@ type queueItem struct {
 //     batch or with a claim that presented the item's latest claim token
 //     may have been applied by its call's first attempt, since a stale
 //     outcome there does not say why), or be found in its queue or its
-//     dead-letter queue ("lost item"). A stale refusal of the latest
-//     claim's ack cannot hide a loss that had another cause: had that
-//     claim ended without an ack, the item would be back in its queue.
-//     The rule is checked for the queues the harness read to the end.
+//     dead-letter queue ("lost item"). The history cannot tell such a
+//     retry from an item lost when that claim ended (expiry dropping it
+//     instead of giving it back), whose late ack is refused as stale too:
+//     that loss is not reported here, for the single ack as for the
+//     others; the state machine's property test (fsm TestQueue_Properties)
+//     tracks every ack and catches it. The rule is checked for the queues
+//     the harness read to the end.
 //
 // Violations have Check "queue".
 func Queues(h history.History) []Violation {
