@@ -292,30 +292,16 @@ func (nc *nativeConn) write(kind nativewire.Kind, st *nativeStream, m proto.Mess
 	return nil
 }
 
-// maxNativeReadBuffer bounds the buffer the reader keeps for its frames;
-// a larger frame is read into one of its own.
-const maxNativeReadBuffer = 64 << 10
-
-// readLoop hands each frame to its stream until the connection fails. It
-// reads every frame into one reused buffer: a stream that decodes its
-// frames here (a handler) keeps nothing of it, and deliver copies a frame
-// it queues.
+// readLoop hands each frame to its stream until the connection fails
+// (nativewire.Reader: a payload is valid until dispatch returns; a stream
+// that decodes its frames here, a handler, keeps nothing of it, and
+// deliver copies a frame it queues).
 func (nc *nativeConn) readLoop() {
-	buf := make([]byte, 4<<10)
-	for {
-		f, err := nativewire.ReadFrameBuffer(nc.r, maxNativeAnswerBytes, buf)
-		if err == nil {
-			nc.lastRecv.Store(time.Now().UnixNano())
-			err = nc.dispatch(f)
-			if c := cap(f.Payload); c > cap(buf) && c <= maxNativeReadBuffer {
-				buf = f.Payload[:c]
-			}
-		}
-		if err != nil {
-			nc.close(err)
-			return
-		}
-	}
+	err := nativewire.NewReader(nc.conn, nc.r, maxNativeAnswerBytes).Run(func(f nativewire.Frame) error {
+		nc.lastRecv.Store(time.Now().UnixNano())
+		return nc.dispatch(f)
+	})
+	nc.close(err)
 }
 
 func (nc *nativeConn) dispatch(f nativewire.Frame) error {

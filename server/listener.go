@@ -3,6 +3,7 @@ package server
 import (
 	"net"
 	"sync"
+	"syscall"
 )
 
 // limitListener caps the connections it hands out, in total and per source
@@ -80,6 +81,9 @@ type limitConn struct {
 	once    sync.Once
 	release func()
 }
+
+// SyscallConn returns the connection's raw connection.
+func (c *limitConn) SyscallConn() (syscall.RawConn, error) { return syscallConn(c.Conn) }
 
 func (c *limitConn) Close() error {
 	err := c.Conn.Close()

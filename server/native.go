@@ -55,11 +55,6 @@ const maxNativeHelloBytes = 64 << 10
 // connection's reader queues before it waits for the stream's handler.
 const nativeStreamBuffer = 16
 
-// maxNativeReadBuffer is the largest read buffer a native connection
-// keeps for its next frame; a larger frame is read into a buffer of its
-// own.
-const maxNativeReadBuffer = 64 << 10
-
 // maxNativeWriteBuffer is the largest write buffer a native connection
 // keeps for its next frames.
 const maxNativeWriteBuffer = 64 << 10
@@ -131,7 +126,7 @@ func (s *Server) serveNative(c net.Conn, r *bufio.Reader, state *tls.ConnectionS
 		s.refuseNative(c, connect.CodeUnavailable, "node "+s.cfg.Raft.NodeID+" is not the leader; use Connect, which it forwards, or the leader", leader)
 		return
 	}
-	nc := &nativeConn{s: s, c: c, r: r, max: max, streams: make(map[uint32]*nativeStream), writeTimeout: s.cfg.Limits.PingTimeout}
+	nc := &nativeConn{s: s, c: c, reader: nativewire.NewReader(c, r, max), streams: make(map[uint32]*nativeStream), writeTimeout: s.cfg.Limits.PingTimeout}
 	nc.wdone.L = &nc.wmu
 	nc.ctx, nc.cancel = context.WithCancel(ctx)
 	if !s.natives.add(nc) {
@@ -143,16 +138,17 @@ func (s *Server) serveNative(c net.Conn, r *bufio.Reader, state *tls.ConnectionS
 		nc.close()
 		return
 	}
-	_ = c.SetReadDeadline(time.Time{})
+	_ = nc.reader.SetReadDeadline(time.Time{})
 	nc.serve()
 }
 
 // nativeConn is one native connection past its handshake.
 type nativeConn struct {
-	s   *Server
-	c   net.Conn
-	r   *bufio.Reader
-	max int // largest payload read
+	s *Server
+	c net.Conn
+	// reader reads the frames; the read deadline is set through it, as
+	// its probe shares the connection's.
+	reader *nativewire.Reader
 	// writeTimeout bounds a write (Limits.PingTimeout): a peer that does
 	// not read is cut off.
 	writeTimeout time.Duration
@@ -172,10 +168,6 @@ type nativeConn struct {
 	wdeadline nativewire.WriteDeadline
 	werr      error
 
-	// rbuf is the reader's buffer: each frame is read into it, and a
-	// Pipeline message decoded from it before the next is read.
-	rbuf []byte
-
 	mu      sync.Mutex
 	streams map[uint32]*nativeStream // open streams by id
 	lastID  uint32                   // highest stream id opened
@@ -187,24 +179,24 @@ type nativeConn struct {
 // then cancels its streams and closes it.
 func (nc *nativeConn) serve() {
 	defer nc.close()
-	for {
-		nc.mu.Lock()
-		nc.armIdleLocked()
-		nc.mu.Unlock()
-		f, err := nativewire.ReadFrameBuffer(nc.r, nc.max, nc.rbuf)
-		if err == nil {
-			if c := cap(f.Payload); c > cap(nc.rbuf) && c <= maxNativeReadBuffer {
-				nc.rbuf = f.Payload[:0]
-			}
-			err = nc.dispatch(f)
+	nc.armIdle()
+	err := nc.reader.Run(func(f nativewire.Frame) error {
+		if err := nc.dispatch(f); err != nil {
+			return err
 		}
-		if err != nil {
-			if errors.Is(err, nativewire.ErrMalformed) || errors.Is(err, nativewire.ErrTooBig) {
-				nc.fail(err)
-			}
-			return
-		}
+		nc.armIdle()
+		return nil
+	})
+	if errors.Is(err, nativewire.ErrMalformed) || errors.Is(err, nativewire.ErrTooBig) {
+		nc.fail(err)
 	}
+}
+
+// armIdle is armIdleLocked with nc.mu.
+func (nc *nativeConn) armIdle() {
+	nc.mu.Lock()
+	nc.armIdleLocked()
+	nc.mu.Unlock()
 }
 
 // armIdleLocked closes the connection after --idle-timeout without a
@@ -217,10 +209,10 @@ func (nc *nativeConn) armIdleLocked() {
 	switch {
 	case idle <= 0:
 	case len(nc.streams) == 0:
-		_ = nc.c.SetReadDeadline(time.Now().Add(idle))
+		_ = nc.reader.SetReadDeadline(time.Now().Add(idle))
 		nc.idleArmed = true
 	case nc.idleArmed:
-		_ = nc.c.SetReadDeadline(time.Time{})
+		_ = nc.reader.SetReadDeadline(time.Time{})
 		nc.idleArmed = false
 	}
 }

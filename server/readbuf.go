@@ -2,7 +2,9 @@ package server
 
 import (
 	"bufio"
+	"fmt"
 	"net"
+	"syscall"
 )
 
 // readBufferSize is the read buffer of a cleartext API connection: a few
@@ -40,3 +42,15 @@ type readBufConn struct {
 // them without a system call; a read of the buffer's size or more on an
 // empty buffer goes straight to the connection.
 func (c *readBufConn) Read(p []byte) (int, error) { return c.r.Read(p) }
+
+// SyscallConn returns the raw connection under the buffer, for a reader
+// that first takes the buffer's bytes (nativewire.Reader).
+func (c *readBufConn) SyscallConn() (syscall.RawConn, error) { return syscallConn(c.Conn) }
+
+// syscallConn returns c's raw connection, an error when it has none.
+func syscallConn(c net.Conn) (syscall.RawConn, error) {
+	if sc, ok := c.(syscall.Conn); ok {
+		return sc.SyscallConn()
+	}
+	return nil, fmt.Errorf("a %T has no raw connection", c)
+}
