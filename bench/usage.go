@@ -30,6 +30,13 @@ type ServerUsage struct {
 	// number of holders.
 	RSSBeforeMiB    float64 `json:"rss_before_mib,omitempty"`
 	BytesPerSession float64 `json:"bytes_per_session,omitempty"`
+	// ReadCalls and WriteCalls count the read and write system calls the
+	// processes made during the measurement (/proc/PID/io's syscr and
+	// syscw: read, pread, readv, recvmsg, ... and write, pwrite, writev,
+	// sendmsg, ...; a server's log writes are among them); 0 when /proc
+	// does not tell (another user's process, or not Linux).
+	ReadCalls  int64 `json:"read_calls,omitempty"`
+	WriteCalls int64 `json:"write_calls,omitempty"`
 
 	rssBytes int64
 }
@@ -87,9 +94,11 @@ const clockTicks = 100
 // usageSampler holds the CPU times of processes at the start of a
 // measurement.
 type usageSampler struct {
-	pids []int
-	cpu  time.Duration
-	each []time.Duration // per pid
+	pids   []int
+	cpu    time.Duration
+	each   []time.Duration // per pid
+	io     ioCalls
+	ioRead bool // io was read
 }
 
 func startUsage(pids []int) *usageSampler {
@@ -97,6 +106,7 @@ func startUsage(pids []int) *usageSampler {
 		return nil
 	}
 	s := &usageSampler{pids: pids, cpu: cpuOf(pids)}
+	s.io, s.ioRead = ioCallsOf(pids)
 	for _, pid := range pids {
 		s.each = append(s.each, cpuOf([]int{pid}))
 	}
@@ -118,6 +128,9 @@ func (s *usageSampler) stop(elapsed time.Duration) *ServerUsage {
 		CPUPercent: 100 * float64(cpuOf(s.pids)-s.cpu) / float64(elapsed),
 		RSSMiB:     float64(rss) / (1 << 20),
 		rssBytes:   rss,
+	}
+	if end, ok := ioCallsOf(s.pids); ok && s.ioRead {
+		u.ReadCalls, u.WriteCalls = end.reads-s.io.reads, end.writes-s.io.writes
 	}
 	if len(s.pids) > 1 {
 		for i, pid := range s.pids {
@@ -148,6 +161,36 @@ func cpuOf(pids []int) time.Duration {
 		total += time.Duration(ticks) * time.Second / clockTicks
 	}
 	return total
+}
+
+// ioCalls counts read and write system calls.
+type ioCalls struct{ reads, writes int64 }
+
+// ioCallsOf returns the read and write system calls made so far by the
+// process trees of pids (/proc/PID/io's syscr and syscw, each process's
+// threads together); ok is false when no process's counts could be read.
+func ioCallsOf(pids []int) (total ioCalls, ok bool) {
+	for _, pid := range ProcessTree(pids) {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/io", pid))
+		if err != nil {
+			continue
+		}
+		for line := range strings.Lines(string(b)) {
+			name, value, _ := strings.Cut(strings.TrimSpace(line), ": ")
+			n, err := strconv.ParseInt(value, 10, 64)
+			if err != nil {
+				continue
+			}
+			switch name {
+			case "syscr":
+				total.reads += n
+				ok = true
+			case "syscw":
+				total.writes += n
+			}
+		}
+	}
+	return total, ok
 }
 
 // CPUTime returns the CPU time (user + system) the process trees of pids

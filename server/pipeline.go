@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -197,9 +198,27 @@ func (p *pipeline) answer(r *fencedv1.PipelineResult) (mustFlush bool) {
 // flush sends the queued answers, all those queued at once in one
 // message, until none is left; the caller set sending (answer said so).
 // After a failed Send nothing more is sent.
+//
+// When other calls of the stream are still running, flush first yields
+// its processor once (runtime.Gosched) before it takes the first batch.
+// The calls of one Raft entry finish together, but the committer wakes
+// their goroutines one after another, and they queue behind the first
+// one woken: without the yield that one sends its own answer alone, and
+// then each batch that queued during the previous Send. With it, those
+// goroutines run first and queue their answers, which go out in one
+// message. Under 64 lockers sharing one client (1 node), this took the
+// server's write calls from about 1.75 to 0.43 per lock cycle (its WAL's
+// writes included) and its CPU from about 42 to 38 µs a cycle
+// (docs/benchmarks.md, "Answers of one entry in one message"). A stream
+// with one call in flight, as an independent client's, never yields.
 func (p *pipeline) flush() {
-	for {
+	for first := true; ; first = false {
 		p.mu.Lock()
+		if first && len(p.running) > 0 {
+			p.mu.Unlock()
+			runtime.Gosched()
+			p.mu.Lock()
+		}
 		batch := p.answers
 		if len(batch) == 0 {
 			p.sending = false

@@ -248,6 +248,9 @@ func printBench(w io.Writer, r bench.Result) {
 		if us := bench.UsPerCycle(s.CPUPercent, r.CyclesPerS); r.Workload != bench.WorkloadSessions && us > 0 {
 			fmt.Fprintf(w, "  %.0f µs/cycle", us)
 		}
+		if r.Workload != bench.WorkloadSessions && r.Cycles > 0 && s.ReadCalls+s.WriteCalls > 0 {
+			fmt.Fprintf(w, "  syscalls/cycle %.2f read %.2f write", float64(s.ReadCalls)/float64(r.Cycles), float64(s.WriteCalls)/float64(r.Cycles))
+		}
 		if s.BytesPerSession != 0 {
 			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
 		}
