@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fenced-dev/fenced/internal/nativewire"
+	"github.com/fenced-dev/fenced/internal/nettest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -39,38 +40,13 @@ func (c *gatedConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-// tcpPair returns the two ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (server, client net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { server.Close(); client.Close() })
-	return server, client
-}
-
 // Frames written while another goroutine is in the connection's write
 // wait for it without blocking their writers, and go out together in
 // its next write, each intact and in the order written; a lone frame is
 // written at once by its own writer. flushWait returns only once they
 // are all sent.
 func TestNativeWrite_CoalescesWhatIsReadyTogether(t *testing.T) {
-	sc, cc := tcpPair(t)
+	cc, sc := nettest.TCPPair(t)
 	gc := &gatedConn{Conn: sc, entered: make(chan struct{}), gate: make(chan struct{})}
 	nc := &nativeConn{c: gc}
 	nc.wdone.L = &nc.wmu
@@ -155,7 +131,7 @@ func TestNativeWrite_CoalescesWhatIsReadyTogether(t *testing.T) {
 // A write that fails closes the connection, and every later write, also
 // of a frame that was queued, reports the failure.
 func TestNativeWrite_FailureClosesTheConnection(t *testing.T) {
-	sc, cc := tcpPair(t)
+	cc, sc := nettest.TCPPair(t)
 	gc := &gatedConn{Conn: sc}
 	nc := &nativeConn{c: gc}
 	nc.wdone.L = &nc.wmu

@@ -14,33 +14,9 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/fenced-dev/fenced/internal/nettest"
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
-
-// tcpPair returns both ends of a loopback TCP connection.
-func tcpPair(t *testing.T) (client, server net.Conn) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan net.Conn, 1)
-	go func() {
-		c, _ := ln.Accept()
-		accepted <- c
-	}()
-	client, err = net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	server = <-accepted
-	if server == nil {
-		t.Fatal("accept failed")
-	}
-	t.Cleanup(func() { client.Close(); server.Close() })
-	return client, server
-}
 
 // pipePair returns both ends of a net.Pipe, which is no syscall.Conn.
 func pipePair(t *testing.T) (net.Conn, net.Conn) {
@@ -56,7 +32,7 @@ var conns = []struct {
 	pair func(*testing.T) (net.Conn, net.Conn)
 	raw  bool
 }{
-	{"tcp", tcpPair, runtime.GOOS != "windows" && rawReads},
+	{"tcp", func(t *testing.T) (net.Conn, net.Conn) { return nettest.TCPPair(t) }, runtime.GOOS != "windows" && rawReads},
 	{"pipe", pipePair, false},
 }
 
@@ -254,7 +230,7 @@ func TestReaderEndWithLastFrame(t *testing.T) {
 	}
 	for _, probe := range []time.Duration{20 * time.Millisecond, time.Hour} {
 		t.Run(probe.String(), func(t *testing.T) {
-			w, r := tcpPair(t)
+			w, r := nettest.TCPPair(t)
 			frame, _ := AppendFrame(nil, KindKeepAlive, 1, nil)
 			inHandle := make(chan struct{})
 			go func() {
@@ -292,7 +268,7 @@ func TestReaderEndWithLastFrame(t *testing.T) {
 // Run when it passes, though probes fire before it, and a probe does not
 // end Run.
 func TestReaderDeadlineWithProbe(t *testing.T) {
-	w, r := tcpPair(t)
+	w, r := nettest.TCPPair(t)
 	frame, _ := AppendFrame(nil, KindKeepAlive, 1, nil)
 	go func() { _, _ = w.Write(frame) }()
 	fr := NewReader(r, nil, 16)
