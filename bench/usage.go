@@ -51,6 +51,10 @@ type ClientUsage struct {
 	// CPUPercent is this process's CPU time (user + system, children
 	// excluded) over wall time; 100 is one core busy.
 	CPUPercent float64 `json:"cpu_percent"`
+	// ReadCalls and WriteCalls count this process's read and write system
+	// calls during the measurement, as ServerUsage's do.
+	ReadCalls  int64 `json:"read_calls,omitempty"`
+	WriteCalls int64 `json:"write_calls,omitempty"`
 }
 
 // UsPerCycle returns CPU time per cycle in microseconds for a process
@@ -64,14 +68,20 @@ func UsPerCycle(cpuPercent, cyclesPerS float64) float64 {
 
 // clientSampler holds this process's CPU time at the start of a
 // measurement; nil when it cannot be read.
-type clientSampler struct{ cpu time.Duration }
+type clientSampler struct {
+	cpu    time.Duration
+	io     ioCalls
+	ioRead bool // io was read
+}
 
 func startClientUsage() *clientSampler {
 	cpu, ok := selfCPU()
 	if !ok {
 		return nil
 	}
-	return &clientSampler{cpu: cpu}
+	s := &clientSampler{cpu: cpu}
+	s.io, s.ioRead = ioCallsOf([]int{os.Getpid()})
+	return s
 }
 
 // stop returns this process's usage since startClientUsage over elapsed;
@@ -84,7 +94,11 @@ func (s *clientSampler) stop(elapsed time.Duration) *ClientUsage {
 	if !ok {
 		return nil
 	}
-	return &ClientUsage{CPUPercent: 100 * float64(cpu-s.cpu) / float64(elapsed)}
+	u := &ClientUsage{CPUPercent: 100 * float64(cpu-s.cpu) / float64(elapsed)}
+	if end, ok := ioCallsOf([]int{os.Getpid()}); ok && s.ioRead {
+		u.ReadCalls, u.WriteCalls = end.reads-s.io.reads, end.writes-s.io.writes
+	}
+	return u
 }
 
 // clockTicks is the unit of /proc/PID/stat's CPU times (USER_HZ), 100 on

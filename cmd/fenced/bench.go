@@ -248,9 +248,7 @@ func printBench(w io.Writer, r bench.Result) {
 		if us := bench.UsPerCycle(s.CPUPercent, r.CyclesPerS); r.Workload != bench.WorkloadSessions && us > 0 {
 			fmt.Fprintf(w, "  %.0f µs/cycle", us)
 		}
-		if r.Workload != bench.WorkloadSessions && r.Cycles > 0 && s.ReadCalls+s.WriteCalls > 0 {
-			fmt.Fprintf(w, "  syscalls/cycle %.2f read %.2f write", float64(s.ReadCalls)/float64(r.Cycles), float64(s.WriteCalls)/float64(r.Cycles))
-		}
+		printSyscalls(w, r, s.ReadCalls, s.WriteCalls)
 		if s.BytesPerSession != 0 {
 			fmt.Fprintf(w, "  %.0f bytes/session", s.BytesPerSession)
 		}
@@ -261,7 +259,17 @@ func printBench(w io.Writer, r bench.Result) {
 		if us := bench.UsPerCycle(c.CPUPercent, r.CyclesPerS); r.Workload != bench.WorkloadSessions && us > 0 {
 			fmt.Fprintf(w, "  %.0f µs/cycle", us)
 		}
+		printSyscalls(w, r, c.ReadCalls, c.WriteCalls)
 		fmt.Fprintln(w)
+	}
+}
+
+// printSyscalls prints a process's read and write system calls per cycle
+// (none for the sessions workload, which has no cycles, or when /proc
+// did not tell).
+func printSyscalls(w io.Writer, r bench.Result, reads, writes int64) {
+	if r.Workload != bench.WorkloadSessions && r.Cycles > 0 && reads+writes > 0 {
+		fmt.Fprintf(w, "  syscalls/cycle %.2f read %.2f write", float64(reads)/float64(r.Cycles), float64(writes)/float64(r.Cycles))
 	}
 }
 

@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -42,6 +43,14 @@ func TestBench_Smoke(t *testing.T) {
 			// The clients ran in the bench process and used its CPU.
 			if r.Client == nil || r.Client.CPUPercent <= 0 {
 				t.Fatalf("client usage %+v: want this process's CPU during the measurement", r.Client)
+			}
+			// Every call of a cycle is a write of the client's and its
+			// answer a write of the server's (Linux's /proc/PID/io counts
+			// them); the sessions workload's holders make no calls while
+			// it measures, as their TTL is long.
+			if runtime.GOOS == "linux" && w != bench.WorkloadSessions && (r.Server.WriteCalls <= 0 || r.Server.ReadCalls <= 0 || r.Client.WriteCalls <= 0 || r.Client.ReadCalls <= 0) {
+				t.Fatalf("system calls: server %d read %d write, client %d read %d write; want some of each",
+					r.Server.ReadCalls, r.Server.WriteCalls, r.Client.ReadCalls, r.Client.WriteCalls)
 			}
 		})
 	}
