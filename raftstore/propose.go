@@ -14,6 +14,17 @@ const (
 	maxBatchBytes    = 2 << 20
 )
 
+// nextEntryYields is how many times a committer that just handed out an
+// entry's results yields its processor (runtime.Gosched) before it takes
+// the queue for the next entry. The callers it woke then run first and
+// send their answers, and the calls those answers let clients send join
+// the next entry instead of one after it: under load entries carry more
+// commands (64 independent clients, 1 node: from about 18 an entry to 24) for
+// the same fsyncs. With nothing else runnable a yield returns at once.
+// One yield was not enough: the other processor, idle, picks the
+// committer up from the global run queue before the callers have run.
+const nextEntryYields = 3
+
 // proposer groups the commands proposed at the same moment into one Raft
 // entry (group commit): one log entry, one commit and one future for all
 // of them instead of one each. The first proposer to find the queue empty
@@ -187,13 +198,17 @@ func (p *proposer) take() []*proposal {
 
 // next returns the queue for the committer that just finished a batch to
 // commit next, or nil when it is done: always without a window (each
-// batch then has a committer of its own).
+// batch then has a committer of its own). It first yields
+// nextEntryYields times.
 func (p *proposer) next() []*proposal {
 	if p.window == 0 {
 		p.mu.Lock()
 		p.inflight--
 		p.mu.Unlock()
 		return nil
+	}
+	for range nextEntryYields {
+		runtime.Gosched()
 	}
 	return p.take()
 }
