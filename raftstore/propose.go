@@ -19,10 +19,11 @@ const (
 // the queue for the next entry. The callers it woke then run first and
 // send their answers, and the calls those answers let clients send join
 // the next entry instead of one after it: under load entries carry more
-// commands (64 independent clients, 1 node: from about 18 an entry to 24) for
-// the same fsyncs. With nothing else runnable a yield returns at once.
-// One yield was not enough: the other processor, idle, picks the
-// committer up from the global run queue before the callers have run.
+// commands (64 independent clients, 1 node: from about 18 an entry to
+// 24) for the same fsyncs. With nothing else runnable a yield returns at
+// once. Three was measured against 1, 6 and 12 (docs/benchmarks.md); one
+// gained less, probably because the other processor picks the committer
+// up from the global run queue before the callers have run (not traced).
 const nextEntryYields = 3
 
 // proposer groups the commands proposed at the same moment into one Raft
