@@ -119,12 +119,17 @@ func TestLock_KillsCommandWhenLockLost(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer proxy.Close()
-	marker := t.TempDir() + "/terminated"
+	dir := t.TempDir()
+	started, marker := dir+"/started", dir+"/terminated"
 	holder := startFenced(t, nil, "lock", "cut", "--ttl", "3s", "--grace", "10s", "--endpoints", proxy.Addr(), "--",
-		"sh", "-c", `trap 'touch `+marker+`; exit 0' TERM; while true; do sleep 0.05; done`)
-	eventually(t, "the lock is held", 20*time.Second, func() bool {
-		out, _, _ := runFenced(t, "status", "cut", "--json", "--endpoints", srv.Addr)
-		return strings.Contains(out, `"token"`)
+		"sh", "-c", `trap 'touch `+marker+`; exit 0' TERM; touch `+started+`; while true; do sleep 0.05; done`)
+	// Cut only once CMD runs, that is once the client has the grant: the
+	// server's status shows the lock as soon as it is applied, before the
+	// answer reaches the client, and a cut in that window leaves the
+	// client waiting for an acquire it never learns of (no CMD to stop).
+	eventually(t, "CMD started under the lock", 20*time.Second, func() bool {
+		_, err := os.Stat(started)
+		return err == nil
 	})
 	proxy.SetMode(faultproxy.Blackhole)
 	cut := time.Now()
