@@ -70,25 +70,27 @@ func run(t *testing.T, cfg check.Config) *check.Result {
 }
 
 // logFailedRun keeps what a failed run needs to be understood: for each
-// violation every op of the history on the objects it names (a queue's
-// item, a lock, a key; at most maxRelatedOps each), in the test's log,
-// which CI keeps; and the whole report, copied out of the test's
-// temporary directory to one that stays.
+// violation the ops of the history on the objects it names (a queue's
+// item, a lock, a key), at most maxRelatedOps each, the ones invoked
+// nearest the violation's last op (a liveness violation's are at the
+// end of the run), in the test's log, which CI keeps; and the whole
+// report, copied out of the test's temporary directory to one that stays.
 func logFailedRun(t *testing.T, cfg check.Config, res *check.Result) {
 	const maxRelatedOps = 60
 	for _, v := range res.Violations {
-		var b strings.Builder
-		n := 0
+		var related []history.Op
 		for _, op := range res.History {
-			if !relatedOp(v.Ops, op) {
-				continue
-			}
-			if n++; n <= maxRelatedOps {
-				line, _ := json.Marshal(op)
-				fmt.Fprintf(&b, "  %s\n", line)
+			if relatedOp(v.Ops, op) {
+				related = append(related, op)
 			}
 		}
-		t.Logf("%s violation %q: %d ops of the history on its objects:\n%s", v.Check, v.Message, n, b.String())
+		near := nearestOps(related, v.Ops, maxRelatedOps)
+		var b strings.Builder
+		for _, op := range near {
+			line, _ := json.Marshal(op)
+			fmt.Fprintf(&b, "  %s\n", line)
+		}
+		t.Logf("%s violation %q: %d ops of the history on its objects, the %d invoked nearest its last op:\n%s", v.Check, v.Message, len(related), len(near), b.String())
 	}
 	keep := filepath.Join(os.TempDir(), fmt.Sprintf("fenced-check-failed-%s-seed%d-%d", strings.ReplaceAll(t.Name(), "/", "_"), cfg.Seed, time.Now().Unix()))
 	if err := os.CopyFS(keep, os.DirFS(cfg.OutDir)); err != nil {
@@ -96,6 +98,30 @@ func logFailedRun(t *testing.T, cfg check.Config, res *check.Result) {
 		return
 	}
 	t.Logf("the failed run's report is kept in %s", keep)
+}
+
+// nearestOps returns at most n of ops (in history order), the ones
+// invoked nearest the last of of.
+func nearestOps(ops, of []history.Op, n int) []history.Op {
+	if len(ops) <= n || len(of) == 0 {
+		return ops
+	}
+	anchor := of[0].Invoke
+	for _, o := range of {
+		anchor = max(anchor, o.Invoke)
+	}
+	// ops are in history order, roughly by invoke: slide a window of n
+	// right while the op it would take is nearer anchor than the one it
+	// would drop.
+	dist := func(op history.Op) int64 {
+		d := op.Invoke - anchor
+		return max(d, -d)
+	}
+	first := 0
+	for first+n < len(ops) && dist(ops[first+n]) < dist(ops[first]) {
+		first++
+	}
+	return ops[first : first+n]
 }
 
 // relatedOp reports whether op is on an object one of ops is on: the same

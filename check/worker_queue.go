@@ -23,14 +23,31 @@ const probeEvery = 4
 // item one round in ackNextEvery). A paused worker's claim expires and
 // the item goes to another worker: the kv rejects the late write and the
 // fsm the late ack.
+//
+// A round pushes as many items as it will claim (two when it acks with
+// the claim of the next), before it claims: the workers together never
+// claim more than they pushed, so a claim waits for an item only while
+// others' claims of a paused or killed holder run out, not because the
+// workload starved the queue (which the liveness check would call a
+// violation).
 func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	q := client.NewQueue(c, name)
-	push := history.Op{Kind: history.OpPush, Name: name, Value: fmt.Sprintf("%s-%d", rec.id, n), Invoke: time.Now().UnixNano()}
-	pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
-	item, _, err := q.Push(pctx, []byte(push.Value))
-	pcancel()
-	push.Outcome, push.Error, push.Item = outcomeOf(err), errText(err), item
-	rec.record(push)
+	nack, ackNext := rng.IntN(8) == 0, rng.IntN(ackNextEvery) == 0
+	pushes := 1
+	if ackNext && !nack {
+		pushes = 2
+	}
+	for i := range pushes {
+		push := history.Op{Kind: history.OpPush, Name: name, Value: fmt.Sprintf("%s-%d", rec.id, n), Invoke: time.Now().UnixNano()}
+		if i > 0 {
+			push.Value = fmt.Sprintf("%s-%d-next", rec.id, n)
+		}
+		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
+		item, _, err := q.Push(pctx, []byte(push.Value))
+		pcancel()
+		push.Outcome, push.Error, push.Item = outcomeOf(err), errText(err), item
+		rec.record(push)
+	}
 
 	sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -55,11 +72,11 @@ func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.
 	if rng.IntN(probeEvery) == 0 && cl.Token > 1 {
 		queueEnd(ctx, rec, history.OpAck, name, cl.Item, cl.Token-1, "probe", func(ctx context.Context) error { return q.AckToken(ctx, cl.Item, cl.Token-1) })
 	}
-	if rng.IntN(8) == 0 {
+	if nack {
 		queueEnd(ctx, rec, history.OpNack, name, cl.Item, cl.Token, "", func(ctx context.Context) error { return cl.Nack(ctx, 0) })
 		return
 	}
-	if rng.IntN(ackNextEvery) == 0 {
+	if ackNext {
 		ackAndClaimNext(ctx, sctx, c, rec, rng, s, cl, n)
 		return
 	}
@@ -107,12 +124,18 @@ func queueEnd(ctx context.Context, rec *recorder, kind history.Kind, name string
 	rec.record(op)
 }
 
+// nextClaims is how many next items a batch round's ack-and-claim-next
+// claims at most.
+const nextClaims = 2
+
 // batchEvery is how often (one round in batchEvery) a queue worker works
 // in batches (queueBatchRound) instead.
 const batchEvery = 3
 
 // queueBatchRound is queueRound in batches: it pushes 1 to 3 items in one
-// call (PushBatch), claims up to 3 (ClaimBatch), writes each claim's kv
+// call (PushBatch), 2 more when it will ack with the claim of the next
+// (as many as it will claim, as queueRound does), claims up to the first
+// 1 to 3 (ClaimBatch), writes each claim's kv
 // key under its token, probes one round in probeEvery with a stale token
 // inside an ack batch (AckTokens, with the item's earlier token: the fsm
 // must answer it stale, which --ack-any-token lets through), and acks
@@ -122,7 +145,11 @@ const batchEvery = 3
 // interval in the history.
 func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	q := client.NewQueue(c, name)
-	items := make([]client.PushItem, 1+rng.IntN(3))
+	claims, ackNext := 1+rng.IntN(3), rng.IntN(ackNextEvery) == 0
+	items := make([]client.PushItem, claims)
+	if ackNext {
+		items = make([]client.PushItem, claims+nextClaims)
+	}
 	pushes := make([]history.Op, len(items))
 	invoke := time.Now().UnixNano()
 	for i := range items {
@@ -149,7 +176,7 @@ func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *
 	defer closeSession()
 	claim := history.Op{Kind: history.OpClaim, Name: name, Session: s.ID(), Invoke: time.Now().UnixNano()}
 	cctx, ccancel := context.WithTimeout(sctx, 3*time.Second)
-	cls, err := q.ClaimBatch(cctx, s, cfg.TTL, 3)
+	cls, err := q.ClaimBatch(cctx, s, cfg.TTL, claims)
 	ccancel()
 	recordClaims(rec, claim, cls, err)
 	if err != nil {
@@ -162,7 +189,7 @@ func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *
 		probe := []client.ItemToken{{Item: cls[0].Item, Token: cls[0].Token - 1}}
 		ackBatch(ctx, rec, name, probe, "probe", func(ctx context.Context) ([]error, error) { return q.AckTokens(ctx, probe) })
 	}
-	if rng.IntN(ackNextEvery) == 0 {
+	if ackNext {
 		ack := make([]client.ItemToken, len(cls))
 		for i, cl := range cls {
 			ack[i] = client.ItemToken{Item: cl.Item, Token: cl.Token}
@@ -172,7 +199,7 @@ func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *
 		cctx, ccancel := context.WithTimeout(sctx, 3*time.Second)
 		ackBatch(ctx, rec, name, ack, "", func(context.Context) ([]error, error) {
 			var ackErrs []error
-			next, ackErrs, err = q.AckAndClaimNextBatch(cctx, s, cfg.TTL, 2, cls)
+			next, ackErrs, err = q.AckAndClaimNextBatch(cctx, s, cfg.TTL, nextClaims, cls)
 			return ackErrs, nil
 		})
 		ccancel()
