@@ -100,8 +100,8 @@ func logFailedRun(t *testing.T, cfg check.Config, res *check.Result) {
 	t.Logf("the failed run's report is kept in %s", keep)
 }
 
-// nearestOps returns at most n of ops (in history order), the ones
-// invoked nearest the last of of.
+// nearestOps returns at most n of ops (in history order): the run of
+// them invoked nearest the latest invoke among of.
 func nearestOps(ops, of []history.Op, n int) []history.Op {
 	if len(ops) <= n || len(of) == 0 {
 		return ops

@@ -25,11 +25,11 @@ const probeEvery = 4
 // fsm the late ack.
 //
 // A round pushes as many items as it will claim (two when it acks with
-// the claim of the next), before it claims: the workers together never
-// claim more than they pushed, so a claim waits for an item only while
-// others' claims of a paused or killed holder run out, not because the
-// workload starved the queue (which the liveness check would call a
-// violation).
+// the claim of the next) before it claims, so no round asks for more new
+// items than it tried to push. Without faults a claim then finds an item
+// at once. It waits when a push failed, or while the claim of a paused
+// or killed holder runs out. It does not wait because the workload drained
+// the queue, which would look like a liveness violation after the heal.
 func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	q := client.NewQueue(c, name)
 	nack, ackNext := rng.IntN(8) == 0, rng.IntN(ackNextEvery) == 0
@@ -38,10 +38,11 @@ func queueRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.
 		pushes = 2
 	}
 	for i := range pushes {
-		push := history.Op{Kind: history.OpPush, Name: name, Value: fmt.Sprintf("%s-%d", rec.id, n), Invoke: time.Now().UnixNano()}
+		value := fmt.Sprintf("%s-%d", rec.id, n)
 		if i > 0 {
-			push.Value = fmt.Sprintf("%s-%d-next", rec.id, n)
+			value += "-next"
 		}
+		push := history.Op{Kind: history.OpPush, Name: name, Value: value, Invoke: time.Now().UnixNano()}
 		pctx, pcancel := context.WithTimeout(ctx, 3*time.Second)
 		item, _, err := q.Push(pctx, []byte(push.Value))
 		pcancel()
@@ -146,10 +147,11 @@ const batchEvery = 3
 func queueBatchRound(ctx context.Context, c *client.Client, rec *recorder, rng *rand.Rand, cfg WorkerConfig, name string, n int) {
 	q := client.NewQueue(c, name)
 	claims, ackNext := 1+rng.IntN(3), rng.IntN(ackNextEvery) == 0
-	items := make([]client.PushItem, claims)
+	toPush := claims
 	if ackNext {
-		items = make([]client.PushItem, claims+nextClaims)
+		toPush += nextClaims
 	}
+	items := make([]client.PushItem, toPush)
 	pushes := make([]history.Op, len(items))
 	invoke := time.Now().UnixNano()
 	for i := range items {
