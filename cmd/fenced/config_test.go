@@ -82,6 +82,7 @@ func TestServe_ConfigMistakesExit2AndStartNothing(t *testing.T) {
 		{"unknown variable", head, []string{"FENCED_SERVE_LISTN=127.0.0.1:1"}, "environment variable FENCED_SERVE_LISTN names no setting"},
 		{"bad variable value", head, []string{"FENCED_SERVE_TOKEN_FLOOR=-1"}, "environment variable FENCED_SERVE_TOKEN_FLOOR: invalid argument"},
 		{"settings that do not validate", head + "lock-delay = 2m\n", nil, "lock delay"},
+		{"a heap floor out of range", head + "gc-heap-floor-mib = 70000\n", nil, "--gc-heap-floor-mib 70000: want 0 (off) to 65536"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, errOut, code := runFencedEnv(t, tt.env, "serve", "--config", writeConf(t, tt.conf))

@@ -26,6 +26,7 @@ func newServeCommand() *cobra.Command {
 	var kvScopes []string
 	var configPath string
 	var dryRun bool
+	var gcHeapFloorMiB int
 	cmd := &cobra.Command{
 		Use:   "serve",
 		Short: "Run a fenced server (a single-node cluster in ./fenced-data by default)",
@@ -104,9 +105,13 @@ the defaults in the file's form, and starts nothing.`,
 			if err := cfg.Validate(); err != nil {
 				return usageError("%v", err)
 			}
+			if gcHeapFloorMiB < 0 || gcHeapFloorMiB > maxGCHeapFloorMiB {
+				return usageError("--gc-heap-floor-mib %d: want 0 (off) to %d", gcHeapFloorMiB, maxGCHeapFloorMiB)
+			}
 			if dryRun {
 				return writeSettings(cmd.OutOrStdout(), cmd.Flags())
 			}
+			defer startGCHeapFloor(cfg.Logger, gcHeapFloorMiB)()
 			if pprofAddr != "" {
 				if err := servePprof(pprofAddr); err != nil {
 					return usageError("--pprof: %v", err)
@@ -173,6 +178,7 @@ the defaults in the file's form, and starts nothing.`,
 	f.StringVar(&cfg.Raft.PeerTLS.CA, "peer-ca", "", "cluster CA (PEM): only peers with a node certificate it signed, naming a member, are accepted")
 	f.BoolVar(&cfg.InsecureListenAny, "insecure-listen-any", false, "allow --listen or --peer-listen beyond loopback without TLS (logged as a warning)")
 	f.StringArrayVar(&kvScopes, "kv-scope", nil, "PREFIX=SCOPE: a kv write of a key under PREFIX (PREFIX itself or PREFIX/...) needs the token of a live grant covering SCOPE instead of the key; repeatable, the longest prefix wins; default none (every key is its own scope). Give every member the same")
+	f.IntVar(&gcHeapFloorMiB, "gc-heap-floor-mib", defaultGCHeapFloorMiB, "let the Go heap grow to about this many MiB before the collector runs, while less than half of it is live (at most 65536; 0: off, GOGC 100); ignored when GOGC is set in the environment. A larger heap collects at twice its live size either way")
 	f.StringVar(&pprofAddr, "pprof", "", "serve Go's /debug/pprof profiles on this address (e.g. 127.0.0.1:6060; off by default, never expose it publicly)")
 	f.StringVar(&logLevel, "log-level", "info", "log level: debug, info, warn or error (debug logs every grant, release and expiry)")
 	return cmd
