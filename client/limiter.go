@@ -112,9 +112,8 @@ type Reservation struct {
 func (c *Client) take(ctx context.Context, name string, n uint64, maxWait time.Duration) (Reservation, error) {
 	var out Reservation
 	err := c.retry(ctx, "limiter take", c.requestTimeout+maxWait, func(ctx context.Context, ep *endpoint) error {
-		r, err := c.limiters(ep).Take(ctx, connect.NewRequest(&fencedv1.LimiterTakeRequest{Name: name, Permits: n, MaxWaitMs: maxWait.Milliseconds()}))
+		m, err := c.limiterTake(ctx, ep, &fencedv1.LimiterTakeRequest{Name: name, Permits: n, MaxWaitMs: maxWait.Milliseconds()})
 		if err == nil {
-			m := r.Msg
 			out = Reservation{OK: m.GetGranted(), Waited: time.Duration(m.GetWaitedMs()) * time.Millisecond, RetryAfter: time.Duration(m.GetRetryAfterMs()) * time.Millisecond}
 		}
 		return err

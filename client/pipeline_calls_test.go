@@ -13,16 +13,22 @@ import (
 	"github.com/fenced-dev/fenced/internal/testserver"
 )
 
-// countingTransport counts the unary work queue calls (QueueService
-// requests) a Client sends; pipelined ones ride the Pipeline stream
+// countingTransport counts the unary calls of one service (the requests
+// whose path starts with service, "/fenced.v1.QueueService/" when empty)
+// a Client sends; pipelined ones ride the Pipeline stream
 // (LockService.Pipeline, or the native connection) instead.
 type countingTransport struct {
-	base  http.RoundTripper
-	unary atomic.Int64
+	base    http.RoundTripper
+	service string
+	unary   atomic.Int64
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if strings.HasPrefix(r.URL.Path, "/fenced.v1.QueueService/") {
+	service := c.service
+	if service == "" {
+		service = "/fenced.v1.QueueService/"
+	}
+	if strings.HasPrefix(r.URL.Path, service) {
 		c.unary.Add(1)
 	}
 	return c.base.RoundTrip(r)
@@ -34,11 +40,18 @@ func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 // Pipeline takes, has arrived.
 func countingQueueClient(t *testing.T, p client.Protocol, opts ...testserver.Option) (*client.Client, context.Context, *atomic.Int64) {
 	t.Helper()
+	return countingClient(t, p, "/fenced.v1.QueueService/", opts...)
+}
+
+// countingClient is countingQueueClient counting the unary calls of
+// service instead.
+func countingClient(t *testing.T, p client.Protocol, service string, opts ...testserver.Option) (*client.Client, context.Context, *atomic.Int64) {
+	t.Helper()
 	srv := testserver.Start(t, opts...)
 	tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 	tr.Protocols = new(http.Protocols)
 	tr.Protocols.SetUnencryptedHTTP2(true)
-	ct := &countingTransport{base: tr}
+	ct := &countingTransport{base: tr, service: service}
 	c, err := client.New([]string{srv.Addr()}, client.WithProtocol(p), client.WithHTTPClient(&http.Client{Transport: ct}))
 	if err != nil {
 		t.Fatal(err)

@@ -45,6 +45,7 @@ var pipelineCalls = []fencedv1.PipelineCallKind{
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH,
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LIMITER,
 }
 
 // bidiStream is the server's side of a bidirectional stream: a Connect
@@ -87,6 +88,7 @@ func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv
 		locks:   h,
 		kv:      &kvService{h.s},
 		queues:  &queueService{h.s},
+		limits:  &limiterService{h.s},
 		stream:  stream,
 		running: make(map[uint64]context.CancelFunc),
 		failed:  make(chan struct{}),
@@ -161,6 +163,7 @@ type pipeline struct {
 	locks  *lockService
 	kv     *kvService
 	queues *queueService
+	limits *limiterService
 	stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	// ctx is the context of the stream's calls; cancelAll cancels it.
 	ctx       context.Context
@@ -319,6 +322,11 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		msg = c.KvPut
 	case *fencedv1.PipelineCall_Queue:
 		return p.runQueue(ctx, id, c.Queue)
+	case *fencedv1.PipelineCall_LimiterTake:
+		if err := p.s.faults.oldPipelineLimiter(id); err != nil {
+			return pipelineError(id, err)
+		}
+		msg = c.LimiterTake
 	}
 	if msg != nil {
 		if err := p.s.authorize(ctx, fencedv1connect.LockServicePipelineProcedure, needOf(msg)); err != nil {
@@ -344,8 +352,14 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 			return pipelineError(id, err)
 		}
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_KvPut{KvPut: resp.Msg}}
+	case *fencedv1.PipelineCall_LimiterTake:
+		resp, err := p.limits.Take(ctx, connect.NewRequest(c.LimiterTake))
+		if err != nil {
+			return pipelineError(id, err)
+		}
+		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_LimiterTake{LimiterTake: resp.Msg}}
 	default:
-		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put or queue", fence.ErrInvalidArgument, id))
+		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put, queue or limiter_take", fence.ErrInvalidArgument, id))
 	}
 }
 

@@ -89,6 +89,8 @@ const (
 	PipelineCallKind_PIPELINE_CALL_KIND_QUEUE PipelineCallKind = 2
 	// queue carrying a push batch or an ack batch.
 	PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH PipelineCallKind = 3
+	// limiter_take.
+	PipelineCallKind_PIPELINE_CALL_KIND_LIMITER PipelineCallKind = 4
 )
 
 // Enum value maps for PipelineCallKind.
@@ -98,12 +100,14 @@ var (
 		1: "PIPELINE_CALL_KIND_LOCK_AND_KV",
 		2: "PIPELINE_CALL_KIND_QUEUE",
 		3: "PIPELINE_CALL_KIND_QUEUE_BATCH",
+		4: "PIPELINE_CALL_KIND_LIMITER",
 	}
 	PipelineCallKind_value = map[string]int32{
 		"PIPELINE_CALL_KIND_UNSPECIFIED": 0,
 		"PIPELINE_CALL_KIND_LOCK_AND_KV": 1,
 		"PIPELINE_CALL_KIND_QUEUE":       2,
 		"PIPELINE_CALL_KIND_QUEUE_BATCH": 3,
+		"PIPELINE_CALL_KIND_LIMITER":     4,
 	}
 )
 
@@ -335,6 +339,7 @@ type PipelineCall struct {
 	//	*PipelineCall_Release
 	//	*PipelineCall_KvPut
 	//	*PipelineCall_Queue
+	//	*PipelineCall_LimiterTake
 	Call          isPipelineCall_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -420,6 +425,15 @@ func (x *PipelineCall) GetQueue() []byte {
 	return nil
 }
 
+func (x *PipelineCall) GetLimiterTake() *LimiterTakeRequest {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_LimiterTake); ok {
+			return x.LimiterTake
+		}
+	}
+	return nil
+}
+
 type isPipelineCall_Call interface {
 	isPipelineCall_Call()
 }
@@ -443,6 +457,11 @@ type PipelineCall_Queue struct {
 	Queue []byte `protobuf:"bytes,5,opt,name=queue,proto3,oneof"`
 }
 
+type PipelineCall_LimiterTake struct {
+	// limiter_take is a rate limiter's take (LimiterService.Take).
+	LimiterTake *LimiterTakeRequest `protobuf:"bytes,6,opt,name=limiter_take,json=limiterTake,proto3,oneof"`
+}
+
 func (*PipelineCall_Acquire) isPipelineCall_Call() {}
 
 func (*PipelineCall_Release) isPipelineCall_Call() {}
@@ -450,6 +469,8 @@ func (*PipelineCall_Release) isPipelineCall_Call() {}
 func (*PipelineCall_KvPut) isPipelineCall_Call() {}
 
 func (*PipelineCall_Queue) isPipelineCall_Call() {}
+
+func (*PipelineCall_LimiterTake) isPipelineCall_Call() {}
 
 type PipelineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -579,6 +600,7 @@ type PipelineResult struct {
 	//	*PipelineResult_KvPut
 	//	*PipelineResult_Error
 	//	*PipelineResult_Queue
+	//	*PipelineResult_LimiterTake
 	Result        isPipelineResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -673,6 +695,15 @@ func (x *PipelineResult) GetQueue() []byte {
 	return nil
 }
 
+func (x *PipelineResult) GetLimiterTake() *LimiterTakeResponse {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_LimiterTake); ok {
+			return x.LimiterTake
+		}
+	}
+	return nil
+}
+
 type isPipelineResult_Result interface {
 	isPipelineResult_Result()
 }
@@ -699,6 +730,10 @@ type PipelineResult_Queue struct {
 	Queue []byte `protobuf:"bytes,6,opt,name=queue,proto3,oneof"`
 }
 
+type PipelineResult_LimiterTake struct {
+	LimiterTake *LimiterTakeResponse `protobuf:"bytes,7,opt,name=limiter_take,json=limiterTake,proto3,oneof"`
+}
+
 func (*PipelineResult_Acquire) isPipelineResult_Result() {}
 
 func (*PipelineResult_Release) isPipelineResult_Result() {}
@@ -708,6 +743,8 @@ func (*PipelineResult_KvPut) isPipelineResult_Result() {}
 func (*PipelineResult_Error) isPipelineResult_Result() {}
 
 func (*PipelineResult_Queue) isPipelineResult_Result() {}
+
+func (*PipelineResult_LimiterTake) isPipelineResult_Result() {}
 
 type PipelineResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3585,7 +3622,7 @@ var File_fenced_v1_fenced_proto protoreflect.FileDescriptor
 
 const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\n" +
-	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\"\x81\x01\n" +
+	"\x16fenced/v1/fenced.proto\x12\tfenced.v1\x1a\x17fenced/v1/limiter.proto\"\x81\x01\n" +
 	"\fRenewRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\asession\x18\x02 \x01(\x04R\asession\x12\x16\n" +
@@ -3594,13 +3631,14 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\"g\n" +
 	"\rRenewResponse\x12.\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x16.fenced.v1.RenewResultR\x06result\x12&\n" +
-	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xde\x01\n" +
+	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xa2\x02\n" +
 	"\fPipelineCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\aacquire\x18\x02 \x01(\v2\x19.fenced.v1.AcquireRequestH\x00R\aacquire\x125\n" +
 	"\arelease\x18\x03 \x01(\v2\x19.fenced.v1.ReleaseRequestH\x00R\arelease\x120\n" +
 	"\x06kv_put\x18\x04 \x01(\v2\x17.fenced.v1.KVPutRequestH\x00R\x05kvPut\x12\x16\n" +
-	"\x05queue\x18\x05 \x01(\fH\x00R\x05queueB\x06\n" +
+	"\x05queue\x18\x05 \x01(\fH\x00R\x05queue\x12B\n" +
+	"\flimiter_take\x18\x06 \x01(\v2\x1d.fenced.v1.LimiterTakeRequestH\x00R\vlimiterTakeB\x06\n" +
 	"\x04call\"X\n" +
 	"\x0fPipelineRequest\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.fenced.v1.PipelineCallR\x05calls\x12\x16\n" +
@@ -3611,14 +3649,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04meta\x18\x03 \x03(\v2\".fenced.v1.PipelineError.MetaEntryR\x04meta\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x97\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xdc\x02\n" +
 	"\x0ePipelineResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
 	"\aacquire\x18\x02 \x01(\v2\x1a.fenced.v1.AcquireResponseH\x00R\aacquire\x126\n" +
 	"\arelease\x18\x03 \x01(\v2\x1a.fenced.v1.ReleaseResponseH\x00R\arelease\x121\n" +
 	"\x06kv_put\x18\x04 \x01(\v2\x18.fenced.v1.KVPutResponseH\x00R\x05kvPut\x120\n" +
 	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05error\x12\x16\n" +
-	"\x05queue\x18\x06 \x01(\fH\x00R\x05queueB\b\n" +
+	"\x05queue\x18\x06 \x01(\fH\x00R\x05queue\x12C\n" +
+	"\flimiter_take\x18\a \x01(\v2\x1e.fenced.v1.LimiterTakeResponseH\x00R\vlimiterTakeB\b\n" +
 	"\x06result\"z\n" +
 	"\x10PipelineResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\x121\n" +
@@ -3829,12 +3868,13 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\vRenewResult\x12\x1c\n" +
 	"\x18RENEW_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RENEW_RESULT_RENEWED\x10\x01\x12\x1a\n" +
-	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\x9c\x01\n" +
+	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\xbc\x01\n" +
 	"\x10PipelineCallKind\x12\"\n" +
 	"\x1ePIPELINE_CALL_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1ePIPELINE_CALL_KIND_LOCK_AND_KV\x10\x01\x12\x1c\n" +
 	"\x18PIPELINE_CALL_KIND_QUEUE\x10\x02\x12\"\n" +
-	"\x1ePIPELINE_CALL_KIND_QUEUE_BATCH\x10\x03*\x8f\x01\n" +
+	"\x1ePIPELINE_CALL_KIND_QUEUE_BATCH\x10\x03\x12\x1e\n" +
+	"\x1aPIPELINE_CALL_KIND_LIMITER\x10\x04*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +
@@ -3934,6 +3974,8 @@ var file_fenced_v1_fenced_proto_goTypes = []any{
 	(*StatusRequest)(nil),          // 50: fenced.v1.StatusRequest
 	(*StatusResponse)(nil),         // 51: fenced.v1.StatusResponse
 	nil,                            // 52: fenced.v1.PipelineError.MetaEntry
+	(*LimiterTakeRequest)(nil),     // 53: fenced.v1.LimiterTakeRequest
+	(*LimiterTakeResponse)(nil),    // 54: fenced.v1.LimiterTakeResponse
 }
 var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	0,  // 0: fenced.v1.RenewResponse.result:type_name -> fenced.v1.RenewResult
@@ -3941,75 +3983,77 @@ var file_fenced_v1_fenced_proto_depIdxs = []int32{
 	34, // 2: fenced.v1.PipelineCall.acquire:type_name -> fenced.v1.AcquireRequest
 	36, // 3: fenced.v1.PipelineCall.release:type_name -> fenced.v1.ReleaseRequest
 	10, // 4: fenced.v1.PipelineCall.kv_put:type_name -> fenced.v1.KVPutRequest
-	5,  // 5: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
-	52, // 6: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
-	35, // 7: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
-	39, // 8: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
-	11, // 9: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
-	7,  // 10: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
-	8,  // 11: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
-	1,  // 12: fenced.v1.PipelineResponse.calls:type_name -> fenced.v1.PipelineCallKind
-	16, // 13: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
-	30, // 14: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
-	31, // 15: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
-	27, // 16: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
-	27, // 17: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
-	2,  // 18: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	27, // 19: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
-	27, // 20: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
-	42, // 21: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
-	43, // 22: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
-	43, // 23: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
-	49, // 24: fenced.v1.SessionInfo.others:type_name -> fenced.v1.SessionBinding
-	48, // 25: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
-	43, // 26: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
-	28, // 27: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
-	30, // 28: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
-	30, // 29: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
-	32, // 30: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
-	34, // 31: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
-	36, // 32: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
-	40, // 33: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
-	44, // 34: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
-	46, // 35: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
-	50, // 36: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
-	37, // 37: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
-	6,  // 38: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
-	3,  // 39: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
-	10, // 40: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
-	12, // 41: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
-	14, // 42: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
-	17, // 43: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
-	19, // 44: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
-	21, // 45: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
-	23, // 46: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
-	25, // 47: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
-	29, // 48: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
-	31, // 49: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
-	31, // 50: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
-	33, // 51: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
-	35, // 52: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
-	39, // 53: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
-	41, // 54: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
-	45, // 55: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
-	47, // 56: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
-	51, // 57: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
-	38, // 58: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
-	9,  // 59: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
-	4,  // 60: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
-	11, // 61: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
-	13, // 62: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
-	15, // 63: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
-	18, // 64: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
-	20, // 65: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
-	22, // 66: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
-	24, // 67: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
-	26, // 68: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
-	48, // [48:69] is the sub-list for method output_type
-	27, // [27:48] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	53, // 5: fenced.v1.PipelineCall.limiter_take:type_name -> fenced.v1.LimiterTakeRequest
+	5,  // 6: fenced.v1.PipelineRequest.calls:type_name -> fenced.v1.PipelineCall
+	52, // 7: fenced.v1.PipelineError.meta:type_name -> fenced.v1.PipelineError.MetaEntry
+	35, // 8: fenced.v1.PipelineResult.acquire:type_name -> fenced.v1.AcquireResponse
+	39, // 9: fenced.v1.PipelineResult.release:type_name -> fenced.v1.ReleaseResponse
+	11, // 10: fenced.v1.PipelineResult.kv_put:type_name -> fenced.v1.KVPutResponse
+	7,  // 11: fenced.v1.PipelineResult.error:type_name -> fenced.v1.PipelineError
+	54, // 12: fenced.v1.PipelineResult.limiter_take:type_name -> fenced.v1.LimiterTakeResponse
+	8,  // 13: fenced.v1.PipelineResponse.results:type_name -> fenced.v1.PipelineResult
+	1,  // 14: fenced.v1.PipelineResponse.calls:type_name -> fenced.v1.PipelineCallKind
+	16, // 15: fenced.v1.ClusterStatusResponse.members:type_name -> fenced.v1.Member
+	30, // 16: fenced.v1.KeepAliveRequest.more:type_name -> fenced.v1.KeepAliveRequest
+	31, // 17: fenced.v1.KeepAliveResponse.more:type_name -> fenced.v1.KeepAliveResponse
+	27, // 18: fenced.v1.AcquireResponse.grant:type_name -> fenced.v1.Grant
+	27, // 19: fenced.v1.RevokeResponse.grant:type_name -> fenced.v1.Grant
+	2,  // 20: fenced.v1.ReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	27, // 21: fenced.v1.VerifyResponse.holder:type_name -> fenced.v1.Grant
+	27, // 22: fenced.v1.LockInfo.holder:type_name -> fenced.v1.Grant
+	42, // 23: fenced.v1.LockInfo.waiters:type_name -> fenced.v1.Waiter
+	43, // 24: fenced.v1.DescribeResponse.lock:type_name -> fenced.v1.LockInfo
+	43, // 25: fenced.v1.ListResponse.locks:type_name -> fenced.v1.LockInfo
+	49, // 26: fenced.v1.SessionInfo.others:type_name -> fenced.v1.SessionBinding
+	48, // 27: fenced.v1.StatusResponse.sessions:type_name -> fenced.v1.SessionInfo
+	43, // 28: fenced.v1.StatusResponse.locks:type_name -> fenced.v1.LockInfo
+	28, // 29: fenced.v1.SessionService.CreateSession:input_type -> fenced.v1.CreateSessionRequest
+	30, // 30: fenced.v1.SessionService.KeepAlive:input_type -> fenced.v1.KeepAliveRequest
+	30, // 31: fenced.v1.SessionService.KeepAliveOnce:input_type -> fenced.v1.KeepAliveRequest
+	32, // 32: fenced.v1.SessionService.CloseSession:input_type -> fenced.v1.CloseSessionRequest
+	34, // 33: fenced.v1.LockService.Acquire:input_type -> fenced.v1.AcquireRequest
+	36, // 34: fenced.v1.LockService.Release:input_type -> fenced.v1.ReleaseRequest
+	40, // 35: fenced.v1.LockService.Verify:input_type -> fenced.v1.VerifyRequest
+	44, // 36: fenced.v1.LockService.Describe:input_type -> fenced.v1.DescribeRequest
+	46, // 37: fenced.v1.LockService.List:input_type -> fenced.v1.ListRequest
+	50, // 38: fenced.v1.LockService.Status:input_type -> fenced.v1.StatusRequest
+	37, // 39: fenced.v1.LockService.Revoke:input_type -> fenced.v1.RevokeRequest
+	6,  // 40: fenced.v1.LockService.Pipeline:input_type -> fenced.v1.PipelineRequest
+	3,  // 41: fenced.v1.LockService.Renew:input_type -> fenced.v1.RenewRequest
+	10, // 42: fenced.v1.KVService.Put:input_type -> fenced.v1.KVPutRequest
+	12, // 43: fenced.v1.KVService.Get:input_type -> fenced.v1.KVGetRequest
+	14, // 44: fenced.v1.KVService.Delete:input_type -> fenced.v1.KVDeleteRequest
+	17, // 45: fenced.v1.ClusterService.Status:input_type -> fenced.v1.ClusterStatusRequest
+	19, // 46: fenced.v1.ClusterService.AddMember:input_type -> fenced.v1.AddMemberRequest
+	21, // 47: fenced.v1.ClusterService.RemoveMember:input_type -> fenced.v1.RemoveMemberRequest
+	23, // 48: fenced.v1.ClusterService.TransferLeader:input_type -> fenced.v1.TransferLeaderRequest
+	25, // 49: fenced.v1.ClusterService.RegisterNode:input_type -> fenced.v1.RegisterNodeRequest
+	29, // 50: fenced.v1.SessionService.CreateSession:output_type -> fenced.v1.CreateSessionResponse
+	31, // 51: fenced.v1.SessionService.KeepAlive:output_type -> fenced.v1.KeepAliveResponse
+	31, // 52: fenced.v1.SessionService.KeepAliveOnce:output_type -> fenced.v1.KeepAliveResponse
+	33, // 53: fenced.v1.SessionService.CloseSession:output_type -> fenced.v1.CloseSessionResponse
+	35, // 54: fenced.v1.LockService.Acquire:output_type -> fenced.v1.AcquireResponse
+	39, // 55: fenced.v1.LockService.Release:output_type -> fenced.v1.ReleaseResponse
+	41, // 56: fenced.v1.LockService.Verify:output_type -> fenced.v1.VerifyResponse
+	45, // 57: fenced.v1.LockService.Describe:output_type -> fenced.v1.DescribeResponse
+	47, // 58: fenced.v1.LockService.List:output_type -> fenced.v1.ListResponse
+	51, // 59: fenced.v1.LockService.Status:output_type -> fenced.v1.StatusResponse
+	38, // 60: fenced.v1.LockService.Revoke:output_type -> fenced.v1.RevokeResponse
+	9,  // 61: fenced.v1.LockService.Pipeline:output_type -> fenced.v1.PipelineResponse
+	4,  // 62: fenced.v1.LockService.Renew:output_type -> fenced.v1.RenewResponse
+	11, // 63: fenced.v1.KVService.Put:output_type -> fenced.v1.KVPutResponse
+	13, // 64: fenced.v1.KVService.Get:output_type -> fenced.v1.KVGetResponse
+	15, // 65: fenced.v1.KVService.Delete:output_type -> fenced.v1.KVDeleteResponse
+	18, // 66: fenced.v1.ClusterService.Status:output_type -> fenced.v1.ClusterStatusResponse
+	20, // 67: fenced.v1.ClusterService.AddMember:output_type -> fenced.v1.AddMemberResponse
+	22, // 68: fenced.v1.ClusterService.RemoveMember:output_type -> fenced.v1.RemoveMemberResponse
+	24, // 69: fenced.v1.ClusterService.TransferLeader:output_type -> fenced.v1.TransferLeaderResponse
+	26, // 70: fenced.v1.ClusterService.RegisterNode:output_type -> fenced.v1.RegisterNodeResponse
+	50, // [50:71] is the sub-list for method output_type
+	29, // [29:50] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_fenced_proto_init() }
@@ -4017,11 +4061,13 @@ func file_fenced_v1_fenced_proto_init() {
 	if File_fenced_v1_fenced_proto != nil {
 		return
 	}
+	file_fenced_v1_limiter_proto_init()
 	file_fenced_v1_fenced_proto_msgTypes[2].OneofWrappers = []any{
 		(*PipelineCall_Acquire)(nil),
 		(*PipelineCall_Release)(nil),
 		(*PipelineCall_KvPut)(nil),
 		(*PipelineCall_Queue)(nil),
+		(*PipelineCall_LimiterTake)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{
 		(*PipelineResult_Acquire)(nil),
@@ -4029,6 +4075,7 @@ func file_fenced_v1_fenced_proto_init() {
 		(*PipelineResult_KvPut)(nil),
 		(*PipelineResult_Error)(nil),
 		(*PipelineResult_Queue)(nil),
+		(*PipelineResult_LimiterTake)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[7].OneofWrappers = []any{}
 	file_fenced_v1_fenced_proto_msgTypes[11].OneofWrappers = []any{}
