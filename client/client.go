@@ -84,7 +84,7 @@ type endpoint struct {
 	kv        fencedv1connect.KVServiceClient
 	cluster   fencedv1connect.ClusterServiceClient
 	keys      fencedv1connect.KeyServiceClient
-	pipe      *pipeline      // Acquire, Release and KV Put go through it
+	pipe      *pipeline      // Acquire, Release, KV Put, queue calls and limiter takes go through it
 	nat       nativeEndpoint // the native connection of pipe and the keeper
 	snapshots fencedv1connect.SnapshotServiceClient
 	// semaphores is unary: the Pipeline carries lock and kv calls only.
