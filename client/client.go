@@ -84,10 +84,11 @@ type endpoint struct {
 	kv        fencedv1connect.KVServiceClient
 	cluster   fencedv1connect.ClusterServiceClient
 	keys      fencedv1connect.KeyServiceClient
-	pipe      *pipeline      // Acquire, Release, KV Put, queue calls and limiter takes go through it
+	pipe      *pipeline      // Acquire, Release, KV Put, queue calls, limiter takes and semaphore acquires and releases go through it
 	nat       nativeEndpoint // the native connection of pipe and the keeper
 	snapshots fencedv1connect.SnapshotServiceClient
-	// semaphores is unary: the Pipeline carries lock and kv calls only.
+	// semaphores serves Verify and Describe, and acquires and releases
+	// when the Pipeline does not take them.
 	semaphores fencedv1connect.SemaphoreServiceClient
 	// elections serves Election and the observers.
 	elections fencedv1connect.ElectionServiceClient

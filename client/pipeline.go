@@ -47,6 +47,8 @@ type pipeStream struct {
 	// message arrived, as nanoseconds since opened (monotonic).
 	opened   time.Time
 	lastRecv atomic.Int64
+	// probing is set while a probe of the stream is in flight (suspect).
+	probing atomic.Bool
 	// takes has bit 1<<k for each PipelineCallKind k the server's Pipeline
 	// takes, as its first response named them; told is set once that
 	// response arrived (a server that names none takes lock and kv calls).
@@ -203,6 +205,7 @@ func (st *pipeStream) call(ctx context.Context, call *fencedv1.PipelineCall) (*f
 	if pending && !unsent {
 		st.cancels = append(st.cancels, id)
 	}
+	alone := len(st.waiting) == 0
 	st.mu.Unlock()
 	// Out of waiting and emptied: nothing more comes to answer.
 	answers.Put(answer)
@@ -210,13 +213,8 @@ func (st *pipeStream) call(ctx context.Context, call *fencedv1.PipelineCall) (*f
 		return nil, ctxError(err, true)
 	}
 	st.poke()
-	// Nothing at all came back while this call waited: the connection
-	// may be silently dead (a partition does not reset it). Let the
-	// next call open a new stream.
-	if errors.Is(err, context.DeadlineExceeded) && st.lastRecv.Load() < int64(sent.Sub(st.opened)) {
-		err := fmt.Errorf("no answer on the pipeline stream for %v", time.Since(sent).Round(time.Millisecond))
-		st.fail(err)
-		abortConn(st.stream, err, sent)
+	if errors.Is(err, context.DeadlineExceeded) && st.silentSince(sent) {
+		st.suspect(sent, alone)
 	}
 	return nil, ctxError(err, false)
 }

@@ -21,29 +21,48 @@ import (
 
 // queueCall sends a work queue call of kind through the endpoint's
 // pipeline and returns its answer, or, when the endpoint's Pipeline does
-// not take that kind (or has not said yet), returns errUnaryQueue for the
+// not take that kind (or has not said yet), returns errUnary for the
 // caller to send it unary.
 func (ep *endpoint) queueCall(ctx context.Context, kind fencedv1.PipelineCallKind, call *fencedv1.QueueCall) (*fencedv1.QueueResult, error) {
-	raw, err := proto.Marshal(call)
-	if err != nil {
-		return nil, err
-	}
-	r, taken, err := ep.pipe.callKind(ctx, kind, &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Queue{Queue: raw}})
-	if !taken {
-		return nil, errUnaryQueue
-	}
-	if err != nil {
-		return nil, err
-	}
 	var res fencedv1.QueueResult
-	if err := proto.Unmarshal(r.GetQueue(), &res); err != nil {
-		return nil, connect.NewError(connect.CodeInternal, fmt.Errorf("the pipelined queue call's answer is not a QueueResult: %w", err))
+	err := ep.serializedCall(ctx, kind, call, &res,
+		func(raw []byte) *fencedv1.PipelineCall {
+			return &fencedv1.PipelineCall{Call: &fencedv1.PipelineCall_Queue{Queue: raw}}
+		},
+		(*fencedv1.PipelineResult).GetQueue)
+	if err != nil {
+		return nil, err
 	}
 	return &res, nil
 }
 
-// errUnaryQueue tells a queue call to go unary.
-var errUnaryQueue = errors.New("client: the server's Pipeline does not take this queue call")
+// serializedCall sends call, serialized, of kind through the endpoint's
+// pipeline in the PipelineCall that wrap makes of the bytes, and decodes
+// the bytes field returns of the answer into res; when the endpoint's
+// Pipeline does not take that kind (or has not said yet) it returns
+// errUnary for the caller to send the call unary. It serves the calls
+// whose messages fenced.proto cannot name (queue.proto and
+// semaphore.proto import it).
+func (ep *endpoint) serializedCall(ctx context.Context, kind fencedv1.PipelineCallKind, call, res proto.Message, wrap func([]byte) *fencedv1.PipelineCall, field func(*fencedv1.PipelineResult) []byte) error {
+	raw, err := proto.Marshal(call)
+	if err != nil {
+		return err
+	}
+	r, taken, err := ep.pipe.callKind(ctx, kind, wrap(raw))
+	if !taken {
+		return errUnary
+	}
+	if err != nil {
+		return err
+	}
+	if err := proto.Unmarshal(field(r), res); err != nil {
+		return connect.NewError(connect.CodeInternal, fmt.Errorf("the pipelined call's answer is not a %s: %w", res.ProtoReflect().Descriptor().Name(), err))
+	}
+	return nil
+}
+
+// errUnary tells a call to go unary.
+var errUnary = errors.New("client: the server's Pipeline does not take this call")
 
 // The kinds of queue call, as PipelineResponse.calls names them.
 const (
@@ -54,7 +73,7 @@ const (
 // queuePush sends a Push through the endpoint's pipeline (or unary).
 func (ep *endpoint) queuePush(ctx context.Context, req *fencedv1.QueuePushRequest) (*fencedv1.QueuePushResponse, error) {
 	r, err := ep.queueCall(ctx, queueKindBasic, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Push{Push: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		return unary(ep.queues.Push(ctx, connect.NewRequest(req)))
 	}
 	return r.GetPush(), err
@@ -63,7 +82,7 @@ func (ep *endpoint) queuePush(ctx context.Context, req *fencedv1.QueuePushReques
 // queueClaim sends a Claim through the endpoint's pipeline (or unary).
 func (ep *endpoint) queueClaim(ctx context.Context, req *fencedv1.QueueClaimRequest) (*fencedv1.QueueClaimResponse, error) {
 	r, err := ep.queueCall(ctx, queueKindBasic, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Claim{Claim: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		return unary(ep.queues.Claim(ctx, connect.NewRequest(req)))
 	}
 	return r.GetClaim(), err
@@ -72,7 +91,7 @@ func (ep *endpoint) queueClaim(ctx context.Context, req *fencedv1.QueueClaimRequ
 // queueAck sends an Ack through the endpoint's pipeline (or unary).
 func (ep *endpoint) queueAck(ctx context.Context, req *fencedv1.QueueAckRequest) error {
 	_, err := ep.queueCall(ctx, queueKindBasic, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Ack{Ack: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		_, err = ep.queues.Ack(ctx, connect.NewRequest(req))
 	}
 	return err
@@ -81,7 +100,7 @@ func (ep *endpoint) queueAck(ctx context.Context, req *fencedv1.QueueAckRequest)
 // queueNack sends a Nack through the endpoint's pipeline (or unary).
 func (ep *endpoint) queueNack(ctx context.Context, req *fencedv1.QueueNackRequest) error {
 	_, err := ep.queueCall(ctx, queueKindBasic, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_Nack{Nack: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		_, err = ep.queues.Nack(ctx, connect.NewRequest(req))
 	}
 	return err
@@ -91,7 +110,7 @@ func (ep *endpoint) queueNack(ctx context.Context, req *fencedv1.QueueNackReques
 // unary).
 func (ep *endpoint) queuePushBatch(ctx context.Context, req *fencedv1.QueuePushBatchRequest) (*fencedv1.QueuePushBatchResponse, error) {
 	r, err := ep.queueCall(ctx, queueKindBatch, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_PushBatch{PushBatch: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		return unary(ep.queues.PushBatch(ctx, connect.NewRequest(req)))
 	}
 	return r.GetPushBatch(), err
@@ -101,7 +120,7 @@ func (ep *endpoint) queuePushBatch(ctx context.Context, req *fencedv1.QueuePushB
 // unary).
 func (ep *endpoint) queueAckBatch(ctx context.Context, req *fencedv1.QueueAckBatchRequest) (*fencedv1.QueueAckBatchResponse, error) {
 	r, err := ep.queueCall(ctx, queueKindBatch, &fencedv1.QueueCall{Call: &fencedv1.QueueCall_AckBatch{AckBatch: req}})
-	if err == errUnaryQueue {
+	if err == errUnary {
 		return unary(ep.queues.AckBatch(ctx, connect.NewRequest(req)))
 	}
 	return r.GetAckBatch(), err

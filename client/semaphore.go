@@ -152,13 +152,13 @@ func (m *Semaphore) acquire(ctx context.Context, k int, wait bool) (*Permits, er
 		var resp *fencedv1.SemaphoreAcquireResponse
 		sends := 0 // attempts the server may have seen
 		err := c.retry(cctx, op, waitFor+c.requestTimeout, func(actx context.Context, ep *endpoint) error {
-			r, err := ep.semaphores.Acquire(actx, connect.NewRequest(&fencedv1.SemaphoreAcquireRequest{
+			r, err := ep.semaphoreAcquire(actx, &fencedv1.SemaphoreAcquireRequest{
 				Name: m.name, Capacity: uint32(m.capacity), Permits: uint32(k),
 				Session: s.id, Secret: s.secret, Seq: seq, WaitMs: waitFor.Milliseconds(),
-			}))
+			})
 			sends++
 			if err == nil {
-				resp = r.Msg
+				resp = r
 			}
 			return err
 		})
@@ -296,9 +296,9 @@ func (m *Semaphore) release(ctx context.Context) (fencedv1.ReleaseResult, error)
 func releasePermits(ctx context.Context, c *Client, name string, session uint64, secret string, seq uint64) (fencedv1.ReleaseResult, error) {
 	var res fencedv1.ReleaseResult
 	err := c.retry(ctx, "release", c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-		r, err := ep.semaphores.Release(ctx, connect.NewRequest(&fencedv1.SemaphoreReleaseRequest{Name: name, Session: session, Seq: seq, Secret: secret}))
+		r, err := ep.semaphoreRelease(ctx, &fencedv1.SemaphoreReleaseRequest{Name: name, Session: session, Seq: seq, Secret: secret})
 		if err == nil {
-			res = r.Msg.GetResult()
+			res = r.GetResult()
 		}
 		return err
 	})

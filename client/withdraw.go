@@ -69,7 +69,7 @@ func (c *Client) sendWithdraw(ctx context.Context, req withdrawal) error {
 		case *fencedv1.ReleaseRequest:
 			_, err = ep.release(ctx, r)
 		case *fencedv1.SemaphoreReleaseRequest:
-			_, err = ep.semaphores.Release(ctx, connect.NewRequest(r))
+			_, err = ep.semaphoreRelease(ctx, r)
 		case *fencedv1.RWReleaseRequest:
 			_, err = ep.rwlocks.Release(ctx, connect.NewRequest(r))
 		}

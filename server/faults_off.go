@@ -30,7 +30,7 @@ func (*faultState) rewritesGrants() bool                          { return false
 func (*faultState) latchDone(count uint64) bool                   { return count == 0 }
 func (*faultState) oldPipeline(uint64, *fencedv1.QueueCall) error { return nil }
 
-func (*faultState) oldPipelineLimiter(uint64) error { return nil }
+func (*faultState) oldPipelineCall(uint64) error { return nil }
 
 func (*faultState) pipelineCalls(all []fencedv1.PipelineCallKind) []fencedv1.PipelineCallKind {
 	return all

@@ -46,6 +46,7 @@ var pipelineCalls = []fencedv1.PipelineCallKind{
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LIMITER,
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_SEMAPHORE,
 }
 
 // bidiStream is the server's side of a bidirectional stream: a Connect
@@ -84,14 +85,15 @@ func (h *lockService) pipeline(ctx context.Context, stream bidiStream[fencedv1.P
 // (handle), in order, from one goroutine, then ends it (finish).
 func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]) *pipeline {
 	p := &pipeline{
-		s:       h.s,
-		locks:   h,
-		kv:      &kvService{h.s},
-		queues:  &queueService{h.s},
-		limits:  &limiterService{h.s},
-		stream:  stream,
-		running: make(map[uint64]context.CancelFunc),
-		failed:  make(chan struct{}),
+		s:          h.s,
+		locks:      h,
+		kv:         &kvService{h.s},
+		queues:     &queueService{h.s},
+		limits:     &limiterService{h.s},
+		semaphores: &semaphoreService{h.s},
+		stream:     stream,
+		running:    make(map[uint64]context.CancelFunc),
+		failed:     make(chan struct{}),
 	}
 	p.ctx, p.cancelAll = context.WithCancel(ctx)
 	return p
@@ -159,12 +161,13 @@ func (p *pipeline) finish(recvErr error) error {
 
 // pipeline is the state of one Pipeline stream.
 type pipeline struct {
-	s      *Server
-	locks  *lockService
-	kv     *kvService
-	queues *queueService
-	limits *limiterService
-	stream bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
+	s          *Server
+	locks      *lockService
+	kv         *kvService
+	queues     *queueService
+	limits     *limiterService
+	semaphores *semaphoreService
+	stream     bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	// ctx is the context of the stream's calls; cancelAll cancels it.
 	ctx       context.Context
 	cancelAll context.CancelFunc
@@ -322,8 +325,10 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		msg = c.KvPut
 	case *fencedv1.PipelineCall_Queue:
 		return p.runQueue(ctx, id, c.Queue)
+	case *fencedv1.PipelineCall_Semaphore:
+		return p.runSemaphore(ctx, id, c.Semaphore)
 	case *fencedv1.PipelineCall_LimiterTake:
-		if err := p.s.faults.oldPipelineLimiter(id); err != nil {
+		if err := p.s.faults.oldPipelineCall(id); err != nil {
 			return pipelineError(id, err)
 		}
 		msg = c.LimiterTake
@@ -359,7 +364,7 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		}
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_LimiterTake{LimiterTake: resp.Msg}}
 	default:
-		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put, queue or limiter_take", fence.ErrInvalidArgument, id))
+		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put, queue, limiter_take or semaphore", fence.ErrInvalidArgument, id))
 	}
 }
 

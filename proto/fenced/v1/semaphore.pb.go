@@ -417,6 +417,176 @@ func (x *SemaphoreReleaseResponse) GetResult() ReleaseResult {
 	return ReleaseResult_RELEASE_RESULT_UNSPECIFIED
 }
 
+// SemaphoreCall is a semaphore call carried by LockService.Pipeline
+// (PipelineCall.semaphore, serialized): it does exactly what the unary
+// call of the same name does.
+type SemaphoreCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*SemaphoreCall_Acquire
+	//	*SemaphoreCall_Release
+	Call          isSemaphoreCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemaphoreCall) Reset() {
+	*x = SemaphoreCall{}
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemaphoreCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemaphoreCall) ProtoMessage() {}
+
+func (x *SemaphoreCall) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemaphoreCall.ProtoReflect.Descriptor instead.
+func (*SemaphoreCall) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *SemaphoreCall) GetCall() isSemaphoreCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *SemaphoreCall) GetAcquire() *SemaphoreAcquireRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SemaphoreCall_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SemaphoreCall) GetRelease() *SemaphoreReleaseRequest {
+	if x != nil {
+		if x, ok := x.Call.(*SemaphoreCall_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isSemaphoreCall_Call interface {
+	isSemaphoreCall_Call()
+}
+
+type SemaphoreCall_Acquire struct {
+	Acquire *SemaphoreAcquireRequest `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type SemaphoreCall_Release struct {
+	Release *SemaphoreReleaseRequest `protobuf:"bytes,2,opt,name=release,proto3,oneof"`
+}
+
+func (*SemaphoreCall_Acquire) isSemaphoreCall_Call() {}
+
+func (*SemaphoreCall_Release) isSemaphoreCall_Call() {}
+
+// SemaphoreResult is the answer of a pipelined SemaphoreCall
+// (PipelineResult.semaphore, serialized); a failed call is answered with
+// PipelineResult.error instead.
+type SemaphoreResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*SemaphoreResult_Acquire
+	//	*SemaphoreResult_Release
+	Result        isSemaphoreResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SemaphoreResult) Reset() {
+	*x = SemaphoreResult{}
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SemaphoreResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SemaphoreResult) ProtoMessage() {}
+
+func (x *SemaphoreResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SemaphoreResult.ProtoReflect.Descriptor instead.
+func (*SemaphoreResult) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SemaphoreResult) GetResult() isSemaphoreResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *SemaphoreResult) GetAcquire() *SemaphoreAcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SemaphoreResult_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *SemaphoreResult) GetRelease() *SemaphoreReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*SemaphoreResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isSemaphoreResult_Result interface {
+	isSemaphoreResult_Result()
+}
+
+type SemaphoreResult_Acquire struct {
+	Acquire *SemaphoreAcquireResponse `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type SemaphoreResult_Release struct {
+	Release *SemaphoreReleaseResponse `protobuf:"bytes,2,opt,name=release,proto3,oneof"`
+}
+
+func (*SemaphoreResult_Acquire) isSemaphoreResult_Result() {}
+
+func (*SemaphoreResult_Release) isSemaphoreResult_Result() {}
+
 type SemaphoreVerifyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -428,7 +598,7 @@ type SemaphoreVerifyRequest struct {
 
 func (x *SemaphoreVerifyRequest) Reset() {
 	*x = SemaphoreVerifyRequest{}
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[5]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -440,7 +610,7 @@ func (x *SemaphoreVerifyRequest) String() string {
 func (*SemaphoreVerifyRequest) ProtoMessage() {}
 
 func (x *SemaphoreVerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[5]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -453,7 +623,7 @@ func (x *SemaphoreVerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreVerifyRequest.ProtoReflect.Descriptor instead.
 func (*SemaphoreVerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SemaphoreVerifyRequest) GetName() string {
@@ -489,7 +659,7 @@ type SemaphoreVerifyResponse struct {
 
 func (x *SemaphoreVerifyResponse) Reset() {
 	*x = SemaphoreVerifyResponse{}
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[6]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -501,7 +671,7 @@ func (x *SemaphoreVerifyResponse) String() string {
 func (*SemaphoreVerifyResponse) ProtoMessage() {}
 
 func (x *SemaphoreVerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[6]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -514,7 +684,7 @@ func (x *SemaphoreVerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreVerifyResponse.ProtoReflect.Descriptor instead.
 func (*SemaphoreVerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *SemaphoreVerifyResponse) GetCurrent() bool {
@@ -543,7 +713,7 @@ type SemaphoreWaiter struct {
 
 func (x *SemaphoreWaiter) Reset() {
 	*x = SemaphoreWaiter{}
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[7]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -555,7 +725,7 @@ func (x *SemaphoreWaiter) String() string {
 func (*SemaphoreWaiter) ProtoMessage() {}
 
 func (x *SemaphoreWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[7]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -568,7 +738,7 @@ func (x *SemaphoreWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreWaiter.ProtoReflect.Descriptor instead.
 func (*SemaphoreWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SemaphoreWaiter) GetSession() uint64 {
@@ -594,7 +764,7 @@ type SemaphoreDescribeRequest struct {
 
 func (x *SemaphoreDescribeRequest) Reset() {
 	*x = SemaphoreDescribeRequest{}
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[8]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -606,7 +776,7 @@ func (x *SemaphoreDescribeRequest) String() string {
 func (*SemaphoreDescribeRequest) ProtoMessage() {}
 
 func (x *SemaphoreDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[8]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -619,7 +789,7 @@ func (x *SemaphoreDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreDescribeRequest.ProtoReflect.Descriptor instead.
 func (*SemaphoreDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SemaphoreDescribeRequest) GetName() string {
@@ -647,7 +817,7 @@ type SemaphoreDescribeResponse struct {
 
 func (x *SemaphoreDescribeResponse) Reset() {
 	*x = SemaphoreDescribeResponse{}
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[9]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -659,7 +829,7 @@ func (x *SemaphoreDescribeResponse) String() string {
 func (*SemaphoreDescribeResponse) ProtoMessage() {}
 
 func (x *SemaphoreDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_semaphore_proto_msgTypes[9]
+	mi := &file_fenced_v1_semaphore_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -672,7 +842,7 @@ func (x *SemaphoreDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SemaphoreDescribeResponse.ProtoReflect.Descriptor instead.
 func (*SemaphoreDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_semaphore_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SemaphoreDescribeResponse) GetName() string {
@@ -752,7 +922,15 @@ const file_fenced_v1_semaphore_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x16\n" +
 	"\x06secret\x18\a \x01(\tR\x06secret\"L\n" +
 	"\x18SemaphoreReleaseResponse\x120\n" +
-	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\"V\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\"\x97\x01\n" +
+	"\rSemaphoreCall\x12>\n" +
+	"\aacquire\x18\x01 \x01(\v2\".fenced.v1.SemaphoreAcquireRequestH\x00R\aacquire\x12>\n" +
+	"\arelease\x18\x02 \x01(\v2\".fenced.v1.SemaphoreReleaseRequestH\x00R\areleaseB\x06\n" +
+	"\x04call\"\x9d\x01\n" +
+	"\x0fSemaphoreResult\x12?\n" +
+	"\aacquire\x18\x01 \x01(\v2#.fenced.v1.SemaphoreAcquireResponseH\x00R\aacquire\x12?\n" +
+	"\arelease\x18\x02 \x01(\v2#.fenced.v1.SemaphoreReleaseResponseH\x00R\areleaseB\b\n" +
+	"\x06result\"V\n" +
 	"\x16SemaphoreVerifyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04slot\x18\x02 \x01(\rR\x04slot\x12\x14\n" +
@@ -790,41 +968,47 @@ func file_fenced_v1_semaphore_proto_rawDescGZIP() []byte {
 	return file_fenced_v1_semaphore_proto_rawDescData
 }
 
-var file_fenced_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fenced_v1_semaphore_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fenced_v1_semaphore_proto_goTypes = []any{
 	(*Permit)(nil),                    // 0: fenced.v1.Permit
 	(*SemaphoreAcquireRequest)(nil),   // 1: fenced.v1.SemaphoreAcquireRequest
 	(*SemaphoreAcquireResponse)(nil),  // 2: fenced.v1.SemaphoreAcquireResponse
 	(*SemaphoreReleaseRequest)(nil),   // 3: fenced.v1.SemaphoreReleaseRequest
 	(*SemaphoreReleaseResponse)(nil),  // 4: fenced.v1.SemaphoreReleaseResponse
-	(*SemaphoreVerifyRequest)(nil),    // 5: fenced.v1.SemaphoreVerifyRequest
-	(*SemaphoreVerifyResponse)(nil),   // 6: fenced.v1.SemaphoreVerifyResponse
-	(*SemaphoreWaiter)(nil),           // 7: fenced.v1.SemaphoreWaiter
-	(*SemaphoreDescribeRequest)(nil),  // 8: fenced.v1.SemaphoreDescribeRequest
-	(*SemaphoreDescribeResponse)(nil), // 9: fenced.v1.SemaphoreDescribeResponse
-	(*Grant)(nil),                     // 10: fenced.v1.Grant
-	(ReleaseResult)(0),                // 11: fenced.v1.ReleaseResult
+	(*SemaphoreCall)(nil),             // 5: fenced.v1.SemaphoreCall
+	(*SemaphoreResult)(nil),           // 6: fenced.v1.SemaphoreResult
+	(*SemaphoreVerifyRequest)(nil),    // 7: fenced.v1.SemaphoreVerifyRequest
+	(*SemaphoreVerifyResponse)(nil),   // 8: fenced.v1.SemaphoreVerifyResponse
+	(*SemaphoreWaiter)(nil),           // 9: fenced.v1.SemaphoreWaiter
+	(*SemaphoreDescribeRequest)(nil),  // 10: fenced.v1.SemaphoreDescribeRequest
+	(*SemaphoreDescribeResponse)(nil), // 11: fenced.v1.SemaphoreDescribeResponse
+	(*Grant)(nil),                     // 12: fenced.v1.Grant
+	(ReleaseResult)(0),                // 13: fenced.v1.ReleaseResult
 }
 var file_fenced_v1_semaphore_proto_depIdxs = []int32{
-	10, // 0: fenced.v1.Permit.grant:type_name -> fenced.v1.Grant
+	12, // 0: fenced.v1.Permit.grant:type_name -> fenced.v1.Grant
 	0,  // 1: fenced.v1.SemaphoreAcquireResponse.permits:type_name -> fenced.v1.Permit
-	11, // 2: fenced.v1.SemaphoreReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	0,  // 3: fenced.v1.SemaphoreVerifyResponse.holder:type_name -> fenced.v1.Permit
-	0,  // 4: fenced.v1.SemaphoreDescribeResponse.holders:type_name -> fenced.v1.Permit
-	7,  // 5: fenced.v1.SemaphoreDescribeResponse.waiters:type_name -> fenced.v1.SemaphoreWaiter
-	1,  // 6: fenced.v1.SemaphoreService.Acquire:input_type -> fenced.v1.SemaphoreAcquireRequest
-	3,  // 7: fenced.v1.SemaphoreService.Release:input_type -> fenced.v1.SemaphoreReleaseRequest
-	5,  // 8: fenced.v1.SemaphoreService.Verify:input_type -> fenced.v1.SemaphoreVerifyRequest
-	8,  // 9: fenced.v1.SemaphoreService.Describe:input_type -> fenced.v1.SemaphoreDescribeRequest
-	2,  // 10: fenced.v1.SemaphoreService.Acquire:output_type -> fenced.v1.SemaphoreAcquireResponse
-	4,  // 11: fenced.v1.SemaphoreService.Release:output_type -> fenced.v1.SemaphoreReleaseResponse
-	6,  // 12: fenced.v1.SemaphoreService.Verify:output_type -> fenced.v1.SemaphoreVerifyResponse
-	9,  // 13: fenced.v1.SemaphoreService.Describe:output_type -> fenced.v1.SemaphoreDescribeResponse
-	10, // [10:14] is the sub-list for method output_type
-	6,  // [6:10] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	13, // 2: fenced.v1.SemaphoreReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	1,  // 3: fenced.v1.SemaphoreCall.acquire:type_name -> fenced.v1.SemaphoreAcquireRequest
+	3,  // 4: fenced.v1.SemaphoreCall.release:type_name -> fenced.v1.SemaphoreReleaseRequest
+	2,  // 5: fenced.v1.SemaphoreResult.acquire:type_name -> fenced.v1.SemaphoreAcquireResponse
+	4,  // 6: fenced.v1.SemaphoreResult.release:type_name -> fenced.v1.SemaphoreReleaseResponse
+	0,  // 7: fenced.v1.SemaphoreVerifyResponse.holder:type_name -> fenced.v1.Permit
+	0,  // 8: fenced.v1.SemaphoreDescribeResponse.holders:type_name -> fenced.v1.Permit
+	9,  // 9: fenced.v1.SemaphoreDescribeResponse.waiters:type_name -> fenced.v1.SemaphoreWaiter
+	1,  // 10: fenced.v1.SemaphoreService.Acquire:input_type -> fenced.v1.SemaphoreAcquireRequest
+	3,  // 11: fenced.v1.SemaphoreService.Release:input_type -> fenced.v1.SemaphoreReleaseRequest
+	7,  // 12: fenced.v1.SemaphoreService.Verify:input_type -> fenced.v1.SemaphoreVerifyRequest
+	10, // 13: fenced.v1.SemaphoreService.Describe:input_type -> fenced.v1.SemaphoreDescribeRequest
+	2,  // 14: fenced.v1.SemaphoreService.Acquire:output_type -> fenced.v1.SemaphoreAcquireResponse
+	4,  // 15: fenced.v1.SemaphoreService.Release:output_type -> fenced.v1.SemaphoreReleaseResponse
+	8,  // 16: fenced.v1.SemaphoreService.Verify:output_type -> fenced.v1.SemaphoreVerifyResponse
+	11, // 17: fenced.v1.SemaphoreService.Describe:output_type -> fenced.v1.SemaphoreDescribeResponse
+	14, // [14:18] is the sub-list for method output_type
+	10, // [10:14] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_semaphore_proto_init() }
@@ -833,13 +1017,21 @@ func file_fenced_v1_semaphore_proto_init() {
 		return
 	}
 	file_fenced_v1_fenced_proto_init()
+	file_fenced_v1_semaphore_proto_msgTypes[5].OneofWrappers = []any{
+		(*SemaphoreCall_Acquire)(nil),
+		(*SemaphoreCall_Release)(nil),
+	}
+	file_fenced_v1_semaphore_proto_msgTypes[6].OneofWrappers = []any{
+		(*SemaphoreResult_Acquire)(nil),
+		(*SemaphoreResult_Release)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_semaphore_proto_rawDesc), len(file_fenced_v1_semaphore_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
