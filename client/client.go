@@ -84,7 +84,7 @@ type endpoint struct {
 	kv        fencedv1connect.KVServiceClient
 	cluster   fencedv1connect.ClusterServiceClient
 	keys      fencedv1connect.KeyServiceClient
-	pipe      *pipeline      // Acquire, Release, KV Put, queue calls, limiter takes and semaphore acquires and releases go through it
+	pipe      *pipeline      // Acquire, Release, KV Put, queue calls, limiter takes, semaphore and read/write lock acquires and releases go through it
 	nat       nativeEndpoint // the native connection of pipe and the keeper
 	snapshots fencedv1connect.SnapshotServiceClient
 	// semaphores serves Verify and Describe, and acquires and releases

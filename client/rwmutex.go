@@ -118,13 +118,13 @@ func (m *RWMutex) acquire(ctx context.Context, write, wait bool) (*RWGrant, erro
 	}
 	var resp *fencedv1.RWAcquireResponse
 	seq, err := s.acquire(ctx, op, m.name, wait, func(ctx context.Context, ep *endpoint, seq uint64, waitFor time.Duration) (error, error) {
-		r, err := ep.rwlocks.Acquire(ctx, connect.NewRequest(&fencedv1.RWAcquireRequest{
+		r, err := ep.rwlockAcquire(ctx, &fencedv1.RWAcquireRequest{
 			Name: m.name, Mode: mode, Session: s.id, Secret: s.secret, Seq: seq, WaitMs: waitFor.Milliseconds(),
-		}))
+		})
 		if err != nil {
 			return nil, err
 		}
-		resp = r.Msg
+		resp = r
 		if resp.GetGranted() {
 			return nil, nil
 		}
@@ -200,9 +200,9 @@ func (m *RWMutex) Unlock(ctx context.Context) error {
 		seq := s.nextSeq()
 		var res fencedv1.ReleaseResult
 		err := s.c.retry(ctx, "release", s.c.requestTimeout, func(ctx context.Context, ep *endpoint) error {
-			r, err := ep.rwlocks.Release(ctx, connect.NewRequest(&fencedv1.RWReleaseRequest{Name: m.name, Session: s.id, Seq: seq, Secret: s.secret}))
+			r, err := ep.rwlockRelease(ctx, &fencedv1.RWReleaseRequest{Name: m.name, Session: s.id, Seq: seq, Secret: s.secret})
 			if err == nil {
-				res = r.Msg.GetResult()
+				res = r.GetResult()
 			}
 			return err
 		})

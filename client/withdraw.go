@@ -5,8 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"connectrpc.com/connect"
-
 	fencedv1 "github.com/fenced-dev/fenced/proto/fenced/v1"
 )
 
@@ -71,7 +69,7 @@ func (c *Client) sendWithdraw(ctx context.Context, req withdrawal) error {
 		case *fencedv1.SemaphoreReleaseRequest:
 			_, err = ep.semaphoreRelease(ctx, r)
 		case *fencedv1.RWReleaseRequest:
-			_, err = ep.rwlocks.Release(ctx, connect.NewRequest(r))
+			_, err = ep.rwlockRelease(ctx, r)
 		}
 		return err
 	})

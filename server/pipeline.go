@@ -47,6 +47,7 @@ var pipelineCalls = []fencedv1.PipelineCallKind{
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LIMITER,
 	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_SEMAPHORE,
+	fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_RWLOCK,
 }
 
 // bidiStream is the server's side of a bidirectional stream: a Connect
@@ -91,6 +92,7 @@ func (h *lockService) newPipeline(ctx context.Context, stream bidiStream[fencedv
 		queues:     &queueService{h.s},
 		limits:     &limiterService{h.s},
 		semaphores: &semaphoreService{h.s},
+		rwlocks:    &rwLockService{h.s},
 		stream:     stream,
 		running:    make(map[uint64]context.CancelFunc),
 		failed:     make(chan struct{}),
@@ -167,6 +169,7 @@ type pipeline struct {
 	queues     *queueService
 	limits     *limiterService
 	semaphores *semaphoreService
+	rwlocks    *rwLockService
 	stream     bidiStream[fencedv1.PipelineRequest, fencedv1.PipelineResponse]
 	// ctx is the context of the stream's calls; cancelAll cancels it.
 	ctx       context.Context
@@ -327,6 +330,8 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		return p.runQueue(ctx, id, c.Queue)
 	case *fencedv1.PipelineCall_Semaphore:
 		return p.runSemaphore(ctx, id, c.Semaphore)
+	case *fencedv1.PipelineCall_Rwlock:
+		return p.runRWLock(ctx, id, c.Rwlock)
 	case *fencedv1.PipelineCall_LimiterTake:
 		if err := p.s.faults.oldPipelineCall(id); err != nil {
 			return pipelineError(id, err)
@@ -364,7 +369,7 @@ func (p *pipeline) run(ctx context.Context, call *fencedv1.PipelineCall) *fenced
 		}
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_LimiterTake{LimiterTake: resp.Msg}}
 	default:
-		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put, queue, limiter_take or semaphore", fence.ErrInvalidArgument, id))
+		return pipelineError(id, fmt.Errorf("%w: call %d has no acquire, release, kv_put, queue, limiter_take, semaphore or rwlock", fence.ErrInvalidArgument, id))
 	}
 }
 

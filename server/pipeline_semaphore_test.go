@@ -14,12 +14,7 @@ import (
 )
 
 func semaphoreCall(t *testing.T, id uint64, call *fencedv1.SemaphoreCall) *fencedv1.PipelineCall {
-	t.Helper()
-	raw, err := proto.Marshal(call)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Semaphore{Semaphore: raw}}
+	return &fencedv1.PipelineCall{Id: id, Call: &fencedv1.PipelineCall_Semaphore{Semaphore: mustMarshal(t, call)}}
 }
 
 func semAcquire(req *fencedv1.SemaphoreAcquireRequest) *fencedv1.SemaphoreCall {
@@ -32,14 +27,7 @@ func semRelease(req *fencedv1.SemaphoreReleaseRequest) *fencedv1.SemaphoreCall {
 
 func semaphoreResult(t *testing.T, r *fencedv1.PipelineResult) *fencedv1.SemaphoreResult {
 	t.Helper()
-	if e := r.GetError(); e != nil {
-		t.Fatalf("call %d failed: %v", r.GetId(), e)
-	}
-	var res fencedv1.SemaphoreResult
-	if err := proto.Unmarshal(r.GetSemaphore(), &res); err != nil {
-		t.Fatalf("call %d: answer is not a SemaphoreResult: %v", r.GetId(), err)
-	}
-	return &res
+	return serializedResult[fencedv1.SemaphoreResult](t, r, r.GetSemaphore())
 }
 
 // Pipelined semaphore calls do what their unary calls do: two sessions

@@ -278,7 +278,7 @@ func TestPipeline_FirstResponseNamesTheCallsItTakes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []fencedv1.PipelineCallKind{fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LIMITER, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_SEMAPHORE}
+	want := []fencedv1.PipelineCallKind{fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LOCK_AND_KV, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_QUEUE_BATCH, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_LIMITER, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_SEMAPHORE, fencedv1.PipelineCallKind_PIPELINE_CALL_KIND_RWLOCK}
 	if len(first.GetResults()) != 0 || fmt.Sprint(first.GetCalls()) != fmt.Sprint(want) {
 		t.Fatalf("first response %v, want no results and the calls %v", first, want)
 	}

@@ -93,6 +93,8 @@ const (
 	PipelineCallKind_PIPELINE_CALL_KIND_LIMITER PipelineCallKind = 4
 	// semaphore carrying an acquire or a release.
 	PipelineCallKind_PIPELINE_CALL_KIND_SEMAPHORE PipelineCallKind = 5
+	// rwlock carrying a read/write lock acquire or release.
+	PipelineCallKind_PIPELINE_CALL_KIND_RWLOCK PipelineCallKind = 6
 )
 
 // Enum value maps for PipelineCallKind.
@@ -104,6 +106,7 @@ var (
 		3: "PIPELINE_CALL_KIND_QUEUE_BATCH",
 		4: "PIPELINE_CALL_KIND_LIMITER",
 		5: "PIPELINE_CALL_KIND_SEMAPHORE",
+		6: "PIPELINE_CALL_KIND_RWLOCK",
 	}
 	PipelineCallKind_value = map[string]int32{
 		"PIPELINE_CALL_KIND_UNSPECIFIED": 0,
@@ -112,6 +115,7 @@ var (
 		"PIPELINE_CALL_KIND_QUEUE_BATCH": 3,
 		"PIPELINE_CALL_KIND_LIMITER":     4,
 		"PIPELINE_CALL_KIND_SEMAPHORE":   5,
+		"PIPELINE_CALL_KIND_RWLOCK":      6,
 	}
 )
 
@@ -345,6 +349,7 @@ type PipelineCall struct {
 	//	*PipelineCall_Queue
 	//	*PipelineCall_LimiterTake
 	//	*PipelineCall_Semaphore
+	//	*PipelineCall_Rwlock
 	Call          isPipelineCall_Call `protobuf_oneof:"call"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -448,6 +453,15 @@ func (x *PipelineCall) GetSemaphore() []byte {
 	return nil
 }
 
+func (x *PipelineCall) GetRwlock() []byte {
+	if x != nil {
+		if x, ok := x.Call.(*PipelineCall_Rwlock); ok {
+			return x.Rwlock
+		}
+	}
+	return nil
+}
+
 type isPipelineCall_Call interface {
 	isPipelineCall_Call()
 }
@@ -482,6 +496,12 @@ type PipelineCall_Semaphore struct {
 	Semaphore []byte `protobuf:"bytes,7,opt,name=semaphore,proto3,oneof"`
 }
 
+type PipelineCall_Rwlock struct {
+	// rwlock is a serialized RWLockCall (rwlock.proto, which imports this
+	// file): a read/write lock acquire or release.
+	Rwlock []byte `protobuf:"bytes,8,opt,name=rwlock,proto3,oneof"`
+}
+
 func (*PipelineCall_Acquire) isPipelineCall_Call() {}
 
 func (*PipelineCall_Release) isPipelineCall_Call() {}
@@ -493,6 +513,8 @@ func (*PipelineCall_Queue) isPipelineCall_Call() {}
 func (*PipelineCall_LimiterTake) isPipelineCall_Call() {}
 
 func (*PipelineCall_Semaphore) isPipelineCall_Call() {}
+
+func (*PipelineCall_Rwlock) isPipelineCall_Call() {}
 
 type PipelineRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -624,6 +646,7 @@ type PipelineResult struct {
 	//	*PipelineResult_Queue
 	//	*PipelineResult_LimiterTake
 	//	*PipelineResult_Semaphore
+	//	*PipelineResult_Rwlock
 	Result        isPipelineResult_Result `protobuf_oneof:"result"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -736,6 +759,15 @@ func (x *PipelineResult) GetSemaphore() []byte {
 	return nil
 }
 
+func (x *PipelineResult) GetRwlock() []byte {
+	if x != nil {
+		if x, ok := x.Result.(*PipelineResult_Rwlock); ok {
+			return x.Rwlock
+		}
+	}
+	return nil
+}
+
 type isPipelineResult_Result interface {
 	isPipelineResult_Result()
 }
@@ -771,6 +803,11 @@ type PipelineResult_Semaphore struct {
 	Semaphore []byte `protobuf:"bytes,8,opt,name=semaphore,proto3,oneof"`
 }
 
+type PipelineResult_Rwlock struct {
+	// rwlock is a serialized RWLockResult (rwlock.proto).
+	Rwlock []byte `protobuf:"bytes,9,opt,name=rwlock,proto3,oneof"`
+}
+
 func (*PipelineResult_Acquire) isPipelineResult_Result() {}
 
 func (*PipelineResult_Release) isPipelineResult_Result() {}
@@ -784,6 +821,8 @@ func (*PipelineResult_Queue) isPipelineResult_Result() {}
 func (*PipelineResult_LimiterTake) isPipelineResult_Result() {}
 
 func (*PipelineResult_Semaphore) isPipelineResult_Result() {}
+
+func (*PipelineResult_Rwlock) isPipelineResult_Result() {}
 
 type PipelineResponse struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3670,7 +3709,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x05token\x18\x05 \x01(\x04R\x05token\"g\n" +
 	"\rRenewResponse\x12.\n" +
 	"\x06result\x18\x01 \x01(\x0e2\x16.fenced.v1.RenewResultR\x06result\x12&\n" +
-	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xc2\x02\n" +
+	"\x05grant\x18\x02 \x01(\v2\x10.fenced.v1.GrantR\x05grant\"\xdc\x02\n" +
 	"\fPipelineCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x125\n" +
 	"\aacquire\x18\x02 \x01(\v2\x19.fenced.v1.AcquireRequestH\x00R\aacquire\x125\n" +
@@ -3678,7 +3717,8 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x06kv_put\x18\x04 \x01(\v2\x17.fenced.v1.KVPutRequestH\x00R\x05kvPut\x12\x16\n" +
 	"\x05queue\x18\x05 \x01(\fH\x00R\x05queue\x12B\n" +
 	"\flimiter_take\x18\x06 \x01(\v2\x1d.fenced.v1.LimiterTakeRequestH\x00R\vlimiterTake\x12\x1e\n" +
-	"\tsemaphore\x18\a \x01(\fH\x00R\tsemaphoreB\x06\n" +
+	"\tsemaphore\x18\a \x01(\fH\x00R\tsemaphore\x12\x18\n" +
+	"\x06rwlock\x18\b \x01(\fH\x00R\x06rwlockB\x06\n" +
 	"\x04call\"X\n" +
 	"\x0fPipelineRequest\x12-\n" +
 	"\x05calls\x18\x01 \x03(\v2\x17.fenced.v1.PipelineCallR\x05calls\x12\x16\n" +
@@ -3689,7 +3729,7 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x04meta\x18\x03 \x03(\v2\".fenced.v1.PipelineError.MetaEntryR\x04meta\x1a7\n" +
 	"\tMetaEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xfc\x02\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x96\x03\n" +
 	"\x0ePipelineResult\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
 	"\aacquire\x18\x02 \x01(\v2\x1a.fenced.v1.AcquireResponseH\x00R\aacquire\x126\n" +
@@ -3698,7 +3738,8 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\x05error\x18\x05 \x01(\v2\x18.fenced.v1.PipelineErrorH\x00R\x05error\x12\x16\n" +
 	"\x05queue\x18\x06 \x01(\fH\x00R\x05queue\x12C\n" +
 	"\flimiter_take\x18\a \x01(\v2\x1e.fenced.v1.LimiterTakeResponseH\x00R\vlimiterTake\x12\x1e\n" +
-	"\tsemaphore\x18\b \x01(\fH\x00R\tsemaphoreB\b\n" +
+	"\tsemaphore\x18\b \x01(\fH\x00R\tsemaphore\x12\x18\n" +
+	"\x06rwlock\x18\t \x01(\fH\x00R\x06rwlockB\b\n" +
 	"\x06result\"z\n" +
 	"\x10PipelineResponse\x123\n" +
 	"\aresults\x18\x01 \x03(\v2\x19.fenced.v1.PipelineResultR\aresults\x121\n" +
@@ -3909,14 +3950,15 @@ const file_fenced_v1_fenced_proto_rawDesc = "" +
 	"\vRenewResult\x12\x1c\n" +
 	"\x18RENEW_RESULT_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14RENEW_RESULT_RENEWED\x10\x01\x12\x1a\n" +
-	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\xde\x01\n" +
+	"\x16RENEW_RESULT_NOT_OWNED\x10\x02*\xfd\x01\n" +
 	"\x10PipelineCallKind\x12\"\n" +
 	"\x1ePIPELINE_CALL_KIND_UNSPECIFIED\x10\x00\x12\"\n" +
 	"\x1ePIPELINE_CALL_KIND_LOCK_AND_KV\x10\x01\x12\x1c\n" +
 	"\x18PIPELINE_CALL_KIND_QUEUE\x10\x02\x12\"\n" +
 	"\x1ePIPELINE_CALL_KIND_QUEUE_BATCH\x10\x03\x12\x1e\n" +
 	"\x1aPIPELINE_CALL_KIND_LIMITER\x10\x04\x12 \n" +
-	"\x1cPIPELINE_CALL_KIND_SEMAPHORE\x10\x05*\x8f\x01\n" +
+	"\x1cPIPELINE_CALL_KIND_SEMAPHORE\x10\x05\x12\x1d\n" +
+	"\x19PIPELINE_CALL_KIND_RWLOCK\x10\x06*\x8f\x01\n" +
 	"\rReleaseResult\x12\x1e\n" +
 	"\x1aRELEASE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17RELEASE_RESULT_RELEASED\x10\x01\x12#\n" +
@@ -4111,6 +4153,7 @@ func file_fenced_v1_fenced_proto_init() {
 		(*PipelineCall_Queue)(nil),
 		(*PipelineCall_LimiterTake)(nil),
 		(*PipelineCall_Semaphore)(nil),
+		(*PipelineCall_Rwlock)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[5].OneofWrappers = []any{
 		(*PipelineResult_Acquire)(nil),
@@ -4120,6 +4163,7 @@ func file_fenced_v1_fenced_proto_init() {
 		(*PipelineResult_Queue)(nil),
 		(*PipelineResult_LimiterTake)(nil),
 		(*PipelineResult_Semaphore)(nil),
+		(*PipelineResult_Rwlock)(nil),
 	}
 	file_fenced_v1_fenced_proto_msgTypes[7].OneofWrappers = []any{}
 	file_fenced_v1_fenced_proto_msgTypes[11].OneofWrappers = []any{}

@@ -395,6 +395,176 @@ func (x *RWReleaseResponse) GetResult() ReleaseResult {
 	return ReleaseResult_RELEASE_RESULT_UNSPECIFIED
 }
 
+// RWLockCall is a read/write lock call carried by LockService.Pipeline
+// (PipelineCall.rwlock, serialized): it does exactly what the unary call
+// of the same name does.
+type RWLockCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Call:
+	//
+	//	*RWLockCall_Acquire
+	//	*RWLockCall_Release
+	Call          isRWLockCall_Call `protobuf_oneof:"call"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWLockCall) Reset() {
+	*x = RWLockCall{}
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWLockCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWLockCall) ProtoMessage() {}
+
+func (x *RWLockCall) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWLockCall.ProtoReflect.Descriptor instead.
+func (*RWLockCall) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *RWLockCall) GetCall() isRWLockCall_Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *RWLockCall) GetAcquire() *RWAcquireRequest {
+	if x != nil {
+		if x, ok := x.Call.(*RWLockCall_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *RWLockCall) GetRelease() *RWReleaseRequest {
+	if x != nil {
+		if x, ok := x.Call.(*RWLockCall_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isRWLockCall_Call interface {
+	isRWLockCall_Call()
+}
+
+type RWLockCall_Acquire struct {
+	Acquire *RWAcquireRequest `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type RWLockCall_Release struct {
+	Release *RWReleaseRequest `protobuf:"bytes,2,opt,name=release,proto3,oneof"`
+}
+
+func (*RWLockCall_Acquire) isRWLockCall_Call() {}
+
+func (*RWLockCall_Release) isRWLockCall_Call() {}
+
+// RWLockResult is the answer of a pipelined RWLockCall
+// (PipelineResult.rwlock, serialized); a failed call is answered with
+// PipelineResult.error instead.
+type RWLockResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Result:
+	//
+	//	*RWLockResult_Acquire
+	//	*RWLockResult_Release
+	Result        isRWLockResult_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RWLockResult) Reset() {
+	*x = RWLockResult{}
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RWLockResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RWLockResult) ProtoMessage() {}
+
+func (x *RWLockResult) ProtoReflect() protoreflect.Message {
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RWLockResult.ProtoReflect.Descriptor instead.
+func (*RWLockResult) Descriptor() ([]byte, []int) {
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *RWLockResult) GetResult() isRWLockResult_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *RWLockResult) GetAcquire() *RWAcquireResponse {
+	if x != nil {
+		if x, ok := x.Result.(*RWLockResult_Acquire); ok {
+			return x.Acquire
+		}
+	}
+	return nil
+}
+
+func (x *RWLockResult) GetRelease() *RWReleaseResponse {
+	if x != nil {
+		if x, ok := x.Result.(*RWLockResult_Release); ok {
+			return x.Release
+		}
+	}
+	return nil
+}
+
+type isRWLockResult_Result interface {
+	isRWLockResult_Result()
+}
+
+type RWLockResult_Acquire struct {
+	Acquire *RWAcquireResponse `protobuf:"bytes,1,opt,name=acquire,proto3,oneof"`
+}
+
+type RWLockResult_Release struct {
+	Release *RWReleaseResponse `protobuf:"bytes,2,opt,name=release,proto3,oneof"`
+}
+
+func (*RWLockResult_Acquire) isRWLockResult_Result() {}
+
+func (*RWLockResult_Release) isRWLockResult_Result() {}
+
 type RWVerifyRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -405,7 +575,7 @@ type RWVerifyRequest struct {
 
 func (x *RWVerifyRequest) Reset() {
 	*x = RWVerifyRequest{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[4]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +587,7 @@ func (x *RWVerifyRequest) String() string {
 func (*RWVerifyRequest) ProtoMessage() {}
 
 func (x *RWVerifyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[4]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +600,7 @@ func (x *RWVerifyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWVerifyRequest.ProtoReflect.Descriptor instead.
 func (*RWVerifyRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{4}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RWVerifyRequest) GetName() string {
@@ -459,7 +629,7 @@ type RWVerifyResponse struct {
 
 func (x *RWVerifyResponse) Reset() {
 	*x = RWVerifyResponse{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[5]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -471,7 +641,7 @@ func (x *RWVerifyResponse) String() string {
 func (*RWVerifyResponse) ProtoMessage() {}
 
 func (x *RWVerifyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[5]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -484,7 +654,7 @@ func (x *RWVerifyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWVerifyResponse.ProtoReflect.Descriptor instead.
 func (*RWVerifyResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{5}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RWVerifyResponse) GetCurrent() bool {
@@ -511,7 +681,7 @@ type RWWaiter struct {
 
 func (x *RWWaiter) Reset() {
 	*x = RWWaiter{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[6]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -523,7 +693,7 @@ func (x *RWWaiter) String() string {
 func (*RWWaiter) ProtoMessage() {}
 
 func (x *RWWaiter) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[6]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -536,7 +706,7 @@ func (x *RWWaiter) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWWaiter.ProtoReflect.Descriptor instead.
 func (*RWWaiter) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{6}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RWWaiter) GetSession() uint64 {
@@ -570,7 +740,7 @@ type RWLockInfo struct {
 
 func (x *RWLockInfo) Reset() {
 	*x = RWLockInfo{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[7]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -582,7 +752,7 @@ func (x *RWLockInfo) String() string {
 func (*RWLockInfo) ProtoMessage() {}
 
 func (x *RWLockInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[7]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -595,7 +765,7 @@ func (x *RWLockInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWLockInfo.ProtoReflect.Descriptor instead.
 func (*RWLockInfo) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{7}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RWLockInfo) GetName() string {
@@ -646,7 +816,7 @@ type RWDescribeRequest struct {
 
 func (x *RWDescribeRequest) Reset() {
 	*x = RWDescribeRequest{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[8]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +828,7 @@ func (x *RWDescribeRequest) String() string {
 func (*RWDescribeRequest) ProtoMessage() {}
 
 func (x *RWDescribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[8]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +841,7 @@ func (x *RWDescribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWDescribeRequest.ProtoReflect.Descriptor instead.
 func (*RWDescribeRequest) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{8}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *RWDescribeRequest) GetName() string {
@@ -706,7 +876,7 @@ type RWDescribeResponse struct {
 
 func (x *RWDescribeResponse) Reset() {
 	*x = RWDescribeResponse{}
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[9]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -718,7 +888,7 @@ func (x *RWDescribeResponse) String() string {
 func (*RWDescribeResponse) ProtoMessage() {}
 
 func (x *RWDescribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fenced_v1_rwlock_proto_msgTypes[9]
+	mi := &file_fenced_v1_rwlock_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -731,7 +901,7 @@ func (x *RWDescribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RWDescribeResponse.ProtoReflect.Descriptor instead.
 func (*RWDescribeResponse) Descriptor() ([]byte, []int) {
-	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{9}
+	return file_fenced_v1_rwlock_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RWDescribeResponse) GetLock() *RWLockInfo {
@@ -778,7 +948,16 @@ const file_fenced_v1_rwlock_proto_rawDesc = "" +
 	"\x06ttl_ms\x18\x06 \x01(\x03R\x05ttlMs\x12\x16\n" +
 	"\x06secret\x18\a \x01(\tR\x06secret\"E\n" +
 	"\x11RWReleaseResponse\x120\n" +
-	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\";\n" +
+	"\x06result\x18\x01 \x01(\x0e2\x18.fenced.v1.ReleaseResultR\x06result\"\x86\x01\n" +
+	"\n" +
+	"RWLockCall\x127\n" +
+	"\aacquire\x18\x01 \x01(\v2\x1b.fenced.v1.RWAcquireRequestH\x00R\aacquire\x127\n" +
+	"\arelease\x18\x02 \x01(\v2\x1b.fenced.v1.RWReleaseRequestH\x00R\areleaseB\x06\n" +
+	"\x04call\"\x8c\x01\n" +
+	"\fRWLockResult\x128\n" +
+	"\aacquire\x18\x01 \x01(\v2\x1c.fenced.v1.RWAcquireResponseH\x00R\aacquire\x128\n" +
+	"\arelease\x18\x02 \x01(\v2\x1c.fenced.v1.RWReleaseResponseH\x00R\areleaseB\b\n" +
+	"\x06result\";\n" +
 	"\x0fRWVerifyRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05token\x18\x02 \x01(\x04R\x05token\"T\n" +
@@ -827,45 +1006,51 @@ func file_fenced_v1_rwlock_proto_rawDescGZIP() []byte {
 }
 
 var file_fenced_v1_rwlock_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fenced_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_fenced_v1_rwlock_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_fenced_v1_rwlock_proto_goTypes = []any{
 	(RWLockMode)(0),            // 0: fenced.v1.RWLockMode
 	(*RWAcquireRequest)(nil),   // 1: fenced.v1.RWAcquireRequest
 	(*RWAcquireResponse)(nil),  // 2: fenced.v1.RWAcquireResponse
 	(*RWReleaseRequest)(nil),   // 3: fenced.v1.RWReleaseRequest
 	(*RWReleaseResponse)(nil),  // 4: fenced.v1.RWReleaseResponse
-	(*RWVerifyRequest)(nil),    // 5: fenced.v1.RWVerifyRequest
-	(*RWVerifyResponse)(nil),   // 6: fenced.v1.RWVerifyResponse
-	(*RWWaiter)(nil),           // 7: fenced.v1.RWWaiter
-	(*RWLockInfo)(nil),         // 8: fenced.v1.RWLockInfo
-	(*RWDescribeRequest)(nil),  // 9: fenced.v1.RWDescribeRequest
-	(*RWDescribeResponse)(nil), // 10: fenced.v1.RWDescribeResponse
-	(*Grant)(nil),              // 11: fenced.v1.Grant
-	(ReleaseResult)(0),         // 12: fenced.v1.ReleaseResult
+	(*RWLockCall)(nil),         // 5: fenced.v1.RWLockCall
+	(*RWLockResult)(nil),       // 6: fenced.v1.RWLockResult
+	(*RWVerifyRequest)(nil),    // 7: fenced.v1.RWVerifyRequest
+	(*RWVerifyResponse)(nil),   // 8: fenced.v1.RWVerifyResponse
+	(*RWWaiter)(nil),           // 9: fenced.v1.RWWaiter
+	(*RWLockInfo)(nil),         // 10: fenced.v1.RWLockInfo
+	(*RWDescribeRequest)(nil),  // 11: fenced.v1.RWDescribeRequest
+	(*RWDescribeResponse)(nil), // 12: fenced.v1.RWDescribeResponse
+	(*Grant)(nil),              // 13: fenced.v1.Grant
+	(ReleaseResult)(0),         // 14: fenced.v1.ReleaseResult
 }
 var file_fenced_v1_rwlock_proto_depIdxs = []int32{
 	0,  // 0: fenced.v1.RWAcquireRequest.mode:type_name -> fenced.v1.RWLockMode
-	11, // 1: fenced.v1.RWAcquireResponse.grant:type_name -> fenced.v1.Grant
-	12, // 2: fenced.v1.RWReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
-	11, // 3: fenced.v1.RWVerifyResponse.grant:type_name -> fenced.v1.Grant
-	0,  // 4: fenced.v1.RWWaiter.mode:type_name -> fenced.v1.RWLockMode
-	11, // 5: fenced.v1.RWLockInfo.readers:type_name -> fenced.v1.Grant
-	11, // 6: fenced.v1.RWLockInfo.writer:type_name -> fenced.v1.Grant
-	7,  // 7: fenced.v1.RWLockInfo.waiters:type_name -> fenced.v1.RWWaiter
-	8,  // 8: fenced.v1.RWDescribeResponse.lock:type_name -> fenced.v1.RWLockInfo
-	1,  // 9: fenced.v1.RWLockService.Acquire:input_type -> fenced.v1.RWAcquireRequest
-	3,  // 10: fenced.v1.RWLockService.Release:input_type -> fenced.v1.RWReleaseRequest
-	5,  // 11: fenced.v1.RWLockService.Verify:input_type -> fenced.v1.RWVerifyRequest
-	9,  // 12: fenced.v1.RWLockService.Describe:input_type -> fenced.v1.RWDescribeRequest
-	2,  // 13: fenced.v1.RWLockService.Acquire:output_type -> fenced.v1.RWAcquireResponse
-	4,  // 14: fenced.v1.RWLockService.Release:output_type -> fenced.v1.RWReleaseResponse
-	6,  // 15: fenced.v1.RWLockService.Verify:output_type -> fenced.v1.RWVerifyResponse
-	10, // 16: fenced.v1.RWLockService.Describe:output_type -> fenced.v1.RWDescribeResponse
-	13, // [13:17] is the sub-list for method output_type
-	9,  // [9:13] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	13, // 1: fenced.v1.RWAcquireResponse.grant:type_name -> fenced.v1.Grant
+	14, // 2: fenced.v1.RWReleaseResponse.result:type_name -> fenced.v1.ReleaseResult
+	1,  // 3: fenced.v1.RWLockCall.acquire:type_name -> fenced.v1.RWAcquireRequest
+	3,  // 4: fenced.v1.RWLockCall.release:type_name -> fenced.v1.RWReleaseRequest
+	2,  // 5: fenced.v1.RWLockResult.acquire:type_name -> fenced.v1.RWAcquireResponse
+	4,  // 6: fenced.v1.RWLockResult.release:type_name -> fenced.v1.RWReleaseResponse
+	13, // 7: fenced.v1.RWVerifyResponse.grant:type_name -> fenced.v1.Grant
+	0,  // 8: fenced.v1.RWWaiter.mode:type_name -> fenced.v1.RWLockMode
+	13, // 9: fenced.v1.RWLockInfo.readers:type_name -> fenced.v1.Grant
+	13, // 10: fenced.v1.RWLockInfo.writer:type_name -> fenced.v1.Grant
+	9,  // 11: fenced.v1.RWLockInfo.waiters:type_name -> fenced.v1.RWWaiter
+	10, // 12: fenced.v1.RWDescribeResponse.lock:type_name -> fenced.v1.RWLockInfo
+	1,  // 13: fenced.v1.RWLockService.Acquire:input_type -> fenced.v1.RWAcquireRequest
+	3,  // 14: fenced.v1.RWLockService.Release:input_type -> fenced.v1.RWReleaseRequest
+	7,  // 15: fenced.v1.RWLockService.Verify:input_type -> fenced.v1.RWVerifyRequest
+	11, // 16: fenced.v1.RWLockService.Describe:input_type -> fenced.v1.RWDescribeRequest
+	2,  // 17: fenced.v1.RWLockService.Acquire:output_type -> fenced.v1.RWAcquireResponse
+	4,  // 18: fenced.v1.RWLockService.Release:output_type -> fenced.v1.RWReleaseResponse
+	8,  // 19: fenced.v1.RWLockService.Verify:output_type -> fenced.v1.RWVerifyResponse
+	12, // 20: fenced.v1.RWLockService.Describe:output_type -> fenced.v1.RWDescribeResponse
+	17, // [17:21] is the sub-list for method output_type
+	13, // [13:17] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fenced_v1_rwlock_proto_init() }
@@ -874,13 +1059,21 @@ func file_fenced_v1_rwlock_proto_init() {
 		return
 	}
 	file_fenced_v1_fenced_proto_init()
+	file_fenced_v1_rwlock_proto_msgTypes[4].OneofWrappers = []any{
+		(*RWLockCall_Acquire)(nil),
+		(*RWLockCall_Release)(nil),
+	}
+	file_fenced_v1_rwlock_proto_msgTypes[5].OneofWrappers = []any{
+		(*RWLockResult_Acquire)(nil),
+		(*RWLockResult_Release)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fenced_v1_rwlock_proto_rawDesc), len(file_fenced_v1_rwlock_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

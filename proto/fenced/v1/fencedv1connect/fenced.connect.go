@@ -291,8 +291,8 @@ type LockServiceClient interface {
 	// unary call of the same name does, with the same validation,
 	// de-duplication and errors; a call cancelled by the client, or cut off
 	// by the stream's end, behaves like a unary call whose client went
-	// away. The SDK sends its lock, kv, queue, limiter-take and semaphore
-	// acquire and release traffic this way: one
+	// away. The SDK sends its lock, kv, queue, limiter-take, semaphore and
+	// read/write lock acquire and release traffic this way: one
 	// stream costs far less per call than one HTTP/2 request each.
 	Pipeline(context.Context) *connect.BidiStreamForClient[v1.PipelineRequest, v1.PipelineResponse]
 	// Renew renews a grant with a TTL of its own (its session's): the
@@ -459,8 +459,8 @@ type LockServiceHandler interface {
 	// unary call of the same name does, with the same validation,
 	// de-duplication and errors; a call cancelled by the client, or cut off
 	// by the stream's end, behaves like a unary call whose client went
-	// away. The SDK sends its lock, kv, queue, limiter-take and semaphore
-	// acquire and release traffic this way: one
+	// away. The SDK sends its lock, kv, queue, limiter-take, semaphore and
+	// read/write lock acquire and release traffic this way: one
 	// stream costs far less per call than one HTTP/2 request each.
 	Pipeline(context.Context, *connect.BidiStream[v1.PipelineRequest, v1.PipelineResponse]) error
 	// Renew renews a grant with a TTL of its own (its session's): the
