@@ -14,8 +14,7 @@ import (
 )
 
 // countingTransport counts the unary calls of one service (the requests
-// whose path starts with service, "/fenced.v1.QueueService/" when empty)
-// a Client sends; pipelined ones ride the Pipeline stream
+// whose path starts with service) a Client sends; pipelined ones ride the Pipeline stream
 // (LockService.Pipeline, or the native connection) instead.
 type countingTransport struct {
 	base    http.RoundTripper
@@ -24,11 +23,7 @@ type countingTransport struct {
 }
 
 func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	service := c.service
-	if service == "" {
-		service = "/fenced.v1.QueueService/"
-	}
-	if strings.HasPrefix(r.URL.Path, service) {
+	if strings.HasPrefix(r.URL.Path, c.service) {
 		c.unary.Add(1)
 	}
 	return c.base.RoundTrip(r)
@@ -126,7 +121,7 @@ func TestQueue_LearnsThePipelineFromQueueCallsAlone(t *testing.T) {
 			tr := &http.Transport{DialContext: (&net.Dialer{Timeout: 5 * time.Second}).DialContext}
 			tr.Protocols = new(http.Protocols)
 			tr.Protocols.SetUnencryptedHTTP2(true)
-			ct := &countingTransport{base: tr}
+			ct := &countingTransport{base: tr, service: "/fenced.v1.QueueService/"}
 			c, err := client.New([]string{srv.Addr()}, client.WithProtocol(p), client.WithHTTPClient(&http.Client{Transport: ct}))
 			if err != nil {
 				t.Fatal(err)

@@ -68,8 +68,9 @@ type Faults struct {
 	// pipelined queue calls and before PipelineResponse.calls (it names
 	// no kind and refuses every queue call); 2, a server that takes the
 	// basic queue calls but not the batch calls (push batch, ack batch),
-	// and names them so. Both refuse limiter takes and semaphore calls,
-	// which no such server took through its Pipeline. The unary calls still work.
+	// and names them so. Both refuse limiter takes and semaphore and
+	// read/write lock calls, which no such server took through its
+	// Pipeline. The unary calls still work.
 	OldPipeline int
 }
 
@@ -214,8 +215,9 @@ func (f *faultState) pipelineCalls(all []fencedv1.PipelineCallKind) []fencedv1.P
 }
 
 // oldPipelineCall is the answer of an older server's Pipeline to a
-// limiter take or a semaphore call, or nil (OldPipeline): both older
-// servers it plays are from before those rode the Pipeline.
+// limiter take, a semaphore call or a read/write lock call, or nil
+// (OldPipeline): both older servers it plays are from before those rode
+// the Pipeline.
 func (f *faultState) oldPipelineCall(id uint64) error {
 	if f.cfg.Test.OldPipeline != 0 {
 		return fmt.Errorf("%w: call %d has no acquire, release, kv_put or queue", fence.ErrInvalidArgument, id)

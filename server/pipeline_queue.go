@@ -89,18 +89,3 @@ func (p *pipeline) runQueue(ctx context.Context, id uint64, raw []byte) *fencedv
 		return &fencedv1.PipelineResult{Id: id, Result: &fencedv1.PipelineResult_Queue{Queue: out}}
 	})
 }
-
-// serializedAnswer is the answer of the pipelined call id whose result
-// res travels serialized (the messages fenced.proto cannot name: queue.proto
-// and semaphore.proto import it) in the PipelineResult wrap makes of the
-// bytes, or its error err.
-func serializedAnswer(id uint64, res proto.Message, err error, wrap func([]byte) *fencedv1.PipelineResult) *fencedv1.PipelineResult {
-	if err != nil {
-		return pipelineError(id, err)
-	}
-	out, err := proto.Marshal(res)
-	if err != nil {
-		return pipelineError(id, err)
-	}
-	return wrap(out)
-}

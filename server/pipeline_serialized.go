@@ -59,3 +59,17 @@ func (p *pipeline) runSerialized(ctx context.Context, id uint64, raw []byte, cal
 	res, err := pc.run(ctx)
 	return serializedAnswer(id, res, err, wrap)
 }
+
+// serializedAnswer is the answer of the pipelined call id whose result
+// res travels serialized, in the PipelineResult wrap makes of the bytes,
+// or its error err.
+func serializedAnswer(id uint64, res proto.Message, err error, wrap func([]byte) *fencedv1.PipelineResult) *fencedv1.PipelineResult {
+	if err != nil {
+		return pipelineError(id, err)
+	}
+	out, err := proto.Marshal(res)
+	if err != nil {
+		return pipelineError(id, err)
+	}
+	return wrap(out)
+}
